@@ -1,0 +1,18 @@
+"""toolcall-enforcer: token-level enforcement of LLM tool calls (Kimi K2 sections, JSON Schema
+arguments), compiled to cached token masks."""
+
+from .errors import (EnforcerError, InvalidSchemaError, InvalidToolsError, SchemaTooComplexError,
+                     TokenizerError, UnsupportedSchemaError)
+from .json_schema import SchemaOptions
+from .engine import ToolCallMatcher
+from .matcher import CompiledSchema, JsonMatcher, compile_json_schema
+from .tools import CompiledTools, compile_tools
+from .vocabulary import Vocabulary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompiledSchema", "CompiledTools", "EnforcerError", "InvalidSchemaError", "InvalidToolsError", "JsonMatcher",
+    "SchemaOptions", "SchemaTooComplexError", "TokenizerError", "ToolCallMatcher",
+    "UnsupportedSchemaError", "Vocabulary", "compile_json_schema", "compile_tools",
+]

@@ -1,0 +1,621 @@
+"""Byte-level regular expressions and the deterministic automata they compile to.
+
+Every constraint in the library (JSON values, string patterns, call ids) is expressed as a
+:class:`Node` over bytes and compiled once into a trimmed, minimal :class:`DFA`: state 0 is the
+start, ``transitions[s, b]`` is the next state or ``-1``, and every live state can still reach an
+accepting one, so "the walk did not die" means "the text can still be completed".
+
+Cost: Thompson construction and subset construction are linear in the size of the expression and
+the resulting automaton; minimisation is vectorised with numpy. Nodes and DFAs are immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from .errors import SchemaTooComplexError
+
+DEAD = -1
+DEFAULT_MAX_STATES = 200_000
+
+
+# --------------------------------------------------------------------------------------------
+# Expression tree
+
+
+class Node:
+    """A regular expression over bytes. Build with the helper functions below."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ByteSet(Node):
+    """One byte out of the inclusive ranges ``((lo, hi), ...)``."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Concat(Node):
+    parts: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Union(Node):
+    alternatives: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Repeat(Node):
+    """``node{minimum,maximum}``; ``maximum=None`` is unbounded."""
+
+    node: Node
+    minimum: int
+    maximum: int | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Embedded(Node):
+    """An already compiled :class:`DFA` used as a sub-expression (for intersections)."""
+
+    dfa: "DFA"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Graph(Node):
+    """An automaton whose edges are expressions: ``edges`` holds ``(source, node, target)``
+    over states ``0..num_states-1``; it starts at ``start`` and may end at any of ``accepting``.
+    Used to lift character-level automata (regex engines) to bytes."""
+
+    num_states: int
+    start: int
+    accepting: frozenset[int]
+    edges: tuple[tuple[int, Node, int], ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Epsilon(Node):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Nothing(Node):
+    pass
+
+
+EPSILON: Node = _Epsilon()
+"""Matches the empty string."""
+NOTHING: Node = _Nothing()
+"""Matches no string at all."""
+
+
+def _normalise_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if lo > hi:
+            continue
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
+
+
+def byte_set(ranges: Iterable[tuple[int, int]]) -> Node:
+    norm = _normalise_ranges(ranges)
+    return ByteSet(norm) if norm else NOTHING
+
+
+def byte_chars(chars: bytes) -> Node:
+    """One byte out of ``chars``."""
+    return byte_set((b, b) for b in chars)
+
+
+def literal(data: bytes | str) -> Node:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if not data:
+        return EPSILON
+    return seq(*(ByteSet(((b, b),)) for b in data))
+
+
+def seq(*parts: Node) -> Node:
+    flat: list[Node] = []
+    for part in parts:
+        if part is NOTHING:
+            return NOTHING
+        if part is EPSILON:
+            continue
+        if isinstance(part, Concat):
+            flat.extend(part.parts)
+        else:
+            flat.append(part)
+    if not flat:
+        return EPSILON
+    if len(flat) == 1:
+        return flat[0]
+    return Concat(tuple(flat))
+
+
+def alt(*alternatives: Node) -> Node:
+    """Union. Byte sets among the alternatives are merged into one; other duplicates are
+    dropped by identity (structural hashing of large trees would cost more than it saves)."""
+    flat: list[Node] = []
+    seen: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    for a in alternatives:
+        items = a.alternatives if isinstance(a, Union) else (a,)
+        for item in items:
+            if item is NOTHING or id(item) in seen:
+                continue
+            if isinstance(item, ByteSet):
+                ranges.extend(item.ranges)
+                continue
+            seen.add(id(item))
+            flat.append(item)
+    if ranges:
+        flat.insert(0, byte_set(ranges))
+    if not flat:
+        return NOTHING
+    if len(flat) == 1:
+        return flat[0]
+    return Union(tuple(flat))
+
+
+def repeat(node: Node, minimum: int = 0, maximum: int | None = None) -> Node:
+    if maximum is not None and maximum < minimum:
+        return NOTHING
+    if maximum == 0 or node is EPSILON:
+        return EPSILON
+    if node is NOTHING:
+        return EPSILON if minimum == 0 else NOTHING
+    if minimum == 1 and maximum == 1:
+        return node
+    return Repeat(node, minimum, maximum)
+
+
+def optional(node: Node) -> Node:
+    return repeat(node, 0, 1)
+
+
+def star(node: Node) -> Node:
+    return repeat(node, 0, None)
+
+
+def plus(node: Node) -> Node:
+    return repeat(node, 1, None)
+
+
+def separated(item: Node, separator: Node, minimum: int = 0, maximum: int | None = None) -> Node:
+    """``item (separator item)*`` with between ``minimum`` and ``maximum`` items."""
+    if maximum is not None and (maximum < minimum or maximum == 0):
+        return EPSILON if minimum == 0 and (maximum is None or maximum >= 0) else NOTHING
+    rest_min = max(minimum - 1, 0)
+    rest_max = None if maximum is None else maximum - 1
+    one_or_more = seq(item, repeat(seq(separator, item), rest_min, rest_max))
+    return optional(one_or_more) if minimum == 0 else one_or_more
+
+
+# --------------------------------------------------------------------------------------------
+# UTF-8
+
+
+_UTF8_BOUNDS = ((0x0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
+
+
+def _utf8_sequences(lo: int, hi: int) -> list[Node]:
+    """Byte expressions for the code points ``lo..hi`` of one encoded length (no splitting
+    across lengths). Recursive on the leading byte, as in RE2's UTF-8 range compiler."""
+    a, b = chr(lo).encode("utf-8", "surrogatepass"), chr(hi).encode("utf-8", "surrogatepass")
+    assert len(a) == len(b)
+    return _byte_range_sequences(a, b)
+
+
+def _byte_range_sequences(a: bytes, b: bytes) -> list[Node]:
+    """All byte strings s with a <= s <= b lexicographically, same length, where trailing
+    positions range over continuation bytes (0x80-0xBF)."""
+    if len(a) == 1:
+        return [byte_set([(a[0], b[0])])]
+    cont_lo, cont_hi = bytes([0x80] * (len(a) - 1)), bytes([0xBF] * (len(a) - 1))
+    if a[0] == b[0]:
+        return [seq(byte_set([(a[0], a[0])]), alt(*_byte_range_sequences(a[1:], b[1:])))]
+    out: list[Node] = []
+    first_lo, first_hi = a[0], b[0]
+    if a[1:] != cont_lo:
+        out.append(seq(byte_set([(a[0], a[0])]), alt(*_byte_range_sequences(a[1:], cont_hi))))
+        first_lo += 1
+    tail_hi_full = b[1:] == cont_hi
+    if not tail_hi_full:
+        first_hi -= 1
+    if first_lo <= first_hi:
+        out.append(seq(byte_set([(first_lo, first_hi)]),
+                       *[byte_set([(0x80, 0xBF)])] * (len(a) - 1)))
+    if not tail_hi_full:
+        out.append(seq(byte_set([(b[0], b[0])]), alt(*_byte_range_sequences(cont_lo, b[1:]))))
+    return out
+
+
+def codepoints(ranges: Iterable[tuple[int, int]]) -> Node:
+    """UTF-8 encodings of the code points in the inclusive ``ranges``. Surrogates
+    (U+D800-U+DFFF) are never produced: they are not valid UTF-8."""
+    pieces: list[Node] = []
+    for lo, hi in _normalise_ranges(ranges):
+        for sub_lo, sub_hi in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
+            for blo, bhi in _UTF8_BOUNDS:
+                s, e = max(sub_lo, blo), min(sub_hi, bhi)
+                if s <= e:
+                    pieces.extend(_utf8_sequences(s, e))
+    return alt(*pieces)
+
+
+ANY_CODEPOINT = codepoints([(0, 0x10FFFF)])
+
+
+# --------------------------------------------------------------------------------------------
+# Thompson NFA
+
+
+class _NFA:
+    __slots__ = ("edges", "eps")
+
+    def __init__(self) -> None:
+        self.edges: list[list[tuple[int, int, int]]] = []  # state -> [(lo, hi, target)]
+        self.eps: list[list[int]] = []
+
+    def new(self) -> int:
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def build(self, node: Node, start: int, end: int) -> None:
+        """Add ``node`` between ``start`` and ``end``."""
+        if isinstance(node, ByteSet):
+            for lo, hi in node.ranges:
+                self.edges[start].append((lo, hi, end))
+        elif node is EPSILON:
+            self.eps[start].append(end)
+        elif node is NOTHING:
+            pass
+        elif isinstance(node, Concat):
+            cur = start
+            for i, part in enumerate(node.parts):
+                nxt = end if i == len(node.parts) - 1 else self.new()
+                self.build(part, cur, nxt)
+                cur = nxt
+        elif isinstance(node, Union):
+            for a in node.alternatives:
+                self.build(a, start, end)
+        elif isinstance(node, Repeat):
+            cur = start
+            for _ in range(node.minimum):
+                nxt = self.new()
+                self.build(node.node, cur, nxt)
+                cur = nxt
+            if node.maximum is None:
+                loop = self.new()
+                self.eps[cur].append(loop)
+                back = self.new()
+                self.build(node.node, loop, back)
+                self.eps[back].append(loop)
+                self.eps[loop].append(end)
+            else:
+                self.eps[cur].append(end)
+                for _ in range(node.maximum - node.minimum):
+                    nxt = self.new()
+                    self.build(node.node, cur, nxt)
+                    self.eps[nxt].append(end)
+                    cur = nxt
+        elif isinstance(node, Graph):
+            local = [self.new() for _ in range(node.num_states)]
+            self.eps[start].append(local[node.start])
+            for a in node.accepting:
+                self.eps[local[a]].append(end)
+            for src, sub, dst in node.edges:
+                self.build(sub, local[src], local[dst])
+        elif isinstance(node, Embedded):
+            dfa = node.dfa
+            base = len(self.edges)
+            for _ in range(dfa.num_states):
+                self.new()
+            for s in range(dfa.num_states):
+                for lo, hi, t in dfa.ranges(s):
+                    self.edges[base + s].append((lo, hi, base + t))
+                if dfa.accepting[s]:
+                    self.eps[base + s].append(end)
+            self.eps[start].append(base)
+        else:  # pragma: no cover - programming error
+            raise TypeError(f"not a Node: {node!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# DFA
+
+
+class DFA:
+    """A trimmed, minimal DFA over bytes.
+
+    ``transitions`` is an ``int32`` array of shape ``(num_states, 256)``; ``-1`` is the dead
+    state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.
+    """
+
+    __slots__ = ("transitions", "accepting", "_rows", "_ranges")
+
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
+        self.transitions = transitions
+        self.accepting = accepting
+        self.transitions.setflags(write=False)
+        self.accepting.setflags(write=False)
+        self._rows: list[list[int]] | None = None
+        self._ranges: list[list[tuple[int, int, int]]] | None = None
+
+    @property
+    def num_states(self) -> int:
+        return int(self.transitions.shape[0])
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the DFA accepts no string."""
+        return self.num_states == 0
+
+    @property
+    def rows(self) -> list[list[int]]:
+        """Transitions as nested Python lists: the fastest form for byte-by-byte walks."""
+        if self._rows is None:
+            self._rows = self.transitions.tolist()
+        return self._rows
+
+    def ranges(self, state: int) -> list[tuple[int, int, int]]:
+        """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges."""
+        if self._ranges is None:
+            out = []
+            for row in self.rows:
+                rs: list[tuple[int, int, int]] = []
+                b = 0
+                while b < 256:
+                    t = row[b]
+                    e = b
+                    while e + 1 < 256 and row[e + 1] == t:
+                        e += 1
+                    if t != DEAD:
+                        rs.append((b, e, t))
+                    b = e + 1
+                out.append(rs)
+            self._ranges = out
+        return self._ranges[state]
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after reading ``data`` from ``state`` (``-1`` when it dies)."""
+        rows = self.rows
+        for b in data:
+            state = rows[state][b]
+            if state < 0:
+                return DEAD
+        return state
+
+    def matches(self, data: bytes | str) -> bool:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if self.is_empty:
+            return False
+        s = self.walk(0, data)
+        return s >= 0 and bool(self.accepting[s])
+
+    def intersect(self, other: "DFA", max_states: int = DEFAULT_MAX_STATES) -> "DFA":
+        """The product automaton: strings accepted by both."""
+        if self.is_empty or other.is_empty:
+            return _empty_dfa()
+        index = {(0, 0): 0}
+        pairs = [(0, 0)]
+        rows: list[np.ndarray] = []
+        a_t, b_t = self.transitions, other.transitions
+        i = 0
+        while i < len(pairs):
+            sa, sb = pairs[i]
+            ta, tb = a_t[sa], b_t[sb]
+            row = np.full(256, DEAD, dtype=np.int32)
+            live = (ta >= 0) & (tb >= 0)
+            for byte in np.flatnonzero(live):
+                key = (int(ta[byte]), int(tb[byte]))
+                target = index.get(key)
+                if target is None:
+                    target = index[key] = len(pairs)
+                    pairs.append(key)
+                    if len(pairs) > max_states:
+                        raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+                row[byte] = target
+            rows.append(row)
+            i += 1
+        acc = np.array([self.accepting[a] and other.accepting[b] for a, b in pairs], dtype=bool)
+        return _finalise(np.stack(rows), acc)
+
+    def difference(self, other: "DFA", max_states: int = DEFAULT_MAX_STATES) -> "DFA":
+        """Strings accepted by ``self`` and not by ``other``."""
+        if self.is_empty:
+            return self
+        index = {(0, 0 if not other.is_empty else DEAD): 0}
+        pairs = list(index)
+        rows: list[np.ndarray] = []
+        a_t, b_t = self.transitions, other.transitions
+        i = 0
+        while i < len(pairs):
+            sa, sb = pairs[i]
+            ta = a_t[sa]
+            tb = b_t[sb] if sb >= 0 else np.full(256, DEAD, dtype=np.int32)
+            row = np.full(256, DEAD, dtype=np.int32)
+            for byte in np.flatnonzero(ta >= 0):
+                key = (int(ta[byte]), int(tb[byte]))
+                target = index.get(key)
+                if target is None:
+                    target = index[key] = len(pairs)
+                    pairs.append(key)
+                    if len(pairs) > max_states:
+                        raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+                row[byte] = target
+            rows.append(row)
+            i += 1
+        acc = np.array([bool(self.accepting[a]) and not (b >= 0 and other.accepting[b])
+                        for a, b in pairs], dtype=bool)
+        return _finalise(np.stack(rows), acc)
+
+    def is_disjoint(self, other: "DFA") -> bool:
+        return self.intersect(other).is_empty
+
+    def __repr__(self) -> str:
+        return f"DFA(states={self.num_states}, accepting={int(self.accepting.sum())})"
+
+
+def _empty_dfa() -> DFA:
+    return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
+
+
+def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
+    """Thompson NFA, subset construction, trimming and minimisation."""
+    if node is NOTHING:
+        return _empty_dfa()
+    nfa = _NFA()
+    start, end = nfa.new(), nfa.new()
+    nfa.build(node, start, end)
+    eps = nfa.eps
+    edges = nfa.edges
+
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure_of(state: int) -> frozenset[int]:
+        hit = closure_cache.get(state)
+        if hit is not None:
+            return hit
+        seen = {state}
+        stack = [state]
+        while stack:
+            s = stack.pop()
+            for t in eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        result = frozenset(seen)
+        closure_cache[state] = result
+        return result
+
+    first = closure_of(start)
+    index: dict[frozenset[int], int] = {first: 0}
+    sets = [first]
+    table: list[list[int]] = []
+    accepting: list[bool] = []
+    i = 0
+    while i < len(sets):
+        current = sets[i]
+        accepting.append(end in current)
+        row = [DEAD] * 256
+        # collect edges, then split the byte axis at every range boundary
+        outgoing = [e for s in current for e in edges[s]]
+        if outgoing:
+            cuts = sorted({lo for lo, _, _ in outgoing} | {hi + 1 for _, hi, _ in outgoing})
+            for k in range(len(cuts) - 1):
+                lo, hi = cuts[k], cuts[k + 1] - 1
+                targets: set[int] = set()
+                for elo, ehi, t in outgoing:
+                    if elo <= lo and hi <= ehi:
+                        targets |= closure_of(t)
+                if not targets:
+                    continue
+                key = frozenset(targets)
+                target = index.get(key)
+                if target is None:
+                    target = index[key] = len(sets)
+                    sets.append(key)
+                    if len(sets) > max_states:
+                        raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+                row[lo:hi + 1] = [target] * (hi - lo + 1)
+        table.append(row)
+        i += 1
+    return _finalise(np.array(table, dtype=np.int32), np.array(accepting, dtype=bool))
+
+
+def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True) -> DFA:
+    """Drop states that cannot reach acceptance or be reached, then (optionally) minimise."""
+    n = transitions.shape[0]
+    if n == 0:
+        return _empty_dfa()
+    # distinct (source, target) edges, vectorised; then graph searches over short lists
+    flat = transitions.ravel()
+    has = flat >= 0
+    keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
+    sources, targets = (keys // n).tolist(), (keys % n).tolist()
+    forward: list[list[int]] = [[] for _ in range(n)]
+    reverse: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(sources, targets):
+        forward[a].append(b)
+        reverse[b].append(a)
+    live = [bool(a) for a in accepting.tolist()]
+    stack = [s for s in range(n) if live[s]]
+    while stack:
+        t = stack.pop()
+        for s in reverse[t]:
+            if not live[s]:
+                live[s] = True
+                stack.append(s)
+    if not live[0]:
+        return _empty_dfa()
+    # reachability from the start through live states, numbering states in visiting order
+    order = [0]
+    number = {0: 0}
+    k = 0
+    while k < len(order):
+        for t in forward[order[k]]:
+            if live[t] and t not in number:
+                number[t] = len(order)
+                order.append(t)
+        k += 1
+    remap = np.full(n + 1, DEAD, dtype=np.int32)
+    for old, new in number.items():
+        remap[old] = new
+    trans = remap[transitions[order]]  # -1 (dead) indexes the last entry, which is DEAD
+    acc = accepting[order]
+    if not minimise:
+        return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy())
+    return _minimise(trans, acc)
+
+
+_HASH_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, size=257, dtype=np.int64) | 1
+
+
+def _minimise(trans: np.ndarray, acc: np.ndarray) -> DFA:
+    """Moore partition refinement. Each round hashes every state's (class, successor classes)
+    row to one int64 (vectorised), groups by hash, and checks the grouping exactly against the
+    rows, falling back to an exact row sort on the (never observed) event of a collision."""
+    n = trans.shape[0]
+    live = trans >= 0
+    safe = np.where(live, trans, 0)
+    classes = acc.astype(np.int64)
+    num = len(np.unique(classes))
+    while True:
+        succ = np.where(live, classes[safe], -1)
+        hashed = succ @ _HASH_WEIGHTS[1:] + classes * _HASH_WEIGHTS[0]
+        _, first_index, new_classes = np.unique(hashed, return_index=True, return_inverse=True)
+        new_classes = new_classes.reshape(-1)
+        rep = first_index[new_classes]
+        if not (np.array_equal(succ, succ[rep]) and np.array_equal(classes, classes[rep])):
+            signature = np.concatenate([classes[:, None], succ], axis=1)
+            _, new_classes = np.unique(signature, axis=0, return_inverse=True)
+            new_classes = new_classes.reshape(-1)
+        new_num = int(new_classes.max()) + 1
+        classes = new_classes
+        if new_num == num:
+            break
+        num = new_num
+    if num == n:
+        return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy())
+    # renumber classes in order of first appearance so that the start stays 0
+    _, first = np.unique(classes, return_index=True)
+    order = np.argsort(first)
+    relabel = np.empty(num, dtype=np.int32)
+    relabel[order] = np.arange(num, dtype=np.int32)
+    cls = relabel[classes]
+    representative = np.sort(first)
+    rep_rows = trans[representative]
+    new_trans = np.where(rep_rows >= 0, cls[np.where(rep_rows >= 0, rep_rows, 0)], DEAD)
+    return DFA(np.ascontiguousarray(new_trans, dtype=np.int32), acc[representative].copy())

@@ -1,0 +1,729 @@
+"""JSON Schema to a byte-level expression of every accepted serialisation.
+
+The compiler walks the schema once and returns a :class:`~enforcer.automaton.Node`; the caller
+turns it into a DFA. Policies, each an option of :class:`SchemaOptions`: object properties in
+declared order (extra properties, where allowed, after the declared ones), whitespace bounded
+(compact, ``json.dumps`` default separators and indented output are all accepted), free-form
+values nested at most ``free_form_depth`` deep, ``$ref`` recursion cut after ``max_recursion``
+expansions. Keywords that cannot be enforced exactly raise :class:`UnsupportedSchemaError` with
+their JSON pointer. Cost: linear in the schema, plus jsonschema validation of enum candidates.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+
+from . import numbers
+from .automaton import (EPSILON, NOTHING, Embedded, Graph, Node, alt, byte_chars, codepoints,
+                        compile_node, literal, optional, repeat, separated, seq)
+from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from .regex import JSON_STRING_CHAR_ANY, format_node, json_string_char, pattern_node
+
+TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated",
+    "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions",
+    "$vocabulary", "$anchor",
+})
+UNSUPPORTED = frozenset({
+    "if", "patternProperties", "propertyNames", "contains", "unevaluatedProperties",
+    "unevaluatedItems", "dependentSchemas", "minProperties", "maxProperties", "$dynamicRef",
+    "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
+})
+# keywords whose value makes them no-ops (spec defaults), so they need no support
+_NO_OP = {"uniqueItems": False, "minProperties": 0}
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    """How a schema is turned into text. Hashable: part of every cache key."""
+
+    strict: bool = True
+    """Objects without ``additionalProperties`` admit no extra keys (the peers' default).
+    ``False`` follows the specification: extra keys, with any value, after the declared ones."""
+    indent_width: int = 4
+    """After a newline, up to ``indent_width * (depth + 1)`` spaces (capped by ``max_indent``)."""
+    max_indent: int = 32
+    free_form_depth: int = 2
+    """Nesting allowed inside values the schema does not describe (``{}``, bare ``object``):
+    each level multiplies the automaton (2: ~550 states, 3: ~1,300)."""
+    max_recursion: int = 3
+    """How often one ``$ref`` may be expanded on a single path before recursion is cut."""
+    assert_formats: bool = True
+    """Enforce ``format`` (date-time, uuid, ...). ``False`` treats it as an annotation."""
+    max_states: int = 200_000
+
+
+def _json_key(value: Any) -> str:
+    """Canonical text for JSON equality (1 == 1.0, True != 1)."""
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return [type(v).__name__, v]
+        if isinstance(v, (int, float)):
+            d = numbers.to_decimal(v)
+            return ["num", str(d.normalize()) if d is not None else repr(v)]
+        if isinstance(v, list):
+            return ["list", [norm(x) for x in v]]
+        if isinstance(v, dict):
+            return ["dict", sorted((k, norm(x)) for k, x in v.items())]
+        return ["other", repr(v)]
+    return json.dumps(norm(value), sort_keys=True)
+
+
+class SchemaCompiler:
+    """Compiles one root schema. Lifetime: one ``compile_json_schema`` call."""
+
+    def __init__(self, root: Any, options: SchemaOptions) -> None:
+        self.root = root
+        self.options = options
+        self._validator_cls = jsonschema.Draft202012Validator
+        self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {})
+        self._any_cache: dict[int, Node] = {}
+
+    # ---- whitespace and punctuation ---------------------------------------------------------
+
+    def ws(self, level: int) -> Node:
+        """Whitespace before content at nesting ``level`` (or before the bracket that closes
+        level ``level + 1``): nothing, one space, or a newline and up to
+        ``indent_width * level`` spaces. Covers compact, ``json.dumps`` default and indented
+        output while keeping the automaton small."""
+        spaces = min(self.options.indent_width * level, self.options.max_indent)
+        return optional(alt(literal(" "), seq(literal("\n"), repeat(literal(" "), 0, spaces))))
+
+    def _comma(self, level: int) -> Node:
+        return seq(literal(","), self.ws(level))
+
+    @staticmethod
+    def _colon() -> Node:
+        return seq(literal(":"), optional(literal(" ")))
+
+    # ---- entry --------------------------------------------------------------------------
+
+    def compile(self) -> Node:
+        return self.value(self.root, "", 0, ())
+
+    def value(self, schema: Any, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
+            return self.any_value(depth, self.options.free_form_depth)
+        if schema is False:
+            return NOTHING
+        if not isinstance(schema, dict):
+            raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
+        self._check_keywords(schema, pointer)
+        if "$ref" in schema:
+            return self._ref(schema, pointer, depth, refs)
+        if "allOf" in schema:
+            return self._all_of(schema, pointer, depth, refs)
+        if "anyOf" in schema or "oneOf" in schema:
+            return self._any_of(schema, pointer, depth, refs)
+        if "not" in schema:
+            return self._not(schema, pointer, depth, refs)
+        node = self._typed(schema, pointer, depth, refs)
+        if schema.get("nullable") is True:
+            node = alt(node, literal("null"))
+        return node
+
+    def _check_keywords(self, schema: dict, pointer: str) -> None:
+        for key, val in schema.items():
+            if key in UNSUPPORTED and _NO_OP.get(key, object()) != val:
+                raise UnsupportedSchemaError(key, pointer)
+        if "dependencies" in schema:
+            for name, dep in schema["dependencies"].items():
+                if not isinstance(dep, list):
+                    raise UnsupportedSchemaError("dependencies", f"{pointer}/dependencies/{_escape(name)}",
+                                                 "schema dependencies are not supported")
+        if isinstance(schema.get("items"), list) and "prefixItems" in schema:
+            raise InvalidSchemaError(pointer, "'items' as an array together with 'prefixItems'")
+
+    # ---- references and combinators ------------------------------------------------------
+
+    def resolve(self, ref: str, pointer: str) -> tuple[Any, str]:
+        if not ref.startswith("#"):
+            raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, got {ref!r}")
+        path = ref[1:]
+        if path and not path.startswith("/"):
+            raise UnsupportedSchemaError("$ref", pointer, f"anchor references are not supported: {ref!r}")
+        node: Any = self.root
+        for raw in path.split("/")[1:] if path else []:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            from urllib.parse import unquote
+            part = unquote(part)
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise InvalidSchemaError(pointer, f"$ref {ref!r} does not resolve")
+        return node, path
+
+    def _ref(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        ref = schema["$ref"]
+        target, target_pointer = self.resolve(ref, pointer)
+        if refs.count(ref) >= self.options.max_recursion:
+            return NOTHING  # recursion cut: this branch is not generated deeper
+        rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+        if not rest:
+            return self.value(target, target_pointer, depth, refs + (ref,))
+        return self.value({"allOf": [target, rest]}, pointer, depth, refs + (ref,))
+
+    def _deref(self, schema: Any, pointer: str) -> Any:
+        seen = 0
+        while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} and seen < 32:
+            schema, _ = self.resolve(schema["$ref"], pointer)
+            seen += 1
+        return schema
+
+    def _all_of(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        parts = schema["allOf"]
+        rest = {k: v for k, v in schema.items() if k != "allOf"}
+        merged: Any = rest
+        leftovers: list[tuple[Any, str]] = []
+        for i, part in enumerate(parts):
+            part = self._deref(part, f"{pointer}/allOf/{i}")
+            m = merge(merged, part)
+            if m is None:
+                leftovers.append((part, f"{pointer}/allOf/{i}"))
+            else:
+                merged = m
+        node = self.value(merged, pointer, depth, refs)
+        if not leftovers:
+            return node
+        dfa = compile_node(node, self.options.max_states)
+        for part, ptr in leftovers:
+            dfa = dfa.intersect(compile_node(self.value(part, ptr, depth, refs), self.options.max_states),
+                                self.options.max_states)
+        return Embedded(dfa) if not dfa.is_empty else NOTHING
+
+    def _any_of(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        key = "anyOf" if "anyOf" in schema else "oneOf"
+        rest = {k: v for k, v in schema.items() if k != key}
+        branches = [self._deref(b, f"{pointer}/{key}/{i}") for i, b in enumerate(schema[key])]
+        if not isinstance(schema[key], list) or not schema[key]:
+            raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+        if key == "oneOf":
+            for i in range(len(branches)):
+                for j in range(i + 1, len(branches)):
+                    if not self._disjoint(branches[i], branches[j]):
+                        raise UnsupportedSchemaError(
+                            "oneOf", pointer, f"branches {i} and {j} may both match one value; "
+                            "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
+        nodes = []
+        for i, branch in enumerate(branches):
+            bptr = f"{pointer}/{key}/{i}"
+            m = merge(rest, branch)
+            if m is None:
+                nodes.append(self.value({"allOf": [rest, branch]}, bptr, depth, refs))
+            else:
+                nodes.append(self.value(m, bptr, depth, refs))
+        return alt(*nodes)
+
+    def _types_of(self, schema: Any) -> set[str]:
+        schema = self._deref(schema, "")
+        if schema is True or not isinstance(schema, dict):
+            return set(TYPES) if schema is not False else set()
+        types = _declared_types(schema)
+        if "enum" in schema or "const" in schema:
+            values = schema["enum"] if "enum" in schema else [schema["const"]]
+            types &= {_type_of(v) for v in values} | ({"number"} if any(_type_of(v) == "integer" for v in values) else set())
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                union: set[str] = set()
+                for b in schema[key]:
+                    union |= self._types_of(b)
+                types &= union
+        if "allOf" in schema:
+            for b in schema["allOf"]:
+                types &= self._types_of(b)
+        if "integer" in types or "number" in types:
+            types |= {"integer"}
+        return types
+
+    def _disjoint(self, a: Any, b: Any) -> bool:
+        """Sound test: True only when no JSON value can satisfy both schemas."""
+        if a is False or b is False:
+            return True
+        ta, tb = self._types_of(a), self._types_of(b)
+        ta_n = ta | ({"integer"} if "number" in ta else set())
+        tb_n = tb | ({"integer"} if "number" in tb else set())
+        if not (ta_n & tb_n):
+            return True
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, dict) and ("enum" in x or "const" in x):
+                values = x["enum"] if "enum" in x else [x["const"]]
+                if not any(self._validator.evolve(schema=y).is_valid(v) for v in values):
+                    return True
+        if isinstance(a, dict) and isinstance(b, dict):
+            pa, pb = a.get("properties", {}), b.get("properties", {})
+            common = set(a.get("required", [])) & set(b.get("required", []))
+            both_objects = (ta & tb) <= {"object"}
+            if both_objects:
+                for name in common:
+                    if name in pa and name in pb and self._disjoint(self._deref(pa[name], ""), self._deref(pb[name], "")):
+                        return True
+                # a property required by one side and forbidden by the other
+                for x, y in ((a, b), (b, a)):
+                    for name in x.get("required", []):
+                        if y.get("properties", {}).get(name) is False:
+                            return True
+                        if y.get("additionalProperties") is False and name not in y.get("properties", {}):
+                            return True
+        return False
+
+    def _not(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        negated = self._deref(schema["not"], f"{pointer}/not")
+        rest = {k: v for k, v in schema.items() if k != "not"}
+        if negated is True or negated == {}:
+            return NOTHING
+        if negated is False:
+            return self.value(rest, pointer, depth, refs)
+        keys = set(negated) - ANNOTATIONS
+        if keys == {"type"}:
+            excluded = _declared_types(negated)
+            allowed = [t for t in TYPES if t not in excluded]
+            if "integer" in excluded and "number" not in excluded:
+                # numbers that are not integers: not expressible exactly without exponent rules
+                raise UnsupportedSchemaError("not", pointer, "'not: integer' on numbers is not supported")
+            m = merge(rest, {"type": allowed})
+            if m is None:
+                raise UnsupportedSchemaError("not", pointer)
+            return self.value(m, pointer, depth, refs)
+        if keys <= {"enum", "const"} and len(keys) == 1:
+            values = negated["enum"] if "enum" in negated else [negated["const"]]
+            if all(isinstance(v, (str, bool)) or v is None for v in values):
+                base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
+                excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)), self.options.max_states)
+                dfa = base.difference(excluded, self.options.max_states)
+                return Embedded(dfa) if not dfa.is_empty else NOTHING
+        raise UnsupportedSchemaError("not", pointer, "only 'not' of types or of string/boolean/null constants is exact")
+
+    # ---- typed values -----------------------------------------------------------------------
+
+    def _typed(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        if "enum" in schema or "const" in schema:
+            return self._enum(schema, pointer, depth)
+        types = _declared_types(schema)
+        if "number" in types:
+            types.discard("integer")
+        nodes = []
+        for t in TYPES:
+            if t not in types:
+                continue
+            if t == "null":
+                nodes.append(literal("null"))
+            elif t == "boolean":
+                nodes.append(alt(literal("true"), literal("false")))
+            elif t in ("integer", "number"):
+                nodes.append(self._number(schema, pointer, t == "integer"))
+            elif t == "string":
+                nodes.append(self._string(schema, pointer))
+            elif t == "array":
+                nodes.append(self._array(schema, pointer, depth, refs))
+            else:
+                nodes.append(self._object(schema, pointer, depth, refs))
+        return alt(*nodes)
+
+    def _enum(self, schema: dict, pointer: str, depth: int) -> Node:
+        if "const" in schema:
+            values = [schema["const"]]
+        else:
+            values = schema["enum"]
+            if not isinstance(values, list):
+                raise InvalidSchemaError(pointer, "'enum' must be an array")
+        check = self._validator.evolve(schema=schema)
+        seen: set[str] = set()
+        nodes = []
+        for v in values:
+            key = _json_key(v)
+            if key in seen or not check.is_valid(v):
+                continue
+            seen.add(key)
+            nodes.append(self.literal_value(v, depth))
+        return alt(*nodes)
+
+    def literal_value(self, value: Any, depth: int) -> Node:
+        """Every accepted serialisation of one JSON value (any escape form for strings)."""
+        if value is None:
+            return literal("null")
+        if value is True:
+            return literal("true")
+        if value is False:
+            return literal("false")
+        if isinstance(value, (int, float)):
+            d = numbers.to_decimal(value)
+            if d is None:
+                raise InvalidSchemaError("", f"non-finite number {value!r} in enum/const")
+            return numbers.bounded_number((d, False), (d, False), integer=False)
+        if isinstance(value, str):
+            return seq(literal('"'), *(json_string_char([(ord(c), ord(c))]) for c in value), literal('"'))
+        if isinstance(value, list):
+            items = [self.literal_value(v, depth + 1) for v in value]
+            body = EPSILON
+            for i, item in enumerate(items):
+                body = seq(body, self._comma(depth + 1) if i else EPSILON, item)
+            return seq(literal("["), self.ws(depth + 1), body, self.ws(depth) if items else EPSILON, literal("]"))
+        if isinstance(value, dict):
+            parts = []
+            for i, (k, v) in enumerate(value.items()):
+                parts.append(seq(self._comma(depth + 1) if i else EPSILON, self._key_literal(k), self._colon(),
+                                 self.literal_value(v, depth + 1)))
+            return seq(literal("{"), self.ws(depth + 1), *parts, self.ws(depth) if parts else EPSILON, literal("}"))
+        raise InvalidSchemaError("", f"not a JSON value: {value!r}")
+
+    def _number(self, schema: dict, pointer: str, integer: bool) -> Node:
+        lower = upper = None
+        for key, exclusive, is_lower in (("minimum", False, True), ("exclusiveMinimum", True, True),
+                                         ("maximum", False, False), ("exclusiveMaximum", True, False)):
+            if key not in schema:
+                continue
+            d = numbers.to_decimal(schema[key])
+            if d is None:
+                raise UnsupportedSchemaError(key, pointer, f"bound must be a finite number, got {schema[key]!r}")
+            if is_lower:
+                if lower is None or d > lower[0] or (d == lower[0] and exclusive):
+                    lower = (d, exclusive)
+            elif upper is None or d < upper[0] or (d == upper[0] and exclusive):
+                upper = (d, exclusive)
+        constrained = lower is not None or upper is not None or "multipleOf" in schema
+        if not constrained:
+            return numbers.INTEGER if integer else numbers.NUMBER
+        node = numbers.bounded_number(lower, upper, integer)
+        if "multipleOf" in schema:
+            step = numbers.to_decimal(schema["multipleOf"])
+            if step is None or step <= 0:
+                raise InvalidSchemaError(pointer, "'multipleOf' must be a number > 0")
+            mult = numbers.multiple_of(step, integer)
+            if mult is None:
+                raise UnsupportedSchemaError("multipleOf", pointer, "step too fine to enforce exactly")
+            dfa = compile_node(node, self.options.max_states).intersect(compile_node(mult, self.options.max_states))
+            node = Embedded(dfa) if not dfa.is_empty else NOTHING
+        return node
+
+    def _string(self, schema: dict, pointer: str) -> Node:
+        min_len = schema.get("minLength", 0)
+        max_len = schema.get("maxLength")
+        if not isinstance(min_len, int) or (max_len is not None and not isinstance(max_len, int)):
+            raise InvalidSchemaError(pointer, "minLength/maxLength must be integers")
+        constraints: list[Node] = []
+        if "pattern" in schema:
+            constraints.append(pattern_node(schema["pattern"], pointer))
+        fmt = schema.get("format")
+        if fmt is not None and self.options.assert_formats:
+            fnode = format_node(fmt, pointer)
+            if fnode is None:
+                raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
+            constraints.append(fnode)
+        if min_len or max_len is not None or not constraints:
+            if max_len is not None and max_len > 2048:
+                raise SchemaTooComplexError(f"maxLength {max_len} at {pointer or '(root)'} is too large to enforce")
+            constraints.append(repeat(JSON_STRING_CHAR_ANY, min_len, max_len))
+        if len(constraints) == 1:
+            body = constraints[0]
+        else:
+            dfa = compile_node(constraints[0], self.options.max_states)
+            for c in constraints[1:]:
+                dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+            body = Embedded(dfa) if not dfa.is_empty else NOTHING
+        return seq(literal('"'), body, literal('"'))
+
+    def _array(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        items = schema.get("items", True)
+        prefix = schema.get("prefixItems", [])
+        prefix_ptr, items_ptr = f"{pointer}/prefixItems", f"{pointer}/items"
+        if isinstance(items, list):  # draft 4-7 tuple form
+            prefix, items = items, schema.get("additionalItems", True)
+            prefix_ptr, items_ptr = f"{pointer}/items", f"{pointer}/additionalItems"
+        min_items = schema.get("minItems", 0)
+        max_items = schema.get("maxItems")
+        inner = depth + 1
+        comma = self._comma(inner)
+        prefix_nodes = [self.value(p, f"{prefix_ptr}/{i}", inner, refs) for i, p in enumerate(prefix)]
+        rest_item = self.value(items, items_ptr, inner, refs)
+        k = len(prefix_nodes)
+        if max_items is not None and max_items < k:
+            k = max_items
+            prefix_nodes = prefix_nodes[:k]
+        # states 0..k: i prefix items written; state k+1: end
+        edges: list[tuple[int, Node, int]] = []
+        for i, p in enumerate(prefix_nodes):
+            edges.append((i, seq(comma if i else EPSILON, p), i + 1))
+        accepting = {i for i in range(k + 1) if i >= min_items}
+        lo = max(min_items - k, 0)
+        hi = None if max_items is None else max_items - k
+        if rest_item is not NOTHING and (hi is None or hi > 0):
+            if hi is not None and hi > 256:
+                raise SchemaTooComplexError(f"maxItems {max_items} at {pointer or '(root)'} is too large to enforce")
+            rest = repeat(seq(comma, rest_item), lo, hi) if k else separated(rest_item, comma, lo, hi)
+            edges.append((k, rest, k + 1))
+            accepting.add(k + 1)
+            if lo > 0:
+                accepting.discard(k)
+        open_ws, close_ws = self.ws(inner), self.ws(depth)
+        non_empty = seq(literal("["), open_ws, Graph(k + 2, 0, frozenset(accepting - {0}), tuple(edges)),
+                        close_ws, literal("]"))
+        empty = seq(literal("["), open_ws, literal("]")) if 0 in accepting else NOTHING
+        return alt(non_empty, empty)
+
+    def _key_literal(self, name: str) -> Node:
+        forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
+        return alt(*(literal(f) for f in sorted(forms)))
+
+    def _object(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+        properties = schema.get("properties", {})
+        if not isinstance(properties, dict):
+            raise InvalidSchemaError(pointer, "'properties' must be an object")
+        required = list(dict.fromkeys(schema.get("required", [])))
+        dependent: dict[str, list[str]] = {}
+        for key in ("dependentRequired", "dependencies"):
+            for name, deps in schema.get(key, {}).items():
+                dependent.setdefault(name, []).extend(deps)
+        additional = schema.get("additionalProperties")
+        if additional is None:
+            # strict mode closes objects that declare properties; a bare object stays free-form
+            additional = not (self.options.strict and "properties" in schema)
+        inner = depth + 1
+        colon = self._colon()
+        comma = self._comma(inner)
+        names = list(properties)
+        for name in required:
+            if name not in properties:
+                if additional is False:
+                    return NOTHING  # required key that may not appear: no value satisfies this
+                raise UnsupportedSchemaError("required", pointer,
+                                             f"required property {name!r} is not declared in 'properties'")
+        for name, deps in dependent.items():
+            for dep in [name, *deps]:
+                if dep not in properties:
+                    raise UnsupportedSchemaError("dependentRequired", pointer,
+                                                 f"property {dep!r} is not declared in 'properties'")
+        members: list[tuple[str, Node | None]] = []
+        for name in names:
+            sub = self.value(properties[name], f"{pointer}/properties/{_escape(name)}", inner, refs)
+            member = None if sub is NOTHING else seq(self._key_literal(name), colon, sub)
+            if member is None and name in required:
+                return NOTHING
+            members.append((name, member))
+        extra = None
+        if additional is not False:
+            value = self.value(additional, f"{pointer}/additionalProperties", inner, refs)
+            if value is not NOTHING:
+                extra = seq(_extra_key(names, self.options.max_states), colon, value)
+        relevant = frozenset(n for n, deps in dependent.items() for n in (n, *deps))
+        # states: (index, anything written yet, relevant names written), built breadth first
+        start = (0, False, frozenset())
+        index = {start: 0}
+        order = [start]
+        edges: list[tuple[int, Node, int]] = []
+        accepting: set[int] = set()
+
+        def state(key: tuple[int, bool, frozenset]) -> int:
+            if key not in index:
+                index[key] = len(order)
+                order.append(key)
+            return index[key]
+
+        i = 0
+        while i < len(order):
+            pos, written, seen = order[i]
+            src = i
+            if pos == len(members):
+                if all(set(dependent[n]) <= seen for n in seen if n in dependent):
+                    accepting.add(src)
+                    if extra is not None:
+                        tail = state((pos + 1, True, seen))
+                        edges.append((src, seq(comma if written else EPSILON, extra), tail))
+                        edges.append((tail, seq(comma, extra), tail))
+                        accepting.add(tail)
+            elif pos < len(members):
+                name, member = members[pos]
+                if member is not None:
+                    target = state((pos + 1, True, seen | ({name} & relevant)))
+                    edges.append((src, seq(comma if written else EPSILON, member), target))
+                if name not in required:
+                    edges.append((src, EPSILON, state((pos + 1, written, seen))))
+            i += 1
+        graph_edges = tuple(edges)
+        non_empty_accepting = frozenset(index[k] for k in order if k[1] and index[k] in accepting)
+        body = Graph(len(order), 0, non_empty_accepting, graph_edges)
+        empty_ok = any(index[k] in accepting and not k[1] for k in order)
+        open_ws, close_ws = self.ws(inner), self.ws(depth)
+        return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
+                   seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
+
+    # ---- free-form values ---------------------------------------------------------------
+
+    def any_value(self, depth: int, budget: int) -> Node:
+        """Any JSON value nested at most ``budget`` containers deep. Containers are graphs with
+        a single item edge, so each nesting level holds one copy of the level below."""
+        key = depth * 1000 + budget
+        hit = self._any_cache.get(key)
+        if hit is not None:
+            return hit
+        free_string = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
+        options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, free_string]
+        if budget > 0:
+            inner = depth + 1
+            item = self.any_value(inner, budget - 1)
+            member = seq(free_string, self._colon(), item)
+            options += [self._container("[", "]", item, depth), self._container("{", "}", member, depth)]
+        node = alt(*options)
+        self._any_cache[key] = node
+        return node
+
+    def _container(self, open_: str, close: str, item: Node, depth: int) -> Node:
+        """``open item (, item)* close`` or an empty container, with one copy of ``item``."""
+        inner = depth + 1
+        # 0 -open-> 1 -item-> 2 -comma-> 3 -item-> 2 ; 1 -close-> 4 ; 2 -close-> 4
+        edges = (
+            (0, seq(literal(open_), self.ws(inner)), 1),
+            (1, literal(close), 4),
+            (1, EPSILON, 3),
+            (3, item, 2),
+            (2, self._comma(inner), 3),
+            (2, seq(self.ws(depth), literal(close)), 4),
+        )
+        return Graph(5, 0, frozenset({4}), edges)
+
+
+_CANONICAL_KEY_CHAR = alt(
+    codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]),
+    literal('\\"'), literal("\\\\"), *(literal("\\" + c) for c in "bfnrt"),
+    seq(literal("\\u00"), byte_chars(b"01"), byte_chars(b"0123456789abcdefABCDEF")),
+)
+
+
+def _extra_key(declared: list[str], max_states: int) -> Node:
+    """A quoted key that is none of the declared names. Extra keys are written in canonical
+    form: raw characters except where JSON requires an escape (so that a declared name cannot
+    sneak in through ``\\u`` escapes)."""
+    body = compile_node(repeat(_CANONICAL_KEY_CHAR, 0, None), max_states)
+    if declared:
+        names = compile_node(alt(*(seq(*(_canonical_char(c) for c in name)) for name in declared)), max_states)
+        body = body.difference(names, max_states)
+    return seq(literal('"'), Embedded(body), literal('"'))
+
+
+def _canonical_char(c: str) -> Node:
+    code = ord(c)
+    escapes = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    forms: list[Node] = []
+    if c in escapes:
+        forms.append(literal(escapes[c]))
+    if code < 0x20:
+        hexes = f"{code:04x}"
+        forms.append(seq(literal("\\u00"), byte_chars(hexes[2].encode()),
+                         byte_chars(bytes({ord(hexes[3]), ord(hexes[3].upper())}))))
+    elif c not in escapes:
+        forms.append(literal(c))
+    return alt(*forms)
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _declared_types(schema: dict) -> set[str]:
+    t = schema.get("type")
+    if t is None:
+        return set(TYPES)
+    types = {t} if isinstance(t, str) else set(t)
+    unknown = types - set(TYPES)
+    if unknown:
+        raise InvalidSchemaError("", f"unknown type {sorted(unknown)}")
+    if "number" in types:
+        types.add("integer")
+    return types
+
+
+# ---- allOf merging --------------------------------------------------------------------------
+
+
+def merge(a: Any, b: Any) -> Any:
+    """One schema equivalent to ``allOf: [a, b]``, or ``None`` when that needs an automaton
+    intersection. Exact: every keyword is combined by its meaning, never approximated."""
+    if a is True or a == {}:
+        return b
+    if b is True or b == {}:
+        return a
+    if a is False or b is False:
+        return False
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None
+    a = {k: v for k, v in a.items() if k not in ANNOTATIONS or k in ("$defs", "definitions")}
+    b = {k: v for k, v in b.items() if k not in ANNOTATIONS}
+    if "$ref" in a or "$ref" in b:
+        return None
+    out = dict(a)
+    for key, bv in b.items():
+        if key not in out:
+            out[key] = bv
+            continue
+        av = out[key]
+        if av == bv and key not in ("properties",):
+            continue
+        if key == "type":
+            ta = {av} if isinstance(av, str) else set(av)
+            tb = {bv} if isinstance(bv, str) else set(bv)
+            for s in (ta, tb):
+                if "number" in s:
+                    s.add("integer")
+            both = ta & tb
+            out[key] = [t for t in TYPES if t in both and not (t == "integer" and "number" in both)]
+        elif key == "properties":
+            props = dict(av)
+            for name, sub in bv.items():
+                props[name] = sub if name not in props else {"allOf": [props[name], sub]}
+            out[key] = props
+        elif key == "required":
+            out[key] = list(dict.fromkeys([*av, *bv]))
+        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems"):
+            out[key] = max(av, bv)
+        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems"):
+            out[key] = min(av, bv)
+        elif key in ("items", "additionalProperties", "additionalItems") and not isinstance(av, list) \
+                and not isinstance(bv, list):
+            out[key] = {"allOf": [av, bv]}
+        elif key in ("enum", "const"):
+            bvals = {_json_key(v) for v in (bv if key == "enum" else [bv])}
+            avals = av if key == "enum" else [av]
+            out.pop("const", None)
+            out["enum"] = [v for v in avals if _json_key(v) in bvals]
+        elif key in ("dependentRequired",):
+            merged = {k: list(v) for k, v in av.items()}
+            for k, v in bv.items():
+                merged[k] = list(dict.fromkeys([*merged.get(k, []), *v]))
+            out[key] = merged
+        elif key == "nullable":
+            out[key] = bool(av) and bool(bv)
+        else:
+            return None
+    # additionalProperties of one side governs the other side's extra property names
+    for x, y in ((a, b), (b, a)):
+        if "additionalProperties" in x:
+            xp = x.get("properties", {})
+            for name in y.get("properties", {}):
+                if name not in xp:
+                    props = out["properties"]
+                    props[name] = {"allOf": [props[name], x["additionalProperties"]]}
+    return out

@@ -1,0 +1,233 @@
+"""Token masks: which token ids keep a byte DFA alive from a given state.
+
+:class:`TokenIndex` lays the text tokens of a vocabulary out for vectorised walks (once per
+vocabulary, ~0.1 s for 150k ids, shared process-wide). :class:`MaskTable` computes, per DFA
+state and on first use, the packed bitmask of the tokens whose every byte the DFA accepts from
+that state; results are kept for the lifetime of the compiled object and shared by every
+matcher. A state's mask costs one numpy pass per token byte position over the candidate tokens
+(those whose first byte the state accepts), typically 0.05-3 ms; later lookups are a list index.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .automaton import DFA, codepoints, compile_node, star
+from .vocabulary import Vocabulary
+
+_WIDE = 64  # states with more live first bytes than this use whole first-byte groups
+
+# Raw (unescaped) characters of a JSON string: the body of every free string.
+_RAW_STRING_DFA = compile_node(star(codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])))
+_SAFE_BYTES = np.ones(256, dtype=bool)
+_SAFE_BYTES[:0x20] = False
+_SAFE_BYTES[[0x22, 0x5C]] = False
+_SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
+
+
+def _ranges_to_positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
+def walk_positions(index: "TokenIndex", trans: np.ndarray, state: int, pos_idx: np.ndarray) -> np.ndarray:
+    """Positions (into ``index.ids``) among ``pos_idx`` whose every byte ``trans`` accepts from
+    ``state``. One numpy pass per byte position; dead tokens drop out as soon as they die."""
+    if pos_idx.size == 0:
+        return pos_idx
+    current = trans[state][index.first[pos_idx]]
+    alive = current >= 0
+    pos_idx, current = pos_idx[alive], current[alive]
+    lengths = index.lengths[pos_idx]
+    found = [pos_idx[lengths == 1]]
+    more = lengths > 1
+    pos_idx, current, lengths = pos_idx[more], current[more], lengths[more]
+    starts = index.offsets[pos_idx]
+    step = 1
+    flat = index.flat
+    while pos_idx.size:
+        current = trans[current, flat[starts + step]]
+        step += 1
+        alive = current >= 0
+        finished = alive & (lengths == step)
+        if finished.any():
+            found.append(pos_idx[finished])
+        keep = alive & (lengths > step)
+        pos_idx, current, starts, lengths = pos_idx[keep], current[keep], starts[keep], lengths[keep]
+    return np.concatenate(found)
+
+
+class TokenIndex:
+    """Text tokens sorted by their first two bytes, with their bytes in one flat array.
+    Immutable; built once per vocabulary (about 0.2 s for 150k ids)."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        tokens = vocabulary.byte_tokens
+        self.vocab_size = vocabulary.vocab_size
+        self.words = (self.vocab_size + 31) // 32
+        text_ids = [i for i, t in enumerate(tokens) if t]
+        keys = [tokens[i][0] * 257 + (tokens[i][1] + 1 if len(tokens[i]) > 1 else 0) for i in text_ids]
+        order = np.argsort(np.array(keys, dtype=np.int64), kind="stable")
+        self.ids = np.array(text_ids, dtype=np.int64)[order]
+        self.keys = np.array(keys, dtype=np.int64)[order]
+        blobs = [tokens[i] for i in self.ids.tolist()]
+        self.lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+        self.offsets = np.zeros(len(blobs), dtype=np.int64)
+        if len(blobs) > 1:
+            np.cumsum(self.lengths[:-1], out=self.offsets[1:])
+        self.flat = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+        self.first = self.flat[self.offsets] if len(blobs) else np.zeros(0, dtype=np.uint8)
+        self.pair_start = np.searchsorted(self.keys, np.arange(257 * 256 + 1), side="left")
+        self.all_text_ids = np.sort(self.ids)
+        unsafe = ~_SAFE_BYTES[self.flat]
+        has_unsafe = np.add.reduceat(unsafe.astype(np.int64), self.offsets) > 0 if len(blobs) else unsafe
+        self.unsafe_positions = np.flatnonzero(has_unsafe)
+        self._string_body_mask: np.ndarray | None = None
+
+    def string_body_mask(self) -> np.ndarray:
+        """Packed mask of the tokens a free JSON string accepts from a character boundary
+        without leaving the string or using an escape (most of the vocabulary). Computed once."""
+        if self._string_body_mask is None:
+            safe = np.setdiff1d(np.arange(len(self.ids)), self.unsafe_positions, assume_unique=True)
+            ids = self.ids[walk_positions(self, _RAW_STRING_DFA.transitions, 0, safe)]
+            self._string_body_mask = pack_ids(ids, self.words)
+        return self._string_body_mask
+
+    def candidates(self, trans: np.ndarray, state: int) -> np.ndarray:
+        """Positions of the tokens whose first two bytes (or single byte) ``trans`` accepts
+        from ``state``: a superset of the allowed tokens, usually a small one."""
+        row = trans[state]
+        live = np.flatnonzero(row >= 0)
+        if live.size > _WIDE:
+            return _ranges_to_positions(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
+        keys = [live * 257]  # single-byte tokens
+        for b0 in live.tolist():
+            second = np.flatnonzero(trans[row[b0]] >= 0)
+            keys.append(b0 * 257 + 1 + second)
+        k = np.concatenate(keys)
+        return _ranges_to_positions(self.pair_start[k], self.pair_start[k + 1])
+
+
+_INDEX_CACHE: "OrderedDict[str, TokenIndex]" = OrderedDict()
+_INDEX_LOCK = threading.Lock()
+
+
+def token_index(vocabulary: Vocabulary) -> TokenIndex:
+    """The shared :class:`TokenIndex` of a vocabulary (kept for the 8 most recent ones)."""
+    key = vocabulary.fingerprint
+    with _INDEX_LOCK:
+        hit = _INDEX_CACHE.get(key)
+        if hit is not None:
+            _INDEX_CACHE.move_to_end(key)
+            return hit
+    index = TokenIndex(vocabulary)
+    with _INDEX_LOCK:
+        _INDEX_CACHE[key] = index
+        while len(_INDEX_CACHE) > 8:
+            _INDEX_CACHE.popitem(last=False)
+    return index
+
+
+def pack_ids(ids: np.ndarray, words: int) -> np.ndarray:
+    """Packed int32 bitmask with the bits of ``ids`` set."""
+    bits = np.zeros(words * 32, dtype=bool)
+    bits[ids] = True
+    return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
+
+
+class MaskTable:
+    """Lazily computed token masks for every state of one DFA over one vocabulary.
+
+    Thread-safe in the sense that matters: two threads computing the same state produce the
+    same array and either may be kept.
+    """
+
+    def __init__(self, dfa: DFA, index: TokenIndex) -> None:
+        self.dfa = dfa
+        self.index = index
+        n = dfa.num_states
+        self._masks: list[np.ndarray | None] = [None] * n
+        self._allowed: list[np.ndarray | None] = [None] * n
+        self._torch: list[object | None] = [None] * n
+
+    def allowed(self, state: int) -> np.ndarray:
+        """Sorted token ids allowed from ``state`` (int64)."""
+        hit = self._allowed[state]
+        if hit is None:
+            bits = np.unpackbits(self.mask(state).view(np.uint8), bitorder="little")
+            hit = self._allowed[state] = np.flatnonzero(bits).astype(np.int64)
+        return hit
+
+    def mask(self, state: int) -> np.ndarray:
+        """Packed int32 bitmask of the tokens allowed from ``state``."""
+        hit = self._masks[state]
+        if hit is None:
+            hit = self._compute(state)
+            hit.setflags(write=False)
+            self._masks[state] = hit
+        return hit
+
+    def is_empty(self, state: int) -> bool:
+        """No token is allowed from ``state``."""
+        return not self.mask(state).any()
+
+    def torch_mask(self, state: int):
+        """The same mask as a CPU ``torch.int32`` tensor (cached)."""
+        hit = self._torch[state]
+        if hit is None:
+            import torch
+
+            hit = self._torch[state] = torch.from_numpy(self.mask(state).copy())
+        return hit
+
+    def precompute(self) -> None:
+        for s in range(self.dfa.num_states):
+            self.mask(s)
+
+    def _compute(self, state: int) -> np.ndarray:
+        index = self.index
+        trans = self.dfa.transitions
+        if self._is_string_body(state):
+            # most of the vocabulary stays inside the string: that part is shared by every free
+            # string; only tokens with a quote, a backslash or a control byte are walked here
+            unsafe = index.unsafe_positions
+            live_first = trans[state][index.first[unsafe]] >= 0
+            found = index.ids[walk_positions(index, trans, state, unsafe[live_first])]
+            mask = pack_ids(found, index.words)
+            mask |= index.string_body_mask()
+            return mask
+        return pack_ids(index.ids[walk_positions(index, trans, state, index.candidates(trans, state))],
+                        index.words)
+
+    def _is_string_body(self, state: int) -> bool:
+        """Whether the raw-character automaton of a free string embeds at ``state``: on every
+        byte that cannot leave a string (no quote, backslash or control byte) the DFA from
+        ``state`` behaves exactly like that automaton from its start. Then the tokens made only
+        of such bytes are allowed from ``state`` exactly when the shared walk allows them."""
+        trans = self.dfa.transitions
+        raw = _RAW_STRING_DFA.transitions
+        mapping = {0: state}
+        stack = [0]
+        while stack:
+            u = stack.pop()
+            u_row = raw[u][_SAFE_COLUMNS]
+            d_row = trans[mapping[u]][_SAFE_COLUMNS]
+            if not np.array_equal(u_row < 0, d_row < 0):
+                return False
+            live = u_row >= 0
+            for uu, dd in set(zip(u_row[live].tolist(), d_row[live].tolist())):
+                known = mapping.get(uu)
+                if known is None:
+                    mapping[uu] = dd
+                    stack.append(uu)
+                elif known != dd:
+                    return False
+        return True

@@ -1,0 +1,246 @@
+"""Plain JSON mode: ``compile_json_schema`` and the per-sequence :class:`JsonMatcher`.
+
+A :class:`CompiledSchema` (DFA + lazily filled mask table) is immutable from the outside,
+thread-safe, and cached by canonical key in a bounded LRU, so every request with the same schema
+and vocabulary shares its masks. A matcher is a cursor: microseconds per token.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import fields
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .automaton import DEAD, DFA, compile_node
+from .errors import InvalidSchemaError
+from .json_schema import SchemaCompiler, SchemaOptions
+from .masks import MaskTable, pack_ids, token_index
+from .vocabulary import Vocabulary
+
+
+def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray, torch_words: Any = None) -> None:
+    """Copy packed ``words`` into row ``index`` of a numpy or torch int32 bitmask."""
+    if isinstance(bitmask, np.ndarray):
+        bitmask[index, : words.shape[0]] = words
+        bitmask[index, words.shape[0]:] = 0
+        return
+    row = bitmask[index]
+    src = torch_words
+    if src is None:
+        import torch
+
+        src = torch.from_numpy(np.ascontiguousarray(words))
+    n = src.shape[0]
+    if row.shape[0] == n:
+        row.copy_(src)
+    else:
+        row[:n].copy_(src)
+        row[n:].zero_()
+
+
+class CompiledSchema:
+    """A JSON Schema compiled against one vocabulary. Build with :func:`compile_json_schema`."""
+
+    def __init__(self, schema: Any, dfa: DFA, vocabulary: Vocabulary, options: SchemaOptions) -> None:
+        self.schema = schema
+        self.dfa = dfa
+        self.vocabulary = vocabulary
+        self.options = options
+        self.masks = MaskTable(dfa, token_index(vocabulary))
+
+    @property
+    def num_states(self) -> int:
+        return self.dfa.num_states
+
+    def matcher(self, stop_token_ids: Iterable[int] = ()) -> "JsonMatcher":
+        """A fresh cursor at the start of the value. ``stop_token_ids`` become allowed once the
+        value is complete; accepting one finishes the matcher."""
+        return JsonMatcher(self, tuple(stop_token_ids))
+
+    def __repr__(self) -> str:
+        return f"CompiledSchema(states={self.num_states}, vocab_size={self.vocabulary.vocab_size})"
+
+
+class JsonMatcher:
+    """Per-sequence cursor over a :class:`CompiledSchema`. Not thread-safe; one per sequence."""
+
+    __slots__ = ("_compiled", "_rows", "_accepting", "_tokens", "_stop", "_states", "_finished",
+                 "_stop_words")
+
+    def __init__(self, compiled: CompiledSchema, stop_token_ids: tuple[int, ...] = ()) -> None:
+        self._compiled = compiled
+        self._rows = compiled.dfa.rows
+        self._accepting = compiled.dfa.accepting.tolist()
+        self._tokens = compiled.vocabulary.byte_tokens
+        self._stop = frozenset(stop_token_ids)
+        self._stop_words = pack_ids(np.array(sorted(self._stop), dtype=np.int64),
+                                    compiled.masks.index.words) if self._stop else None
+        self._states: list[int] = [0]
+        self._finished = False
+
+    # ---- advancing -----------------------------------------------------------------------
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (and no change) when the token is not allowed."""
+        if self._finished:
+            return False
+        state = self._states[-1]
+        if token_id in self._stop:
+            if not self._accepting[state]:
+                return False
+            self._states.append(state)
+            self._finished = True
+            return True
+        if not 0 <= token_id < len(self._tokens):
+            return False
+        data = self._tokens[token_id]
+        if not data:
+            return False
+        rows = self._rows
+        for b in data:
+            state = rows[state][b]
+            if state == DEAD:
+                return False
+        self._states.append(state)
+        return True
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> bool:
+        """Accept tokens in order; on the first refusal, roll back all of them and return False."""
+        done = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                self.rollback(done)
+                return False
+            done += 1
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (speculative decoding)."""
+        if num_tokens < 0 or num_tokens > len(self._states) - 1:
+            raise ValueError(f"cannot roll back {num_tokens} tokens; {len(self._states) - 1} accepted")
+        if num_tokens:
+            del self._states[-num_tokens:]
+            self._finished = False
+
+    def reset(self) -> None:
+        self._states = [0]
+        self._finished = False
+
+    # ---- masks ---------------------------------------------------------------------------
+
+    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array or
+        torch tensor of shape ``(batch, ceil(vocab_size / 32))``)."""
+        masks = self._compiled.masks
+        if self._finished:
+            words = self._stop_words if self._stop_words is not None else np.zeros(masks.index.words, np.int32)
+            write_bitmask_row(bitmask, index, words)
+            return
+        state = self._states[-1]
+        if self._stop_words is not None and self._accepting[state]:
+            write_bitmask_row(bitmask, index, masks.mask(state) | self._stop_words)
+        elif isinstance(bitmask, np.ndarray):
+            write_bitmask_row(bitmask, index, masks.mask(state))
+        else:
+            write_bitmask_row(bitmask, index, masks.mask(state), masks.torch_mask(state))
+
+    def allowed_token_ids(self) -> list[int]:
+        if self._finished:
+            return sorted(self._stop)
+        state = self._states[-1]
+        ids = self._compiled.masks.allowed(state).tolist()
+        if self._stop and self._accepting[state]:
+            ids = sorted(set(ids) | self._stop)
+        return ids
+
+    # ---- status --------------------------------------------------------------------------
+
+    def is_accepting(self) -> bool:
+        """What was accepted so far is one complete JSON value."""
+        return bool(self._accepting[self._states[-1]])
+
+    @property
+    def is_finished(self) -> bool:
+        """Nothing more may follow: a stop token was accepted, or the value is complete and
+        cannot be extended (with no stop tokens configured)."""
+        if self._finished:
+            return True
+        state = self._states[-1]
+        return not self._stop and self._accepting[state] and self._compiled.masks.is_empty(state)
+
+    @property
+    def error(self) -> str | None:
+        """Why no token can follow, when that happens without the value being complete."""
+        if self._finished:
+            return None
+        state = self._states[-1]
+        if not self._accepting[state] and self._compiled.masks.is_empty(state):
+            return "no token of the vocabulary can continue the value from here"
+        return None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._states) - 1
+
+
+# ---- compilation and cache ------------------------------------------------------------------
+
+_CACHE: "OrderedDict[tuple, CompiledSchema]" = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+CACHE_SIZE = 512
+_OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
+
+
+def schema_options(options: dict[str, Any]) -> SchemaOptions:
+    unknown = set(options) - _OPTION_NAMES
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)}; known: {sorted(_OPTION_NAMES)}")
+    return SchemaOptions(**options)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
+
+
+def compile_schema_dfa(schema: Any, options: SchemaOptions) -> DFA:
+    """The DFA of every accepted serialisation of ``schema`` (no caching)."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise InvalidSchemaError("", f"not JSON: {exc}") from None
+    dfa = compile_node(SchemaCompiler(schema, options).compile(), options.max_states)
+    if dfa.is_empty:
+        raise InvalidSchemaError("", "no JSON value satisfies this schema")
+    return dfa
+
+
+def compile_json_schema(schema: Any, vocabulary: Vocabulary, **options: Any) -> CompiledSchema:
+    """Compile ``schema`` (a dict, bool or JSON text) for ``vocabulary``.
+
+    Options are the fields of :class:`~enforcer.json_schema.SchemaOptions`. Cached: the same
+    (schema, options, vocabulary) returns the same object. Raises
+    :class:`~enforcer.errors.UnsupportedSchemaError` naming the keyword and its JSON pointer.
+    """
+    opts = schema_options(options)
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise InvalidSchemaError("", f"not JSON: {exc}") from None
+    key = (canonical_json(schema), opts, vocabulary.fingerprint)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    compiled = CompiledSchema(schema, compile_schema_dfa(schema, opts), vocabulary, opts)
+    with _CACHE_LOCK:
+        _CACHE[key] = compiled
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return compiled

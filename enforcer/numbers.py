@@ -1,0 +1,235 @@
+"""JSON numbers as byte expressions: syntax, exact decimal bounds, exact ``multipleOf``.
+
+Bounds and ``multipleOf`` are decided on the decimal text, so they are exact for every number
+written without an exponent. When a number schema carries a bound or ``multipleOf``, exponent
+notation is not generated (documented restriction): deciding ``1.5e3 <= x`` on exponent forms is
+not regular in general. Integers accept an optional all-zero fraction (``3.0`` is an integer in
+JSON Schema). Cost: expression size linear in the number of digits of the bounds.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from math import gcd
+
+from .automaton import (EPSILON, NOTHING, Embedded, Graph, Node, alt, byte_set, compile_node, literal,
+                        optional, plus, repeat, seq, star)
+
+DIGIT = byte_set([(0x30, 0x39)])
+NONZERO = byte_set([(0x31, 0x39)])
+_INT_DIGITS = alt(literal("0"), seq(NONZERO, star(DIGIT)))
+_FRACTION = seq(literal("."), plus(DIGIT))
+_ZERO_FRACTION = optional(seq(literal("."), plus(literal("0"))))
+_EXPONENT = seq(byte_set([(0x45, 0x45), (0x65, 0x65)]), optional(byte_set([(0x2B, 0x2B), (0x2D, 0x2D)])),
+                plus(DIGIT))
+
+NUMBER: Node = seq(optional(literal("-")), _INT_DIGITS, optional(_FRACTION), optional(_EXPONENT))
+"""Any JSON number."""
+INTEGER: Node = seq(optional(literal("-")), _INT_DIGITS, _ZERO_FRACTION)
+"""Any JSON number whose value is an integer, written without exponent."""
+
+
+def _digit_between(lo: int, hi: int) -> Node:
+    return byte_set([(0x30 + lo, 0x30 + hi)]) if lo <= hi else NOTHING
+
+
+# ---- unsigned integer parts (canonical: no leading zeros) ----------------------------------
+
+
+def _int_same_length_cmp(digits: str, greater: bool, inclusive: bool) -> Node:
+    """Digit strings of len(digits) (no leading zero unless the length is 1) compared with
+    ``digits`` lexicographically (= numerically at equal length)."""
+    parts: list[Node] = []
+    n = len(digits)
+    for i, ch in enumerate(digits):
+        d = int(ch)
+        lowest = 1 if (i == 0 and n > 1) else 0
+        prefix = literal(digits[:i])
+        rest = repeat(DIGIT, n - i - 1, n - i - 1)
+        if greater:
+            parts.append(seq(prefix, _digit_between(max(d + 1, lowest), 9), rest))
+        else:
+            parts.append(seq(prefix, _digit_between(lowest, d - 1), rest))
+    if inclusive:
+        parts.append(literal(digits))
+    return alt(*parts)
+
+
+def _int_cmp(digits: str, op: str) -> Node:
+    """Canonical unsigned integer texts ``x`` with ``x op digits`` (op in ge, gt, le, lt)."""
+    n = len(digits)
+    greater = op in ("ge", "gt")
+    same = _int_same_length_cmp(digits, greater, op in ("ge", "le"))
+    if greater:
+        longer = seq(NONZERO, repeat(DIGIT, n, None))
+        return alt(longer, same)
+    shorter = alt(literal("0"), seq(NONZERO, repeat(DIGIT, 0, n - 2))) if n > 1 else NOTHING
+    return alt(shorter, same)
+
+
+# ---- fraction digit strings (the part after the point), compared as 0.d ------------------------
+
+
+def _frac_cmp(digits: str, op: str) -> Node:
+    """Non-empty digit strings ``d`` with ``0.d op 0.digits``."""
+    digits = digits.rstrip("0")
+    any_tail = star(DIGIT)
+    if not digits:
+        if op == "ge":
+            return plus(DIGIT)
+        if op == "gt":
+            return seq(star(DIGIT), NONZERO, star(DIGIT))
+        if op == "le":
+            return plus(literal("0"))
+        return NOTHING
+    d = int(digits[0])
+    rest = digits[1:].rstrip("0")
+    if op in ("ge", "gt"):
+        above = seq(_digit_between(d + 1, 9), any_tail)
+        if rest:
+            same = seq(literal(digits[0]), _frac_cmp(rest, op))
+        else:
+            same = seq(literal(digits[0]), any_tail if op == "ge" else seq(any_tail, NONZERO, any_tail))
+        return alt(above, same)
+    below = seq(_digit_between(0, d - 1), any_tail)
+    if rest:
+        ending_here = EPSILON  # 0.d stops at this digit: strictly below a longer non-zero bound
+        same = seq(literal(digits[0]), alt(ending_here, _frac_cmp(rest, op)))
+    else:
+        same = seq(literal(digits[0]), plus(literal("0"))) if op == "le" else NOTHING
+        if op == "le":
+            same = alt(literal(digits[0]), same)
+    return alt(below, same)
+
+
+def _magnitude_cmp(int_digits: str, frac_digits: str, op: str, integer: bool) -> Node:
+    """Unsigned decimal texts ``I(.F)?`` compared with the magnitude ``int_digits.frac_digits``."""
+    fraction_any = _ZERO_FRACTION if integer else optional(_FRACTION)
+    frac_zero = not frac_digits.strip("0")
+    strictly = _int_cmp(int_digits, "gt" if op in ("ge", "gt") else "lt")
+    head = seq(strictly, fraction_any)
+    equal_int = literal(int_digits)
+    # does the integer part alone (a zero fraction) satisfy the comparison?
+    without_fraction_holds = {
+        "ge": frac_zero, "gt": False, "le": True, "lt": not frac_zero,
+    }[op]
+    if integer:
+        return alt(head, seq(equal_int, _ZERO_FRACTION) if without_fraction_holds else NOTHING)
+    equal = seq(equal_int, alt(EPSILON if without_fraction_holds else NOTHING,
+                               seq(literal("."), _frac_cmp(frac_digits, op))))
+    return alt(head, equal)
+
+
+def _split_decimal(value: Decimal) -> tuple[bool, str, str]:
+    """(negative, integer digits, fraction digits) of a finite decimal, no exponent."""
+    negative = value < 0
+    text = format(abs(value), "f")
+    if "." in text:
+        int_part, frac = text.split(".")
+    else:
+        int_part, frac = text, ""
+    int_part = int_part.lstrip("0") or "0"
+    return negative, int_part, frac.rstrip("0")
+
+
+def to_decimal(value: object) -> Decimal | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        d = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except InvalidOperation:
+        return None
+    return d if d.is_finite() else None
+
+
+def bounded_number(lower: tuple[Decimal, bool] | None, upper: tuple[Decimal, bool] | None,
+                   integer: bool) -> Node:
+    """Numbers ``x`` with ``lower <= x`` (``<`` when the flag says exclusive) and likewise for
+    ``upper``; ``None`` leaves a side open. Exact, no exponent notation."""
+    constraints: list[Node] = []
+    if lower is not None:
+        constraints.append(_signed_cmp(lower[0], "gt" if lower[1] else "ge", integer))
+    if upper is not None:
+        constraints.append(_signed_cmp(upper[0], "lt" if upper[1] else "le", integer))
+    if not constraints:
+        return INTEGER if integer else seq(optional(literal("-")), _INT_DIGITS, optional(_FRACTION))
+    if len(constraints) == 1:
+        return constraints[0]
+    dfa = compile_node(constraints[0]).intersect(compile_node(constraints[1]))
+    return Embedded(dfa) if not dfa.is_empty else NOTHING
+
+
+def _signed_cmp(bound: Decimal, op: str, integer: bool) -> Node:
+    """Signed decimal texts x with ``x op bound``."""
+    negative, int_digits, frac_digits = _split_decimal(bound)
+    fraction_any = _ZERO_FRACTION if integer else optional(_FRACTION)
+    unsigned_any = seq(_INT_DIGITS, fraction_any)
+    zero = seq(literal("0"), _ZERO_FRACTION if integer else optional(seq(literal("."), plus(literal("0")))))
+    flipped = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt"}[op]
+    is_zero = int_digits == "0" and not frac_digits
+    if op in ("ge", "gt"):
+        if not negative:
+            positive = _magnitude_cmp(int_digits, frac_digits, op, integer)
+            # -0 equals 0: allowed exactly when 0 itself is
+            neg_zero = seq(literal("-"), zero) if (is_zero and op == "ge") else NOTHING
+            return alt(positive, neg_zero)
+        # bound < 0: every non-negative number, and negatives with |x| flipped-op |bound|
+        return alt(unsigned_any, seq(literal("-"), _magnitude_cmp(int_digits, frac_digits, flipped, integer)))
+    if negative:
+        return seq(literal("-"), _magnitude_cmp(int_digits, frac_digits, flipped, integer))
+    # bound >= 0, op in le/lt: every negative number, -0 when 0 itself qualifies, and the
+    # non-negatives below the bound
+    nonzero = seq(NONZERO, star(DIGIT), fraction_any)
+    if not integer:
+        nonzero = alt(nonzero, seq(literal("0."), star(DIGIT), NONZERO, star(DIGIT)))
+    negatives = seq(literal("-"), nonzero)
+    neg_zero = seq(literal("-"), zero) if (op == "le" or not is_zero) else NOTHING
+    return alt(negatives, neg_zero, _magnitude_cmp(int_digits, frac_digits, op, integer))
+
+
+def multiple_of(step: Decimal, integer: bool) -> Node | None:
+    """Numbers that are integer multiples of ``step`` (> 0), without exponent; ``None`` when the
+    automaton would be too large (more than 10,000 residues)."""
+    exponent = step.normalize().as_tuple().exponent
+    scale = max(0, -int(exponent))
+    modulus = int(step.scaleb(scale))
+    if modulus <= 0 or modulus > 10_000:
+        return None
+    scale_used = scale
+    if integer:
+        # integers that are multiples of p / 10^s are the multiples of p / gcd(p, 10^s)
+        modulus, scale_used = modulus // gcd(modulus, 10 ** scale), 0
+    m, s = modulus, scale_used
+    start, zero = 0, 1
+
+    def int_state(r: int) -> int:
+        return 2 + r
+
+    def frac_state(j: int, r: int) -> int:
+        return 2 + m + (j - 1) * m + r
+
+    trailing = 2 + m + s * m
+    edges: list[tuple[int, Node, int]] = [(start, literal("0"), zero)]
+    accepting: set[int] = {trailing}
+    for d in range(1, 10):
+        edges.append((start, literal(str(d)), int_state(d % m)))
+    for r in range(m):
+        for d in range(10):
+            edges.append((int_state(r), literal(str(d)), int_state((10 * r + d) % m)))
+    for src, r in [(zero, 0)] + [(int_state(r), r) for r in range(m)]:
+        if (r * 10 ** s) % m == 0:
+            accepting.add(src)
+            edges.append((src, seq(literal("."), plus(literal("0"))), trailing))
+        if s:
+            for d in range(10):
+                edges.append((src, seq(literal("."), literal(str(d))), frac_state(1, (10 * r + d) % m)))
+    for j in range(1, s + 1):
+        for r in range(m):
+            if j < s:
+                for d in range(10):
+                    edges.append((frac_state(j, r), literal(str(d)), frac_state(j + 1, (10 * r + d) % m)))
+            if (r * 10 ** (s - j)) % m == 0:
+                accepting.add(frac_state(j, r))
+                edges.append((frac_state(j, r), plus(literal("0")), trailing))
+    graph = Graph(trailing + 1, start, frozenset(accepting), tuple(edges))
+    return seq(optional(literal("-")), graph)

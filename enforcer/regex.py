@@ -1,0 +1,816 @@
+"""JSON string bodies as byte automata: single characters, ECMA-262 ``pattern`` and ``format``.
+
+Every node built here describes the bytes *between the quotes* of a JSON string, and every way of
+writing a character is part of it: raw UTF-8, the short escapes, ``\\uXXXX`` with hex digits in
+either case, and surrogate pairs for astral characters. Nothing else is: lone surrogate escapes,
+raw control characters and invalid UTF-8 never match.
+
+* :func:`json_string_char` - one character out of a code-point set.
+* :func:`pattern_node` - an ECMA-262 regular expression with JSON Schema semantics: a *search*
+  (``abc`` matches anywhere) unless ``^``/``$`` anchor it. The regular part of ECMA-262 (Unicode
+  mode, plus the harmless Annex B leniencies: a ``{``, ``}`` or ``]`` that starts no construct is
+  literal) is parsed here; anchors are exact wherever they stand (``(^a|b)c``). Lookaround, word
+  boundaries, backreferences and inline flags raise :class:`UnsupportedSchemaError`.
+* :func:`format_node` - documented regular forms of JSON Schema ``format`` values
+  (:data:`FORMAT_DOCS`).
+
+Cost: building a node is linear in the pattern once counted repetitions are expanded (capped by
+:data:`MAX_PATTERN_POSITIONS`); anchors inside groups cost at most a quadratic factor. Character
+nodes are cached per code-point set for the life of the process; every node is immutable.
+Compiling a node to a DFA (:func:`enforcer.automaton.compile_node`) is the caller's job.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Literal, Union
+
+from .automaton import (EPSILON, NOTHING, Node, alt, byte_chars, byte_set, codepoints, literal,
+                        plus, repeat, seq, star)
+from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+
+__all__ = ["json_string_char", "JSON_STRING_CHAR_ANY", "pattern_node", "format_node",
+           "FORMAT_DOCS", "Escapes", "MAX_PATTERN_POSITIONS", "UNICODE_VERSION"]
+
+MAX_CODEPOINT = 0x10FFFF
+MAX_PATTERN_POSITIONS = 50_000
+"""Most character positions a pattern may expand to (``a{1000}`` is 1000) before it is refused
+with :class:`SchemaTooComplexError`: beyond this the automaton would be too large to be useful."""
+UNICODE_VERSION = unicodedata.unidata_version
+"""The Unicode version behind ``\\p{...}`` (General_Category): Python's ``unicodedata``."""
+
+Ranges = tuple[tuple[int, int], ...]
+Escapes = Literal["all", "common"]
+"""Which ``\\uXXXX`` escapes to accept. ``"all"``: every one JSON allows. ``"common"``: none for
+printable ASCII characters other than ``" \\ / < > & ' + = ` `` - the only ones that common
+encoders (Python, JavaScript, Go, .NET, Gson, PHP) ever write as ``\\uXXXX``; automata of ASCII
+patterns and formats shrink several times."""
+
+
+# --------------------------------------------------------------------------------------------
+# Code-point sets: sorted, merged, inclusive ranges
+
+
+def _norm(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if lo > hi:
+            continue
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
+
+
+def _complement(ranges: Ranges) -> Ranges:
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_CODEPOINT:
+        out.append((nxt, MAX_CODEPOINT))
+    return tuple(out)
+
+
+def _minus(a: Ranges, b: Ranges) -> Ranges:
+    return _intersect(a, _complement(b))
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    out: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
+
+
+def _chars(text: str) -> Ranges:
+    return _norm((ord(c), ord(c)) for c in text)
+
+
+# --------------------------------------------------------------------------------------------
+# One character inside a JSON string
+
+
+_MUST_ESCAPE: Ranges = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+_SHORT_ESCAPES = {0x22: b'"', 0x5C: b"\\", 0x2F: b"/", 0x08: b"b", 0x0C: b"f", 0x0A: b"n",
+                  0x0D: b"r", 0x09: b"t"}
+_SURROGATES: Ranges = ((0xD800, 0xDFFF),)
+_UNESCAPED_ASCII: Ranges = _minus(((0x20, 0x7E),), _chars("\"\\/<>&'+=`"))
+
+
+def _hex_digit(lo: int, hi: int) -> Node:
+    """One hex digit (either case) whose value lies in ``lo..hi``."""
+    rs = []
+    if lo <= 9:
+        rs.append((0x30 + lo, 0x30 + min(hi, 9)))
+    if hi >= 10:
+        a, b = max(lo, 10) - 10, hi - 10
+        rs += [(0x41 + a, 0x41 + b), (0x61 + a, 0x61 + b)]
+    return byte_set(rs)
+
+
+def _hex_value(lo: int, hi: int, width: int = 4) -> Node:
+    """``width`` hex digits whose value lies in ``lo..hi`` (split on the leading digit, like a
+    UTF-8 range compiler)."""
+    if width == 1:
+        return _hex_digit(lo, hi)
+    unit = 16 ** (width - 1)
+    a, b = divmod(lo, unit)
+    c, d = divmod(hi, unit)
+    if a == c:
+        return seq(_hex_digit(a, a), _hex_value(b, d, width - 1))
+    parts: list[Node] = []
+    if b:
+        parts.append(seq(_hex_digit(a, a), _hex_value(b, unit - 1, width - 1)))
+        a += 1
+    tail = NOTHING
+    if d != unit - 1:
+        tail = seq(_hex_digit(c, c), _hex_value(0, d, width - 1))
+        c -= 1
+    if a <= c:
+        parts.append(seq(_hex_digit(a, c), *[_hex_digit(0, 15)] * (width - 1)))
+    return alt(*parts, tail)
+
+
+def _surrogate_pairs(lo: int, hi: int) -> Node:
+    """``XXXX\\uYYYY`` (after a leading ``\\u``) for the astral code points ``lo..hi``."""
+    hl, ll = divmod(lo - 0x10000, 0x400)
+    hh, lh = divmod(hi - 0x10000, 0x400)
+
+    def pair(h_lo: int, h_hi: int, l_lo: int, l_hi: int) -> Node:
+        return seq(_hex_value(0xD800 + h_lo, 0xD800 + h_hi), literal("\\u"),
+                   _hex_value(0xDC00 + l_lo, 0xDC00 + l_hi))
+
+    if hl == hh:
+        return pair(hl, hl, ll, lh)
+    parts: list[Node] = []
+    if ll:
+        parts.append(pair(hl, hl, ll, 0x3FF))
+        hl += 1
+    tail = NOTHING
+    if lh != 0x3FF:
+        tail = pair(hh, hh, 0, lh)
+        hh -= 1
+    if hl <= hh:
+        parts.append(pair(hl, hh, 0, 0x3FF))
+    return alt(*parts, tail)
+
+
+@lru_cache(maxsize=4096)
+def _json_string_char(ranges: Ranges, escapes: Escapes) -> Node:
+    raw = codepoints(_minus(ranges, _MUST_ESCAPE))
+    short = byte_chars(b"".join(esc for cp, esc in sorted(_SHORT_ESCAPES.items())
+                                if _intersect(ranges, ((cp, cp),))))
+    bmp = _minus(_intersect(ranges, ((0, 0xFFFF),)), _SURROGATES)
+    if escapes == "common":
+        bmp = _minus(bmp, _UNESCAPED_ASCII)
+    astral = _intersect(ranges, ((0x10000, MAX_CODEPOINT),))
+    unicode_escape = alt(*(_hex_value(lo, hi) for lo, hi in bmp),
+                         *(_surrogate_pairs(lo, hi) for lo, hi in astral))
+    escaped = seq(literal("\\"), alt(short, seq(literal("u"), unicode_escape)))
+    return alt(raw, escaped)
+
+
+def json_string_char(ranges: Iterable[tuple[int, int]], *, escapes: Escapes = "all") -> Node:
+    """Every encoding, inside a JSON string body, of one code point out of the inclusive
+    ``ranges``: raw UTF-8 where JSON allows it, the short escapes, ``\\uXXXX`` (either case) for
+    BMP characters (see :data:`Escapes`) and ``\\uD8xx\\uDCxx`` surrogate pairs for astral ones.
+    Surrogate code points in ``ranges`` are ignored (a JSON text cannot carry them). Cached per
+    set."""
+    if escapes not in ("all", "common"):
+        raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
+    rs = _norm(ranges)
+    for lo, hi in rs:
+        if lo < 0 or hi > MAX_CODEPOINT:
+            raise ValueError(f"code point range ({lo:#x}, {hi:#x}) is outside 0..0x10FFFF")
+    return _json_string_char(rs, escapes)
+
+
+JSON_STRING_CHAR_ANY: Node = json_string_char(((0, MAX_CODEPOINT),))
+"""Any one character of a JSON string body."""
+
+
+# --------------------------------------------------------------------------------------------
+# Character classes of ECMA-262
+
+
+_DIGIT = _chars("0123456789")
+_WORD = _norm([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+_SPACE = _norm([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+                (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+                (0xFEFF, 0xFEFF)])
+_LINE_TERMINATORS = _norm([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_DOT = _complement(_LINE_TERMINATORS)
+_CLASS_ESCAPES = {"d": _DIGIT, "D": _complement(_DIGIT), "w": _WORD, "W": _complement(_WORD),
+                  "s": _SPACE, "S": _complement(_SPACE)}
+_CONTROL_ESCAPES = {"f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09, "v": 0x0B}
+
+_GENERAL_CATEGORIES = {
+    "Lu": ("Uppercase_Letter",), "Ll": ("Lowercase_Letter",), "Lt": ("Titlecase_Letter",),
+    "Lm": ("Modifier_Letter",), "Lo": ("Other_Letter",), "Mn": ("Nonspacing_Mark",),
+    "Mc": ("Spacing_Mark",), "Me": ("Enclosing_Mark",), "Nd": ("Decimal_Number", "digit"),
+    "Nl": ("Letter_Number",), "No": ("Other_Number",), "Pc": ("Connector_Punctuation",),
+    "Pd": ("Dash_Punctuation",), "Ps": ("Open_Punctuation",), "Pe": ("Close_Punctuation",),
+    "Pi": ("Initial_Punctuation",), "Pf": ("Final_Punctuation",), "Po": ("Other_Punctuation",),
+    "Sm": ("Math_Symbol",), "Sc": ("Currency_Symbol",), "Sk": ("Modifier_Symbol",),
+    "So": ("Other_Symbol",), "Zs": ("Space_Separator",), "Zl": ("Line_Separator",),
+    "Zp": ("Paragraph_Separator",), "Cc": ("Control", "cntrl"), "Cf": ("Format",),
+    "Cs": ("Surrogate",), "Co": ("Private_Use",), "Cn": ("Unassigned",),
+    "L": ("Letter",), "LC": ("Cased_Letter",), "M": ("Mark", "Combining_Mark"),
+    "N": ("Number",), "P": ("Punctuation", "punct"), "S": ("Symbol",), "Z": ("Separator",),
+    "C": ("Other",),
+}
+_CATEGORY_ALIASES = {alias: short for short, names in _GENERAL_CATEGORIES.items()
+                     for alias in (short, *names)}
+
+
+@lru_cache(maxsize=1)
+def _category_table() -> dict[str, Ranges]:
+    """Code points per two-letter General_Category (one pass over all code points, ~0.3 s,
+    once per process)."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    start, current = 0, unicodedata.category("\0")
+    for cp in range(1, MAX_CODEPOINT + 2):
+        cat = unicodedata.category(chr(cp)) if cp <= MAX_CODEPOINT else ""
+        if cat != current:
+            found.setdefault(current, []).append((start, cp - 1))
+            start, current = cp, cat
+    return {cat: tuple(rs) for cat, rs in found.items()}
+
+
+def _general_category(short: str) -> Ranges:
+    table = _category_table()
+    if short == "LC":
+        return _norm(table["Lu"] + table["Ll"] + table["Lt"])
+    if len(short) == 1:
+        return _norm(r for cat, rs in table.items() if cat[0] == short for r in rs)
+    return table.get(short, ())
+
+
+_BINARY_PROPERTIES = {"Any": lambda: ((0, MAX_CODEPOINT),), "ASCII": lambda: ((0, 0x7F),),
+                      "Assigned": lambda: _complement(_general_category("Cn"))}
+
+
+# --------------------------------------------------------------------------------------------
+# Regular-expression tree (code points) and its parser
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Chars:
+    ranges: Ranges
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Cat:
+    items: tuple["_Re", ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Or:
+    items: tuple["_Re", ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Loop:
+    item: "_Re"
+    lo: int
+    hi: int | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Anchor:
+    end: bool  # False: ``^``, True: ``$``
+
+
+_Re = Union[_Chars, _Cat, _Or, _Loop, _Anchor]
+
+_QUANTIFIER = re.compile(r"\{(\d+)(,(\d*))?\}")
+_GROUP_NAME = re.compile(r"<([^\W\d]|\$)([\w$]*)>")
+_MODIFIER_GROUP = re.compile(r"\(\?[a-zA-Z]*(-[a-zA-Z]*)?[:)]")
+
+
+class _Parser:
+    """Recursive descent over the regular part of ECMA-262 (Unicode mode semantics: ``.`` and
+    classes range over code points, ``\\u{...}`` and ``\\p{...}`` are known)."""
+
+    def __init__(self, source: str, pointer: str) -> None:
+        self.src = source
+        self.pos = 0
+        self.pointer = pointer
+
+    def invalid(self, what: str) -> InvalidSchemaError:
+        return InvalidSchemaError(
+            self.pointer, f"invalid regular expression {self.src!r}: {what} at offset {self.pos}")
+
+    def unsupported(self, what: str) -> UnsupportedSchemaError:
+        return UnsupportedSchemaError(
+            "pattern", self.pointer, f"{what} in {self.src!r} (offset {self.pos}) is not regular "
+            "or not supported exactly")
+
+    def peek(self, k: int = 0) -> str:
+        i = self.pos + k
+        return self.src[i] if i < len(self.src) else ""
+
+    def parse(self) -> _Re:
+        node = self.disjunction()
+        if self.pos < len(self.src):
+            raise self.invalid("unmatched ')'")
+        return node
+
+    def disjunction(self) -> _Re:
+        options = [self.alternative()]
+        while self.peek() == "|":
+            self.pos += 1
+            options.append(self.alternative())
+        return options[0] if len(options) == 1 else _Or(tuple(options))
+
+    def alternative(self) -> _Re:
+        items: list[_Re] = []
+        while self.pos < len(self.src) and self.peek() not in "|)":
+            items.append(self.term())
+        return items[0] if len(items) == 1 else _Cat(tuple(items))
+
+    def term(self) -> _Re:
+        c = self.peek()
+        if c in "^$":
+            self.pos += 1
+            if self.quantifier(consume=False):
+                raise self.invalid("nothing to repeat")
+            return _Anchor(c == "$")
+        if c == "\\" and self.peek(1) in ("b", "B"):
+            raise self.unsupported("a word boundary assertion (\\b, \\B)")
+        if self.src.startswith(("(?=", "(?!", "(?<=", "(?<!"), self.pos):
+            raise self.unsupported("a lookaround assertion")
+        atom = self.atom()
+        bounds = self.quantifier(consume=True)
+        if bounds is None:
+            return atom
+        if self.peek() == "?":  # lazy: the same language
+            self.pos += 1
+        if self.quantifier(consume=False):
+            raise self.invalid("nothing to repeat")
+        return _Loop(atom, *bounds)
+
+    def quantifier(self, consume: bool) -> tuple[int, int | None] | None:
+        c = self.peek()
+        bounds: tuple[int, int | None] | None = None
+        end = self.pos + 1
+        if c == "*":
+            bounds = (0, None)
+        elif c == "+":
+            bounds = (1, None)
+        elif c == "?":
+            bounds = (0, 1)
+        elif c == "{":
+            m = _QUANTIFIER.match(self.src, self.pos)
+            if m is None:
+                return None  # Annex B: a literal brace
+            lo = int(m.group(1))
+            hi = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+            if hi is not None and hi < lo:
+                raise self.invalid("numbers out of order in {} quantifier")
+            bounds, end = (lo, hi), m.end()
+        if bounds is not None and consume:
+            self.pos = end
+        return bounds
+
+    def atom(self) -> _Re:
+        c = self.peek()
+        if c == "(":
+            return self.group()
+        if c == ".":
+            self.pos += 1
+            return _Chars(_DOT)
+        if c == "[":
+            return _Chars(self.char_class())
+        if c == "\\":
+            self.pos += 1
+            d = self.peek()
+            if d in tuple("123456789") or d == "k":
+                raise self.unsupported("a backreference")
+            return _Chars(self.escape(in_class=False)[0])
+        if c in "*+?" or (c == "{" and self.quantifier(consume=False)):
+            raise self.invalid("nothing to repeat")
+        self.pos += 1
+        return _Chars(((ord(c), ord(c)),))
+
+    def group(self) -> _Re:
+        self.pos += 1
+        if self.src.startswith("?:", self.pos):
+            self.pos += 2
+        elif self.src.startswith("?<", self.pos):
+            m = _GROUP_NAME.match(self.src, self.pos + 1)
+            if m is None:
+                raise self.invalid("invalid group name")
+            self.pos = m.end()
+        elif self.peek() == "?":
+            if _MODIFIER_GROUP.match(self.src, self.pos - 1):
+                raise self.unsupported("an inline flag group")
+            raise self.invalid("invalid group")
+        inner = self.disjunction()
+        if self.peek() != ")":
+            raise self.invalid("missing ')'")
+        self.pos += 1
+        return inner
+
+    def char_class(self) -> Ranges:
+        self.pos += 1
+        negate = self.peek() == "^"
+        if negate:
+            self.pos += 1
+        parts: list[tuple[int, int]] = []
+        while True:
+            c = self.peek()
+            if c == "":
+                raise self.invalid("missing ']'")
+            if c == "]":
+                self.pos += 1
+                break
+            first, single = self.class_atom()
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.pos += 1
+                _, last = self.class_atom()
+                if single is None or last is None:
+                    raise self.invalid("a character class escape cannot bound a range")
+                if single > last:
+                    raise self.invalid("range out of order in character class")
+                parts.append((single, last))
+            else:
+                parts.extend(first)
+        ranges = _norm(parts)
+        return _complement(ranges) if negate else ranges
+
+    def class_atom(self) -> tuple[Ranges, int | None]:
+        c = self.peek()
+        if c == "\\":
+            self.pos += 1
+            return self.escape(in_class=True)
+        self.pos += 1
+        return ((ord(c), ord(c)),), ord(c)
+
+    def escape(self, in_class: bool) -> tuple[Ranges, int | None]:
+        """After a backslash: the set it stands for and, if it is one character, that one."""
+        c = self.peek()
+        if c == "":
+            raise self.invalid("\\ at end of pattern")
+        self.pos += 1
+        if c in _CLASS_ESCAPES:
+            return _CLASS_ESCAPES[c], None
+        if c in "pP":
+            ranges = self.property()
+            return (_complement(ranges) if c == "P" else ranges), None
+        cp = self.char_escape(c, in_class)
+        return ((cp, cp),), cp
+
+    def char_escape(self, c: str, in_class: bool) -> int:
+        if c in _CONTROL_ESCAPES:
+            return _CONTROL_ESCAPES[c]
+        if in_class and c == "b":
+            return 0x08
+        if c == "c":
+            letter = self.peek()
+            if not ("a" <= letter.lower() <= "z"):
+                raise self.invalid("\\c must be followed by an ASCII letter")
+            self.pos += 1
+            return ord(letter) % 32
+        if c == "0":
+            if self.peek().isdigit():
+                raise self.invalid("legacy octal escape")
+            return 0
+        if c == "x":
+            return self.hex_digits(2)
+        if c == "u":
+            return self.unicode_escape()
+        if c.isascii() and c.isalnum():
+            raise self.invalid(f"unknown escape \\{c}")
+        return ord(c)  # identity escape of a syntax or other non-alphanumeric character
+
+    def hex_digits(self, count: int) -> int:
+        text = self.src[self.pos:self.pos + count]
+        if len(text) != count or not all(ch in "0123456789abcdefABCDEF" for ch in text):
+            raise self.invalid(f"expected {count} hex digits")
+        self.pos += count
+        return int(text, 16)
+
+    def unicode_escape(self) -> int:
+        if self.peek() == "{":
+            end = self.src.find("}", self.pos)
+            digits = self.src[self.pos + 1:end] if end > 0 else ""
+            if not digits or not all(ch in "0123456789abcdefABCDEF" for ch in digits) or \
+                    int(digits, 16) > MAX_CODEPOINT:
+                raise self.invalid("invalid \\u{...} escape")
+            self.pos = end + 1
+            return int(digits, 16)
+        cp = self.hex_digits(4)
+        if 0xD800 <= cp <= 0xDBFF and self.src.startswith("\\u", self.pos):
+            save = self.pos
+            self.pos += 2
+            try:
+                low = self.hex_digits(4)
+            except InvalidSchemaError:
+                low = -1
+            if 0xDC00 <= low <= 0xDFFF:
+                return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
+            self.pos = save
+        return cp
+
+    def property(self) -> Ranges:
+        if self.peek() != "{" or "}" not in self.src[self.pos:]:
+            raise self.invalid("\\p and \\P must be followed by {...}")
+        end = self.src.index("}", self.pos)
+        body = self.src[self.pos + 1:end]
+        self.pos = end + 1
+        name, _, value = body.partition("=")
+        if value:
+            if name not in ("General_Category", "gc"):
+                raise self.unsupported(f"the Unicode property \\p{{{body}}}")
+            if value not in _CATEGORY_ALIASES:
+                raise self.invalid(f"unknown General_Category value {value!r}")
+            return _general_category(_CATEGORY_ALIASES[value])
+        if name in _CATEGORY_ALIASES:
+            return _general_category(_CATEGORY_ALIASES[name])
+        if name in _BINARY_PROPERTIES:
+            return _BINARY_PROPERTIES[name]()
+        raise self.unsupported(
+            f"the Unicode property \\p{{{body}}} (supported: General_Category values, Any, ASCII, "
+            "Assigned)")
+
+
+def _positions(node: _Re) -> int:
+    """How many character positions ``node`` expands to (counted repetitions multiplied out)."""
+    if isinstance(node, _Chars):
+        return 1
+    if isinstance(node, _Anchor):
+        return 0
+    if isinstance(node, (_Cat, _Or)):
+        return sum(_positions(i) for i in node.items)
+    return _positions(node.item) * max(node.lo + 1 if node.hi is None else node.hi, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# Tree -> byte node, with exact anchors
+#
+# ``ne(n, s, e)``: the non-empty strings ``n`` matches when its first position is the start of
+# the input (``s``) or not, and its last position the end of the input (``e``) or not.
+# ``em(n, s, e)``: whether ``n`` matches the empty string at a position with those flags.
+# A concatenation passes the flags to a part only across parts that matched nothing; for nodes
+# without anchors the flags do not matter and are normalised away, so the usual case costs
+# nothing extra.
+
+
+class _Lift:
+    def __init__(self, escapes: Escapes) -> None:
+        self.escapes = escapes
+        self._anchored: dict[int, bool] = {}
+        self._memo: dict[tuple[int, int, bool, bool], Node] = {}
+
+    def anchored(self, n: _Re) -> bool:
+        hit = self._anchored.get(id(n))
+        if hit is None:
+            if isinstance(n, _Anchor):
+                hit = True
+            elif isinstance(n, _Chars):
+                hit = False
+            elif isinstance(n, _Loop):
+                hit = self.anchored(n.item)
+            else:
+                hit = any(self.anchored(i) for i in n.items)
+            self._anchored[id(n)] = hit
+        return hit
+
+    def em(self, n: _Re, s: bool, e: bool) -> bool:
+        if isinstance(n, _Chars):
+            return False
+        if isinstance(n, _Anchor):
+            return e if n.end else s
+        if isinstance(n, _Cat):
+            return all(self.em(i, s, e) for i in n.items)
+        if isinstance(n, _Or):
+            return any(self.em(i, s, e) for i in n.items)
+        return n.lo == 0 or self.em(n.item, s, e)
+
+    def ne(self, n: _Re, s: bool, e: bool) -> Node:
+        if not self.anchored(n):
+            s = e = False
+        key = (id(n), -1, s, e)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        if isinstance(n, _Chars):
+            out = json_string_char(n.ranges, escapes=self.escapes)
+        elif isinstance(n, _Anchor):
+            out = NOTHING
+        elif isinstance(n, _Or):
+            out = alt(*(self.ne(i, s, e) for i in n.items))
+        elif isinstance(n, _Cat):
+            out = self._cat(n, 0, s, e) if n.items else NOTHING
+        else:
+            out = self._loop(n, s, e)
+        self._memo[key] = out
+        return out
+
+    def _cat(self, n: _Cat, i: int, s: bool, e: bool) -> Node:
+        items = n.items
+        if i == len(items) - 1:
+            return self.ne(items[i], s, e)
+        if not any(self.anchored(x) for x in items[i:]):
+            s = e = False
+        key = (id(n), i, s, e)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        head = items[i]
+        rest_em = all(self.em(x, False, e) for x in items[i + 1:])
+        if s:
+            both = seq(self.ne(head, True, False), self._cat(n, i + 1, False, e))
+            rest_only = self._cat(n, i + 1, True, e) if self.em(head, True, False) else NOTHING
+            out = alt(both, rest_only)
+        else:
+            maybe_head = alt(self.ne(head, False, False),
+                             EPSILON if self.em(head, False, False) else NOTHING)
+            out = seq(maybe_head, self._cat(n, i + 1, False, e))
+        if rest_em:
+            out = alt(out, self.ne(head, s, e))
+        self._memo[key] = out
+        return out
+
+    def _loop(self, n: _Loop, s: bool, e: bool) -> Node:
+        item, lo, hi = n.item, n.lo, n.hi
+        if hi == 0:
+            return NOTHING
+        if not self.anchored(item):
+            first = 1 if lo <= 1 or self.em(item, False, False) else lo
+            return repeat(self.ne(item, False, False), first, hi)
+        pad_edges = self.em(item, s, False) or self.em(item, False, e)
+        pad_inner = self.em(item, False, False)
+        one = self.ne(item, s, e) if lo <= 1 or pad_edges else NOTHING
+        many = NOTHING
+        if hi is None or hi >= 2:
+            least = 2 if pad_edges or pad_inner else max(lo, 2)
+            middle = repeat(self.ne(item, False, False), least - 2, None if hi is None else hi - 2)
+            many = seq(self.ne(item, s, False), middle, self.ne(item, False, e))
+        return alt(one, many)
+
+
+def _parse(pattern: str, pointer: str) -> _Re:
+    if not isinstance(pattern, str):
+        raise InvalidSchemaError(pointer, f"pattern must be a string, not {type(pattern).__name__}")
+    tree = _Parser(pattern, pointer).parse()
+    size = _positions(tree)
+    if size > MAX_PATTERN_POSITIONS:
+        raise SchemaTooComplexError(
+            f"pattern {pattern!r} at {pointer or '(root)'} expands to {size} character positions "
+            f"(limit {MAX_PATTERN_POSITIONS})")
+    return tree
+
+
+def _search(tree: _Re, escapes: Escapes) -> Node:
+    """Bodies of the strings in which ``tree`` matches somewhere (ECMA ``RegExp.test``)."""
+    lift = _Lift(escapes)
+    any_char = json_string_char(((0, MAX_CODEPOINT),), escapes=escapes)
+    some = plus(any_char)
+    if not lift.anchored(tree):
+        if lift.em(tree, False, False):
+            return star(any_char)
+        return seq(star(any_char), lift.ne(tree, False, False), star(any_char))
+    whole, prefix = lift.ne(tree, True, True), lift.ne(tree, True, False)
+    suffix, inner = lift.ne(tree, False, True), lift.ne(tree, False, False)
+    if whole == prefix and suffix == inner:  # no '$' that matters: ends may run on
+        matched = seq(alt(whole, seq(some, suffix)), star(any_char))
+    elif whole == suffix and prefix == inner:  # no '^' that matters
+        matched = seq(star(any_char), alt(whole, seq(prefix, some)))
+    else:
+        matched = alt(whole, seq(prefix, some), seq(some, suffix), seq(some, inner, some))
+    empties = [EPSILON if lift.em(tree, True, True) else NOTHING]
+    if lift.em(tree, True, False) or lift.em(tree, False, True):
+        empties.append(some)
+    elif lift.em(tree, False, False):
+        empties.append(repeat(any_char, 2, None))
+    return alt(matched, *empties)
+
+
+def _full_match(tree: _Re, escapes: Escapes) -> Node:
+    """Bodies of the strings ``tree`` matches from start to end (no search)."""
+    lift = _Lift(escapes)
+    return alt(lift.ne(tree, True, True), EPSILON if lift.em(tree, True, True) else NOTHING)
+
+
+def pattern_node(pattern: str, pointer: str, *, escapes: Escapes = "all") -> Node:
+    """The JSON string bodies of every string that the ECMA-262 regular expression ``pattern``
+    matches somewhere (JSON Schema ``pattern`` semantics). Raises
+    :class:`UnsupportedSchemaError` (keyword ``"pattern"``) for constructs that are not regular
+    or not supported exactly, :class:`InvalidSchemaError` for an invalid expression and
+    :class:`SchemaTooComplexError` past :data:`MAX_PATTERN_POSITIONS`. ``pointer`` locates the
+    schema object holding the pattern, for error messages; ``escapes`` is :data:`Escapes`."""
+    if escapes not in ("all", "common"):
+        raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
+    return _search(_parse(pattern, pointer), escapes)
+
+
+# --------------------------------------------------------------------------------------------
+# Formats: ECMA-262 sources compiled with the machinery above (so every JSON encoding of a valid
+# value is accepted)
+
+
+def _ipv6_source(h16: str, ipv4: str) -> str:
+    """RFC 4291 section 2.2: eight groups, or fewer around one ``::``; the last two groups may
+    be a dotted IPv4 address."""
+    forms = [f"(?:{h16}:){{7}}{h16}", f"(?:{h16}:){{6}}{ipv4}"]
+    for left in range(8):
+        head = "" if left == 0 else f"(?:{h16}:){{{left - 1}}}{h16}"
+        free = 7 - left  # groups the right side may still hold: '::' stands for at least one
+        tails = [""]
+        if free >= 1:
+            tails.append(f"(?:{h16}:){{0,{free - 1}}}{h16}")
+        if free >= 2:
+            tails.append(f"(?:{h16}:){{0,{free - 2}}}{ipv4}")
+        forms.append(f"{head}::(?:{'|'.join(tails)})")
+    return "|".join(f"(?:{f})" for f in forms)
+
+
+_HEX = "[0-9A-Fa-f]"
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_IPV6 = _ipv6_source(f"{_HEX}{{1,4}}", _IPV4)
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
+_YEAR = r"(?:[1-9]\d{3}|0[1-9]\d\d|00[1-9]\d|000[1-9])"
+_LEAP_YEAR = r"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+_DATE = (rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-"
+         rf"(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))|{_LEAP_YEAR}-02-29)")
+_FRAC = r"(?:\.\d+)?"
+_TIME = (rf"(?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d{_FRAC}(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)|"
+         rf"23:59:60{_FRAC}(?:[Zz]|[+-]00:00))")
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_EMAIL = (rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|\"(?:[ !#-\[\]-~]|\\[ -~])*\")"
+          rf"@(?:{_HOSTNAME}|\[(?:{_IPV4}|[Ii][Pp][Vv]6:(?:{_IPV6}))\])")
+_PCT = f"%{_HEX}{_HEX}"
+_PCHAR = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|{_PCT})"
+_AUTHORITY = (rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_PCT})*@)?"
+              rf"(?:\[(?:{_IPV6}|[vV]{_HEX}+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+)\]|"
+              rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|{_PCT})*)(?::\d*)?")
+_URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+        rf"|{_PCHAR}+(?:/{_PCHAR}*)*|)(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
+
+_FORMAT_SOURCES = {
+    "date-time": rf"{_DATE}[Tt]{_TIME}",
+    "date": _DATE,
+    "time": _TIME,
+    "uuid": f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
+    "email": _EMAIL,
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uri": _URI,
+    "hostname": _HOSTNAME,
+}
+
+FORMAT_DOCS: dict[str, str] = {
+    "date-time": "RFC 3339 date-time: exact days per month and leap years (year 0000 refused, as "
+                 "Python's datetime does), 'T'/'Z' either case, fractional seconds, offset "
+                 "±hh:mm; second 60 only as 23:59:60 in UTC (Z, +00:00, -00:00)",
+    "date": "RFC 3339 full-date YYYY-MM-DD: exact days per month, Feb 29 only in Gregorian leap "
+            "years, year 0001-9999",
+    "time": "RFC 3339 full-time hh:mm:ss[.frac](Z|±hh:mm) (offset required); leap second as in "
+            "date-time",
+    "uuid": "RFC 4122 8-4-4-4-12 hex digits, either case, any version",
+    "email": "RFC 5321 Mailbox: dot-atom or quoted local part @ hostname labels or [IPv4] / "
+             "[IPv6:...] literal; length limits (64/254) not enforced",
+    "ipv4": "dotted quad, octets 0-255 without leading zeros",
+    "ipv6": "RFC 4291 text forms: 1-4 hex digits per group, one '::', trailing dotted IPv4; "
+            "no zone id",
+    "uri": "RFC 3986 URI: scheme ':' hier-part ['?' query] ['#' fragment], ASCII only, "
+           "percent-encoding checked, IPv6/IPvFuture host literals",
+    "hostname": "RFC 1123 labels of 1-63 letters, digits and inner hyphens, dot-separated, no "
+                "trailing dot; the 253-character total is not enforced",
+}
+
+
+@lru_cache(maxsize=None)
+def _format(fmt: str, escapes: Escapes) -> Node:
+    return _full_match(_Parser(_FORMAT_SOURCES[fmt], "").parse(), escapes)
+
+
+def format_node(fmt: str, pointer: str, *, escapes: Escapes = "all") -> Node | None:
+    """The JSON string bodies of valid ``fmt`` values (see :data:`FORMAT_DOCS`), or ``None`` for
+    a format this module does not know; ``escapes`` is :data:`Escapes`. Built once per format,
+    escape mode and process."""
+    if not isinstance(fmt, str):
+        raise InvalidSchemaError(pointer, f"format must be a string, not {type(fmt).__name__}")
+    if escapes not in ("all", "common"):
+        raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
+    if fmt not in _FORMAT_SOURCES:
+        return None
+    return _format(fmt, escapes)

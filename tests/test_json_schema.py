@@ -1,0 +1,143 @@
+"""JSON Schema -> automaton: each keyword checked against jsonschema as the oracle.
+
+Soundness: every serialisation the automaton accepts is valid. Completeness: every valid
+instance, written with keys in declared order, compactly, with json.dumps defaults and with
+indent=2, is accepted.
+"""
+
+import json
+
+import jsonschema
+import pytest
+
+from enforcer import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from enforcer.json_schema import SchemaOptions
+from enforcer.matcher import compile_schema_dfa
+
+POOL = [None, True, False, 0, -1, 1, 2, 3, 7, 10, 14, 15, 100, -0.5, 0.5, 1.5, 2.0, 3.25, 1e-7, "", "a", "abc",
+        "Paris", "北京", "😀", "a\"b\\c\n", "2024-01-31", "2024-13-01", "12:30:00Z", "x@y.org", "not an email",
+        "123e4567-e89b-12d3-a456-426614174000", "192.168.0.1", "256.1.1.1", "celsius", "kelvin",
+        [], [1], [1, 2], ["a", "b"], [1, "a"], [[1]], [{"a": 1}], {}, {"a": 1}, {"a": "x"}, {"a": 1, "b": 2},
+        {"b": 2}, {"a": 1, "c": 3}, {"a": {"b": []}}, {"name": "x", "age": 3}, {"age": 3}]
+
+
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def serialisations(value, schema):
+    texts = {json.dumps(value), json.dumps(value, ensure_ascii=False), json.dumps(value, separators=(",", ":")),
+             json.dumps(value, indent=2, ensure_ascii=False)}
+    if isinstance(schema, dict) and any(k in schema for k in BOUNDS):
+        # documented restriction: bounded numbers are generated without exponent notation
+        texts = {t for t in texts if "e" not in t}
+    return texts
+
+
+def check(schema, extra=(), **options):
+    dfa = compile_schema_dfa(schema, SchemaOptions(**{"free_form_depth": 3, **options}))  # the pool nests 3 deep
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    for value in [*POOL, *extra]:
+        valid = validator.is_valid(value)
+        for text in serialisations(value, schema):
+            accepted = dfa.matches(text)
+            assert not (accepted and not valid), f"accepted invalid {text!r}"
+            if valid and (not isinstance(value, dict) or options.get("strict") is False or
+                          not isinstance(schema, dict) or "properties" not in schema or
+                          set(value) <= set(schema["properties"])):
+                assert accepted, f"rejected valid {text!r}"
+    return dfa
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "null"}, {"type": "boolean"}, {"type": "integer"}, {"type": "number"}, {"type": "string"},
+    {"type": ["string", "null"]}, {"type": "array"}, {"type": "object"}, {}, True,
+    {"enum": ["celsius", "fahrenheit", 1, None, [1], {"a": 1}]}, {"const": "Paris"}, {"const": 2},
+    {"type": "integer", "minimum": 1, "maximum": 14}, {"type": "number", "exclusiveMinimum": 0, "maximum": 2},
+    {"type": "integer", "multipleOf": 7}, {"type": "number", "multipleOf": 0.25},
+    {"type": "string", "minLength": 2, "maxLength": 3}, {"type": "string", "pattern": "^[a-z]+$"},
+    {"type": "string", "pattern": "a"}, {"type": "string", "format": "date"},
+    {"type": "string", "format": "email"}, {"type": "string", "format": "uuid"}, {"type": "string", "format": "ipv4"},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2},
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a"]},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "integer"}},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+     "dependentRequired": {"a": ["b"]}},
+    {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 5}]},
+    {"oneOf": [{"type": "string"}, {"type": "array"}]},
+    {"allOf": [{"type": "integer"}, {"minimum": 2}, {"maximum": 10}]},
+    {"not": {"type": "string"}}, {"type": "string", "not": {"enum": ["a", "abc"]}},
+    {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
+    {"type": ["integer", "null"], "nullable": True},
+])
+def test_keyword_against_oracle(schema):
+    check(schema)
+
+
+def test_spec_mode_allows_extra_properties_after_declared():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    strict = compile_schema_dfa(schema, SchemaOptions())
+    spec = check(schema, strict=False)
+    assert not strict.matches('{"a": 1, "c": 3}')
+    assert spec.matches('{"a": 1, "c": 3}') and spec.matches('{"c": 3}')
+    assert not spec.matches('{"a": 1, "a": 2}'), "a declared name cannot come back as an extra key"
+
+
+def test_bare_object_is_free_form_even_in_strict_mode():
+    dfa = compile_schema_dfa({"type": "object"}, SchemaOptions())
+    assert dfa.matches('{"x": [1, {"y": null}], "z": "w"}')
+
+
+def test_free_form_depth_is_bounded():
+    dfa = compile_schema_dfa({}, SchemaOptions(free_form_depth=2))
+    assert dfa.matches("[[1]]") and not dfa.matches("[[[1]]]")
+
+
+def test_whitespace_styles_bounded():
+    dfa = compile_schema_dfa({"type": "object", "properties": {"a": {"type": "array"}}}, SchemaOptions())
+    assert dfa.matches('{"a": [1, 2]}') and dfa.matches('{"a":[1,2]}')
+    assert dfa.matches('{\n  "a": [\n    1,\n    2\n  ]\n}')
+    assert not dfa.matches('{  "a": []}') and not dfa.matches('{"a": []}\n') and not dfa.matches(' {"a": []}')
+
+
+def test_recursion_is_cut_not_refused():
+    schema = {"$defs": {"node": {"type": "object", "properties": {"children": {"type": "array", "items": {
+        "$ref": "#/$defs/node"}}}}}, "$ref": "#/$defs/node"}
+    dfa = compile_schema_dfa(schema, SchemaOptions(max_recursion=2))
+    assert dfa.matches('{"children": [{"children": []}]}')
+    assert not dfa.matches('{"children": [{"children": [{"children": [{}]}]}]}')
+
+
+@pytest.mark.parametrize("schema,keyword,pointer", [
+    ({"type": "object", "properties": {"a": {"if": {"type": "string"}}}}, "if", "/properties/a"),
+    ({"patternProperties": {"^x": {}}}, "patternProperties", ""),
+    ({"type": "array", "items": {"type": "array", "contains": {"type": "integer"}}}, "contains", "/items"),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", ""),
+    ({"type": "string", "pattern": "(?=a)b"}, "pattern", ""),
+    ({"$ref": "https://example.com/schema"}, "$ref", ""),
+])
+def test_unsupported_keyword_names_keyword_and_pointer(schema, keyword, pointer):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword == keyword and info.value.pointer == pointer
+    assert keyword in str(info.value)
+
+
+def test_invalid_and_unsatisfiable_schemas():
+    with pytest.raises(InvalidSchemaError):
+        compile_schema_dfa({"type": "integer", "minimum": 5, "maximum": 1}, SchemaOptions())
+    with pytest.raises(InvalidSchemaError):
+        compile_schema_dfa({"type": "wat"}, SchemaOptions())
+    with pytest.raises(SchemaTooComplexError):
+        compile_schema_dfa({"type": "string", "maxLength": 100000}, SchemaOptions())
+
+
+def test_bounded_numbers_have_no_exponent_form():
+    dfa = compile_schema_dfa({"type": "number", "minimum": 0}, SchemaOptions())
+    assert dfa.matches("0.0000001") and not dfa.matches("1e-07")
+    assert compile_schema_dfa({"type": "number"}, SchemaOptions()).matches("1e-07")
+
+
+def test_annotations_and_unknown_keys_are_ignored():
+    check({"type": "integer", "title": "t", "description": "d", "examples": [1], "x-custom": {"if": 1}})

@@ -1,0 +1,66 @@
+"""Exact numeric bounds and multipleOf on decimal text, checked against Decimal arithmetic."""
+
+import json
+import random
+from decimal import Decimal as D
+
+import pytest
+
+from enforcer.automaton import compile_node
+from enforcer.numbers import INTEGER, NUMBER, bounded_number, multiple_of
+
+rng = random.Random(1)
+SAMPLES = [0, 1, -1, 2.5, -2.5, 3, 10, 100, 0.1, 0.25, -0.75, 7, 1.5, 2, 9.99, 10.01, -10, -9.5, 49, 50, 51,
+           14, 15, 0.5, -0.5] + [rng.randint(-300, 300) for _ in range(300)] + \
+          [round(rng.uniform(-120, 120), rng.randint(0, 3)) for _ in range(400)]
+
+
+def texts():
+    out = {"-0", "0.0", "-0.0", "1.0", "3.00", "1.50"}
+    for v in SAMPLES:
+        t = json.dumps(v)
+        out.add(t)
+        if "." in t:
+            out.add(t + "0")
+    return sorted(out)
+
+
+def check(node, predicate, integer=False):
+    dfa = compile_node(node)
+    for t in texts():
+        value = D(t)
+        expected = predicate(value) and (not integer or value == value.to_integral_value())
+        assert dfa.matches(t) == expected, t
+
+
+@pytest.mark.parametrize("lower,upper", [
+    ((D("2.5"), False), None), ((D("2.5"), True), (D("50"), False)), ((D("-10"), False), (D("-0.75"), True)),
+    (None, (D("0"), True)), ((D("0"), False), None), ((D("-1.5"), False), (D("1.5"), False)),
+])
+@pytest.mark.parametrize("integer", [False, True])
+def test_bounds_exact(lower, upper, integer):
+    def pred(x):
+        ok = True
+        if lower is not None:
+            ok &= x > lower[0] if lower[1] else x >= lower[0]
+        if upper is not None:
+            ok &= x < upper[0] if upper[1] else x <= upper[0]
+        return ok
+    check(bounded_number(lower, upper, integer), pred, integer)
+
+
+@pytest.mark.parametrize("step", ["7", "0.5", "0.25", "1.5", "2", "0.01"])
+@pytest.mark.parametrize("integer", [False, True])
+def test_multiple_of_exact(step, integer):
+    s = D(step)
+    check(multiple_of(s, integer), lambda x: (x / s) % 1 == 0, integer)
+
+
+def test_number_syntax():
+    num, integer = compile_node(NUMBER), compile_node(INTEGER)
+    for good in ["0", "-0", "12", "1.5", "1e5", "1E+5", "-2.5e-3"]:
+        assert num.matches(good)
+    for bad in ["01", "1.", ".5", "+1", "1e", "--1", "1.5.2"]:
+        assert not num.matches(bad)
+    assert integer.matches("3") and integer.matches("3.0") and not integer.matches("3.5")
+    assert not integer.matches("1e2")
