@@ -20,6 +20,10 @@ from .errors import SchemaTooComplexError
 
 DEAD = -1
 DEFAULT_MAX_STATES = 200_000
+MINIMISE_LIMIT = 300
+"""Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
+path visits one state per byte whether or not equivalent states were merged (masks are computed
+lazily per visited state), so minimising them buys little and costs most of a compile."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -468,6 +472,35 @@ class DFA:
         return f"DFA(states={self.num_states}, accepting={int(self.accepting.sum())})"
 
 
+def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
+    """``unit{minimum,maximum}`` built directly as a table (no subset construction), for a
+    prefix-free ``unit`` (no accepted string extends another, e.g. one encoded character).
+    States are (copies done, unit state); cost linear in ``maximum * unit.num_states``."""
+    acc = unit.accepting
+    if unit.is_empty or acc[0]:
+        raise ValueError("counted_repeat needs a non-empty unit that does not accept the empty string")
+    live_from_acc = unit.transitions[acc] >= 0
+    if live_from_acc.any():
+        raise ValueError("counted_repeat needs a prefix-free unit")
+    inner = np.flatnonzero(~acc)  # start (0) first
+    q = len(inner)
+    local = np.full(unit.num_states, DEAD, dtype=np.int64)
+    local[inner] = np.arange(q)
+    t = unit.transitions[inner]  # (q, 256)
+    goes_inner = (t >= 0) & ~acc[np.where(t >= 0, t, 0)]
+    completes = (t >= 0) & acc[np.where(t >= 0, t, 0)]
+    copies = maximum + 1
+    table = np.full((copies * q, 256), DEAD, dtype=np.int64)
+    for k in range(copies):
+        block = table[k * q:(k + 1) * q]
+        block[goes_inner] = (k * q + local[t])[goes_inner]
+        if k + 1 < copies:
+            block[completes] = (k + 1) * q  # next copy's start state
+    accepting = np.zeros(copies * q, dtype=bool)
+    accepting[np.arange(minimum, copies) * q] = True
+    return _finalise(table.astype(np.int32), accepting, minimise=False)
+
+
 def _empty_dfa() -> DFA:
     return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
 
@@ -504,12 +537,14 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     index: dict[frozenset[int], int] = {first: 0}
     sets = [first]
     table: list[list[int]] = []
+    successors: list[list[int]] = []
     accepting: list[bool] = []
     i = 0
     while i < len(sets):
         current = sets[i]
         accepting.append(end in current)
         row = [DEAD] * 256
+        succ: set[int] = set()
         # collect edges, then split the byte axis at every range boundary
         outgoing = [e for s in current for e in edges[s]]
         if outgoing:
@@ -530,26 +565,33 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
                     if len(sets) > max_states:
                         raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
+                succ.add(target)
         table.append(row)
+        successors.append(list(succ))
         i += 1
-    return _finalise(np.array(table, dtype=np.int32), np.array(accepting, dtype=bool))
+    return _finalise(np.array(table, dtype=np.int32), np.array(accepting, dtype=bool), successors=successors)
 
 
-def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True) -> DFA:
-    """Drop states that cannot reach acceptance or be reached, then (optionally) minimise."""
+def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,
+              successors: list[list[int]] | None = None) -> DFA:
+    """Drop states that cannot reach acceptance or be reached, then minimise small automata.
+    ``successors`` (distinct targets per state) saves recomputing them when known."""
     n = transitions.shape[0]
     if n == 0:
         return _empty_dfa()
-    # distinct (source, target) edges, vectorised; then graph searches over short lists
-    flat = transitions.ravel()
-    has = flat >= 0
-    keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
-    sources, targets = (keys // n).tolist(), (keys % n).tolist()
-    forward: list[list[int]] = [[] for _ in range(n)]
+    if successors is None:
+        # distinct (source, target) edges, vectorised
+        flat = transitions.ravel()
+        has = flat >= 0
+        keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
+        successors = [[] for _ in range(n)]
+        for a, b in zip((keys // n).tolist(), (keys % n).tolist()):
+            successors[a].append(b)
+    forward = successors
     reverse: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(sources, targets):
-        forward[a].append(b)
-        reverse[b].append(a)
+    for a, targets in enumerate(forward):
+        for b in targets:
+            reverse[b].append(a)
     live = [bool(a) for a in accepting.tolist()]
     stack = [s for s in range(n) if live[s]]
     while stack:
@@ -575,7 +617,7 @@ def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = T
         remap[old] = new
     trans = remap[transitions[order]]  # -1 (dead) indexes the last entry, which is DEAD
     acc = accepting[order]
-    if not minimise:
+    if not minimise or len(order) > MINIMISE_LIMIT:
         return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy())
     return _minimise(trans, acc)
 
@@ -588,13 +630,16 @@ def _minimise(trans: np.ndarray, acc: np.ndarray) -> DFA:
     row to one int64 (vectorised), groups by hash, and checks the grouping exactly against the
     rows, falling back to an exact row sort on the (never observed) event of a collision."""
     n = trans.shape[0]
-    live = trans >= 0
-    safe = np.where(live, trans, 0)
+    # bytes that every state treats alike form one column: refine over distinct columns only
+    columns = np.unique(trans, axis=1)
+    live = columns >= 0
+    safe = np.where(live, columns, 0)
+    weights = _HASH_WEIGHTS[1:columns.shape[1] + 1]
     classes = acc.astype(np.int64)
     num = len(np.unique(classes))
     while True:
         succ = np.where(live, classes[safe], -1)
-        hashed = succ @ _HASH_WEIGHTS[1:] + classes * _HASH_WEIGHTS[0]
+        hashed = succ @ weights + classes * _HASH_WEIGHTS[0]
         _, first_index, new_classes = np.unique(hashed, return_index=True, return_inverse=True)
         new_classes = new_classes.reshape(-1)
         rep = first_index[new_classes]

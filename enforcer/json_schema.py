@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from . import numbers
-from .automaton import (EPSILON, NOTHING, Embedded, Graph, Node, alt, byte_chars, codepoints,
+from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, format_node, json_string_char, pattern_node
@@ -421,7 +421,10 @@ class SchemaCompiler:
         if min_len or max_len is not None or not constraints:
             if max_len is not None and max_len > 2048:
                 raise SchemaTooComplexError(f"maxLength {max_len} at {pointer or '(root)'} is too large to enforce")
-            constraints.append(repeat(JSON_STRING_CHAR_ANY, min_len, max_len))
+            if max_len is None:
+                constraints.append(repeat(JSON_STRING_CHAR_ANY, min_len, None))
+            else:
+                constraints.append(Embedded(counted_repeat(_string_char_dfa(), min_len, max_len)))
         if len(constraints) == 1:
             body = constraints[0]
         else:
@@ -621,6 +624,16 @@ def _canonical_char(c: str) -> Node:
     elif c not in escapes:
         forms.append(literal(c))
     return alt(*forms)
+
+
+_STRING_CHAR_DFA: list[DFA] = []
+
+
+def _string_char_dfa() -> DFA:
+    """The DFA of one encoded string character (built once)."""
+    if not _STRING_CHAR_DFA:
+        _STRING_CHAR_DFA.append(compile_node(JSON_STRING_CHAR_ANY))
+    return _STRING_CHAR_DFA[0]
 
 
 def _escape(name: str) -> str:

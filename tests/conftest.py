@@ -35,6 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="folder of the shared corpus; enables the tests marked 'corpus'",
     )
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="run the tests marked 'slow' (real model loads; .ci/run does)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,12 +46,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--corpus") is not None:
-        return
-    skip = pytest.mark.skip(reason="needs --corpus PATH")
+    skip_corpus = pytest.mark.skip(reason="needs --corpus PATH")
+    skip_slow = pytest.mark.skip(reason="slow: needs --run-slow")
     for item in items:
-        if "corpus" in item.keywords:
-            item.add_marker(skip)
+        if item.get_closest_marker("corpus") is not None and config.getoption("--corpus") is None:
+            item.add_marker(skip_corpus)
+        if item.get_closest_marker("slow") is not None and not config.getoption("--run-slow"):
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture(scope="session")
