@@ -11,6 +11,7 @@ the resulting automaton; minimisation is vectorised with numpy. Nodes and DFAs a
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -263,12 +264,32 @@ ANY_CODEPOINT = codepoints([(0, 0x10FFFF)])
 # Thompson NFA
 
 
+def _graph_is_trim(graph: Graph) -> bool:
+    """Every state of ``graph`` can reach an accepting state (edges taken as non-empty)."""
+    reverse: list[list[int]] = [[] for _ in range(graph.num_states)]
+    for src, sub, dst in graph.edges:
+        if sub is not NOTHING:
+            reverse[dst].append(src)
+    alive = [False] * graph.num_states
+    stack = list(graph.accepting)
+    for a in stack:
+        alive[a] = True
+    while stack:
+        t = stack.pop()
+        for s in reverse[t]:
+            if not alive[s]:
+                alive[s] = True
+                stack.append(s)
+    return all(alive)
+
+
 class _NFA:
-    __slots__ = ("edges", "eps")
+    __slots__ = ("edges", "eps", "may_dead_end")
 
     def __init__(self) -> None:
         self.edges: list[list[tuple[int, int, int]]] = []  # state -> [(lo, hi, target)]
         self.eps: list[list[int]] = []
+        self.may_dead_end = False  # set when a part could leave states that cannot finish
 
     def new(self) -> int:
         self.edges.append([])
@@ -283,7 +304,7 @@ class _NFA:
         elif node is EPSILON:
             self.eps[start].append(end)
         elif node is NOTHING:
-            pass
+            self.may_dead_end = True
         elif isinstance(node, Concat):
             cur = start
             for i, part in enumerate(node.parts):
@@ -314,6 +335,8 @@ class _NFA:
                     self.eps[nxt].append(end)
                     cur = nxt
         elif isinstance(node, Graph):
+            if not _graph_is_trim(node):
+                self.may_dead_end = True
             local = [self.new() for _ in range(node.num_states)]
             self.eps[start].append(local[node.start])
             for a in node.accepting:
@@ -322,6 +345,8 @@ class _NFA:
                 self.build(sub, local[src], local[dst])
         elif isinstance(node, Embedded):
             dfa = node.dfa
+            if dfa.is_empty:
+                self.may_dead_end = True
             base = len(self.edges)
             for _ in range(dfa.num_states):
                 self.new()
@@ -346,7 +371,7 @@ class DFA:
     state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.
     """
 
-    __slots__ = ("transitions", "accepting", "_rows", "_ranges")
+    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list")
 
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
         self.transitions = transitions
@@ -355,6 +380,7 @@ class DFA:
         self.accepting.setflags(write=False)
         self._rows: list[list[int]] | None = None
         self._ranges: list[list[tuple[int, int, int]]] | None = None
+        self._accepting_list: list[bool] = accepting.tolist()
 
     @property
     def num_states(self) -> int:
@@ -371,6 +397,17 @@ class DFA:
         if self._rows is None:
             self._rows = self.transitions.tolist()
         return self._rows
+
+    def row(self, state: int) -> list[int]:
+        return self.rows[state]
+
+    @property
+    def accepting_list(self) -> list[bool]:
+        return self._accepting_list
+
+    def ensure(self, states: np.ndarray) -> np.ndarray:
+        """All rows exist already: the table itself."""
+        return self.transitions
 
     def ranges(self, state: int) -> list[tuple[int, int, int]]:
         """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges."""
@@ -505,24 +542,54 @@ def _empty_dfa() -> DFA:
     return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
 
 
-def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
-    """Thompson NFA, subset construction, trimming and minimisation."""
-    if node is NOTHING:
-        return _empty_dfa()
-    nfa = _NFA()
-    start, end = nfa.new(), nfa.new()
-    nfa.build(node, start, end)
-    eps = nfa.eps
-    edges = nfa.edges
+class _Determiniser:
+    """Subset construction over a Thompson NFA, one DFA state at a time."""
 
-    closure_cache: dict[int, frozenset[int]] = {}
+    def __init__(self, node: Node, trim: bool) -> None:
+        nfa = _NFA()
+        start, self.end = nfa.new(), nfa.new()
+        self.start = start
+        nfa.build(node, start, self.end)
+        self.edges, self.eps = nfa.edges, nfa.eps
+        self.alive: list[bool] | None = None
+        if trim and nfa.may_dead_end:
+            self._trim()
+        self._closures: dict[int, frozenset[int]] = {}
+        first = self.closure(start)
+        self.index: dict[frozenset[int], int] = {first: 0}
+        self.sets: list[frozenset[int]] = [first]
+        self.accepting: list[bool] = [self.end in first]
 
-    def closure_of(state: int) -> frozenset[int]:
-        hit = closure_cache.get(state)
+    def _trim(self) -> None:
+        """Drop NFA edges into states that cannot reach the end: then every non-empty subset
+        can reach acceptance, so lazily built DFA states need no later trimming."""
+        n = len(self.edges)
+        reverse: list[list[int]] = [[] for _ in range(n)]
+        for s in range(n):
+            for _, _, t in self.edges[s]:
+                reverse[t].append(s)
+            for t in self.eps[s]:
+                reverse[t].append(s)
+        alive = [False] * n
+        alive[self.end] = True
+        stack = [self.end]
+        while stack:
+            t = stack.pop()
+            for s in reverse[t]:
+                if not alive[s]:
+                    alive[s] = True
+                    stack.append(s)
+        self.edges = [[e for e in es if alive[e[2]]] for es in self.edges]
+        self.eps = [[t for t in ts if alive[t]] for ts in self.eps]
+        self.alive = alive
+
+    def closure(self, state: int) -> frozenset[int]:
+        hit = self._closures.get(state)
         if hit is not None:
             return hit
         seen = {state}
         stack = [state]
+        eps = self.eps
         while stack:
             s = stack.pop()
             for t in eps[s]:
@@ -530,46 +597,140 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
                     seen.add(t)
                     stack.append(t)
         result = frozenset(seen)
-        closure_cache[state] = result
+        self._closures[state] = result
         return result
 
-    first = closure_of(start)
-    index: dict[frozenset[int], int] = {first: 0}
-    sets = [first]
-    table: list[list[int]] = []
-    successors: list[list[int]] = []
-    accepting: list[bool] = []
-    i = 0
-    while i < len(sets):
-        current = sets[i]
-        accepting.append(end in current)
+    def row(self, i: int, max_states: int | None) -> tuple[list[int], list[int]]:
+        """Transitions of DFA state ``i`` (creating the states they lead to) and its distinct
+        successors."""
+        edges = self.edges
         row = [DEAD] * 256
         succ: set[int] = set()
-        # collect edges, then split the byte axis at every range boundary
-        outgoing = [e for s in current for e in edges[s]]
+        outgoing = [e for s in self.sets[i] for e in edges[s]]
         if outgoing:
+            # split the byte axis at every range boundary
             cuts = sorted({lo for lo, _, _ in outgoing} | {hi + 1 for _, hi, _ in outgoing})
             for k in range(len(cuts) - 1):
                 lo, hi = cuts[k], cuts[k + 1] - 1
                 targets: set[int] = set()
                 for elo, ehi, t in outgoing:
                     if elo <= lo and hi <= ehi:
-                        targets |= closure_of(t)
+                        targets |= self.closure(t)
                 if not targets:
                     continue
                 key = frozenset(targets)
-                target = index.get(key)
+                target = self.index.get(key)
                 if target is None:
-                    target = index[key] = len(sets)
-                    sets.append(key)
-                    if len(sets) > max_states:
+                    target = self.index[key] = len(self.sets)
+                    self.sets.append(key)
+                    self.accepting.append(self.end in key)
+                    if max_states is not None and len(self.sets) > max_states:
                         raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
                 succ.add(target)
+        return row, list(succ)
+
+
+def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
+    """Thompson NFA, subset construction, trimming and (for small automata) minimisation."""
+    if node is NOTHING:
+        return _empty_dfa()
+    det = _Determiniser(node, trim=False)
+    table: list[list[int]] = []
+    successors: list[list[int]] = []
+    i = 0
+    while i < len(det.sets):
+        row, succ = det.row(i, max_states)
         table.append(row)
-        successors.append(list(succ))
+        successors.append(succ)
         i += 1
-    return _finalise(np.array(table, dtype=np.int32), np.array(accepting, dtype=bool), successors=successors)
+    return _finalise(np.array(table, dtype=np.int32), np.array(det.accepting, dtype=bool), successors=successors)
+
+
+class LazyDFA:
+    """A DFA built on demand: states are created by subset construction the first time a walk
+    reaches them. Compiling costs only the NFA; each new state costs tens of microseconds when
+    first visited, then a list index. Same reading interface as :class:`DFA` (``rows``,
+    ``accepting``, ``transitions``) once :meth:`ensure` / :meth:`row` made the states exist.
+    Thread-safe for readers: states are only ever appended, under a lock.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self._det = _Determiniser(node, trim=True)
+        self.rows: list[list[int] | None] = [None]
+        self.accepting = self._det.accepting  # grows with the states
+        self._table = np.full((64, 256), DEAD, dtype=np.int32)
+        self._built = np.zeros(64, dtype=bool)
+        self._lock = threading.Lock()
+        alive = self._det.alive
+        self.is_empty = alive is not None and not alive[self._det.start]
+        self.nfa_states = len(self._det.edges)
+
+    @property
+    def accepting_list(self) -> list[bool]:
+        return self.accepting
+
+    @property
+    def num_states(self) -> int:
+        """States created so far."""
+        return len(self._det.sets)
+
+    @property
+    def transitions(self) -> np.ndarray:
+        """Rows of the states built so far (rows of unbuilt states are meaningless)."""
+        return self._table
+
+    def row(self, state: int) -> list[int]:
+        r = self.rows[state]
+        if r is None:
+            r = self._build(state)
+        return r
+
+    def _build(self, state: int) -> list[int]:
+        with self._lock:
+            r = self.rows[state]
+            if r is not None:
+                return r
+            r, _ = self._det.row(state, None)
+            n = len(self._det.sets)
+            if n > self._table.shape[0]:
+                size = max(n, 2 * self._table.shape[0])
+                table = np.full((size, 256), DEAD, dtype=np.int32)
+                table[: self._table.shape[0]] = self._table
+                built = np.zeros(size, dtype=bool)
+                built[: self._built.shape[0]] = self._built
+                self._table, self._built = table, built
+            self.rows.extend([None] * (n - len(self.rows)))
+            self._table[state] = r
+            self._built[state] = True
+            self.rows[state] = r
+            return r
+
+    def ensure(self, states: np.ndarray) -> np.ndarray:
+        """Build the rows of ``states``; returns the (possibly reallocated) table."""
+        missing = states[~self._built[states]] if states.size else states
+        if missing.size:
+            for s in np.unique(missing).tolist():
+                self._build(s)
+        return self._table
+
+    def walk(self, state: int, data: bytes) -> int:
+        for b in data:
+            state = self.row(state)[b]
+            if state < 0:
+                return DEAD
+        return state
+
+    def matches(self, data: bytes | str) -> bool:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if self.is_empty:
+            return False
+        s = self.walk(0, data)
+        return s >= 0 and bool(self.accepting[s])
+
+    def __repr__(self) -> str:
+        return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 
 def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,

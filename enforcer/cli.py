@@ -46,16 +46,16 @@ def check(args: argparse.Namespace) -> int:
         try:
             if kind == "tools":
                 compiled = compile_tools([item], vocabulary, format=args.format, **options)
-                states = sum(s.num_states for s in compiled.schemas if s is not None)
+                states = sum(s.dfa.nfa_states for s in compiled.schemas if s is not None)
             else:
                 compiled = compile_json_schema(item, vocabulary, **options)
-                states = compiled.num_states
+                states = compiled.dfa.nfa_states
         except EnforcerError as exc:
             failures += 1
             print(f"  FAIL  {label}: {exc}")
             continue
         elapsed = (time.perf_counter() - start) * 1e3
-        print(f"  ok    {label}: compiled in {elapsed:.1f} ms, {states} automaton states")
+        print(f"  ok    {label}: compiled in {elapsed:.1f} ms, {states} automaton (NFA) states")
     total = len(entries)
     print(f"{total - failures}/{total} compiled")
     return 1 if failures else 0

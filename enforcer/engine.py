@@ -97,7 +97,7 @@ class ToolCallMatcher:
             else:
                 dfa = tools.schemas[tool].dfa
             if t == tools.segment_ids[seg + 1]:
-                if not dfa.accepting[dstate]:
+                if not dfa.accepting_list[dstate]:
                     return None
                 if kind == "header":
                     text = b"".join(self._byte_tokens[i] for i in self._tokens[seg_start:])
@@ -111,7 +111,10 @@ class ToolCallMatcher:
                 return None
             rows = dfa.rows
             for b in data:
-                dstate = rows[dstate][b]
+                row = rows[dstate]
+                if row is None:
+                    row = dfa.row(dstate)
+                dstate = row[b]
                 if dstate == DEAD:
                     return None
             return (phase, seg, dstate, counter, tool, flags, seg_start)
@@ -187,12 +190,12 @@ class ToolCallMatcher:
             elif kind == "header":
                 dfa, table = tools.header(counter)
                 key = ("header", counter, dstate)
-                return tools.text_mask("header", counter, table, dstate, bool(dfa.accepting[dstate]),
+                return tools.text_mask("header", counter, table, dstate, bool(dfa.accepting_list[dstate]),
                                        tools.segment_ids[seg + 1]), key
             else:
                 schema = tools.schemas[tool]
                 key = ("args", tool, dstate)
-                return tools.text_mask("args", tool, schema.masks, dstate, bool(schema.dfa.accepting[dstate]),
+                return tools.text_mask("args", tool, schema.masks, dstate, bool(schema.dfa.accepting_list[dstate]),
                                        tools.segment_ids[seg + 1]), key
         elif phase == AFTER_CALL:
             ids = (tools.section_end_id, tools.segment_ids[0]) if tools.parallel_tool_calls else (tools.section_end_id,)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .automaton import DFA, codepoints, compile_node, star
+from .automaton import DFA, LazyDFA, codepoints, compile_node, star
 from .vocabulary import Vocabulary
 
 _WIDE = 64  # states with more live first bytes than this use whole first-byte groups
@@ -38,11 +38,14 @@ def _ranges_to_positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return offsets + np.arange(total, dtype=np.int64)
 
 
-def walk_positions(index: "TokenIndex", trans: np.ndarray, state: int, pos_idx: np.ndarray) -> np.ndarray:
-    """Positions (into ``index.ids``) among ``pos_idx`` whose every byte ``trans`` accepts from
-    ``state``. One numpy pass per byte position; dead tokens drop out as soon as they die."""
+def walk_positions(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, pos_idx: np.ndarray) -> np.ndarray:
+    """Positions (into ``index.ids``) among ``pos_idx`` whose every byte ``dfa`` accepts from
+    ``state``. One numpy pass per byte position; dead tokens drop out as soon as they die; a
+    lazy DFA builds the states the walk reaches."""
     if pos_idx.size == 0:
         return pos_idx
+    dfa.row(state)
+    trans = dfa.transitions
     current = trans[state][index.first[pos_idx]]
     alive = current >= 0
     pos_idx, current = pos_idx[alive], current[alive]
@@ -54,6 +57,7 @@ def walk_positions(index: "TokenIndex", trans: np.ndarray, state: int, pos_idx: 
     step = 1
     flat = index.flat
     while pos_idx.size:
+        trans = dfa.ensure(current)
         current = trans[current, flat[starts + step]]
         step += 1
         alive = current >= 0
@@ -97,20 +101,20 @@ class TokenIndex:
         without leaving the string or using an escape (most of the vocabulary). Computed once."""
         if self._string_body_mask is None:
             safe = np.setdiff1d(np.arange(len(self.ids)), self.unsafe_positions, assume_unique=True)
-            ids = self.ids[walk_positions(self, _RAW_STRING_DFA.transitions, 0, safe)]
+            ids = self.ids[walk_positions(self, _RAW_STRING_DFA, 0, safe)]
             self._string_body_mask = pack_ids(ids, self.words)
         return self._string_body_mask
 
-    def candidates(self, trans: np.ndarray, state: int) -> np.ndarray:
-        """Positions of the tokens whose first two bytes (or single byte) ``trans`` accepts
+    def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
+        """Positions of the tokens whose first two bytes (or single byte) ``dfa`` accepts
         from ``state``: a superset of the allowed tokens, usually a small one."""
-        row = trans[state]
+        row = np.asarray(dfa.row(state))
         live = np.flatnonzero(row >= 0)
         if live.size > _WIDE:
             return _ranges_to_positions(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
         keys = [live * 257]  # single-byte tokens
         for b0 in live.tolist():
-            second = np.flatnonzero(trans[row[b0]] >= 0)
+            second = np.flatnonzero(np.asarray(dfa.row(int(row[b0]))) >= 0)
             keys.append(b0 * 257 + 1 + second)
         k = np.concatenate(keys)
         return _ranges_to_positions(self.pair_start[k], self.pair_start[k + 1])
@@ -150,17 +154,16 @@ class MaskTable:
     same array and either may be kept.
     """
 
-    def __init__(self, dfa: DFA, index: TokenIndex) -> None:
+    def __init__(self, dfa: DFA | LazyDFA, index: TokenIndex) -> None:
         self.dfa = dfa
         self.index = index
-        n = dfa.num_states
-        self._masks: list[np.ndarray | None] = [None] * n
-        self._allowed: list[np.ndarray | None] = [None] * n
-        self._torch: list[object | None] = [None] * n
+        self._masks: dict[int, np.ndarray] = {}
+        self._allowed: dict[int, np.ndarray] = {}
+        self._torch: dict[int, object] = {}
 
     def allowed(self, state: int) -> np.ndarray:
         """Sorted token ids allowed from ``state`` (int64)."""
-        hit = self._allowed[state]
+        hit = self._allowed.get(state)
         if hit is None:
             bits = np.unpackbits(self.mask(state).view(np.uint8), bitorder="little")
             hit = self._allowed[state] = np.flatnonzero(bits).astype(np.int64)
@@ -168,7 +171,7 @@ class MaskTable:
 
     def mask(self, state: int) -> np.ndarray:
         """Packed int32 bitmask of the tokens allowed from ``state``."""
-        hit = self._masks[state]
+        hit = self._masks.get(state)
         if hit is None:
             hit = self._compute(state)
             hit.setflags(write=False)
@@ -181,7 +184,7 @@ class MaskTable:
 
     def torch_mask(self, state: int):
         """The same mask as a CPU ``torch.int32`` tensor (cached)."""
-        hit = self._torch[state]
+        hit = self._torch.get(state)
         if hit is None:
             import torch
 
@@ -189,37 +192,43 @@ class MaskTable:
         return hit
 
     def precompute(self) -> None:
-        for s in range(self.dfa.num_states):
+        """Compute the mask of every state reachable from the start (builds a lazy DFA fully)."""
+        seen = {0}
+        stack = [0]
+        while stack:
+            s = stack.pop()
             self.mask(s)
+            for t in set(self.dfa.row(s)):
+                if t >= 0 and t not in seen:
+                    seen.add(t)
+                    stack.append(t)
 
     def _compute(self, state: int) -> np.ndarray:
         index = self.index
-        trans = self.dfa.transitions
+        dfa = self.dfa
         if self._is_string_body(state):
             # most of the vocabulary stays inside the string: that part is shared by every free
             # string; only tokens with a quote, a backslash or a control byte are walked here
             unsafe = index.unsafe_positions
-            live_first = trans[state][index.first[unsafe]] >= 0
-            found = index.ids[walk_positions(index, trans, state, unsafe[live_first])]
+            live_first = np.asarray(dfa.row(state))[index.first[unsafe]] >= 0
+            found = index.ids[walk_positions(index, dfa, state, unsafe[live_first])]
             mask = pack_ids(found, index.words)
             mask |= index.string_body_mask()
             return mask
-        return pack_ids(index.ids[walk_positions(index, trans, state, index.candidates(trans, state))],
-                        index.words)
+        return pack_ids(index.ids[walk_positions(index, dfa, state, index.candidates(dfa, state))], index.words)
 
     def _is_string_body(self, state: int) -> bool:
         """Whether the raw-character automaton of a free string embeds at ``state``: on every
         byte that cannot leave a string (no quote, backslash or control byte) the DFA from
         ``state`` behaves exactly like that automaton from its start. Then the tokens made only
         of such bytes are allowed from ``state`` exactly when the shared walk allows them."""
-        trans = self.dfa.transitions
         raw = _RAW_STRING_DFA.transitions
         mapping = {0: state}
         stack = [0]
         while stack:
             u = stack.pop()
             u_row = raw[u][_SAFE_COLUMNS]
-            d_row = trans[mapping[u]][_SAFE_COLUMNS]
+            d_row = np.asarray(self.dfa.row(mapping[u]))[_SAFE_COLUMNS]
             if not np.array_equal(u_row < 0, d_row < 0):
                 return False
             live = u_row >= 0

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .automaton import DEAD, DFA, compile_node
+from .automaton import DEAD, DFA, LazyDFA, compile_node
 from .errors import InvalidSchemaError
 from .json_schema import SchemaCompiler, SchemaOptions
 from .masks import MaskTable, pack_ids, token_index
@@ -45,7 +45,7 @@ def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray, torch_words: 
 class CompiledSchema:
     """A JSON Schema compiled against one vocabulary. Build with :func:`compile_json_schema`."""
 
-    def __init__(self, schema: Any, dfa: DFA, vocabulary: Vocabulary, options: SchemaOptions) -> None:
+    def __init__(self, schema: Any, dfa: DFA | LazyDFA, vocabulary: Vocabulary, options: SchemaOptions) -> None:
         self.schema = schema
         self.dfa = dfa
         self.vocabulary = vocabulary
@@ -74,7 +74,7 @@ class JsonMatcher:
     def __init__(self, compiled: CompiledSchema, stop_token_ids: tuple[int, ...] = ()) -> None:
         self._compiled = compiled
         self._rows = compiled.dfa.rows
-        self._accepting = compiled.dfa.accepting.tolist()
+        self._accepting = compiled.dfa.accepting_list
         self._tokens = compiled.vocabulary.byte_tokens
         self._stop = frozenset(stop_token_ids)
         self._stop_words = pack_ids(np.array(sorted(self._stop), dtype=np.int64),
@@ -102,7 +102,10 @@ class JsonMatcher:
             return False
         rows = self._rows
         for b in data:
-            state = rows[state][b]
+            row = rows[state]
+            if row is None:
+                row = self._compiled.dfa.row(state)
+            state = row[b]
             if state == DEAD:
                 return False
         self._states.append(state)
@@ -206,14 +209,16 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
 
 
-def compile_schema_dfa(schema: Any, options: SchemaOptions) -> DFA:
-    """The DFA of every accepted serialisation of ``schema`` (no caching)."""
+def compile_schema_dfa(schema: Any, options: SchemaOptions, lazy: bool = True) -> DFA | LazyDFA:
+    """The automaton of every accepted serialisation of ``schema`` (no caching): lazy by
+    default (states are built when a walk first reaches them), or fully built."""
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
         except json.JSONDecodeError as exc:
             raise InvalidSchemaError("", f"not JSON: {exc}") from None
-    dfa = compile_node(SchemaCompiler(schema, options).compile(), options.max_states)
+    node = SchemaCompiler(schema, options).compile()
+    dfa = LazyDFA(node) if lazy else compile_node(node, options.max_states)
     if dfa.is_empty:
         raise InvalidSchemaError("", "no JSON value satisfies this schema")
     return dfa
