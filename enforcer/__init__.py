@@ -4,8 +4,10 @@ arguments), compiled to cached token masks."""
 from .errors import (EnforcerError, InvalidSchemaError, InvalidToolsError, SchemaTooComplexError,
                      TokenizerError, UnsupportedSchemaError)
 from .json_schema import SchemaOptions
+from .declarations import read_tool_declaration, render_chat, render_tool_declaration
 from .engine import ToolCallMatcher
 from .matcher import CompiledSchema, JsonMatcher, compile_json_schema
+from .parser import StreamingToolCallParser, parse_tool_calls
 from .tools import CompiledTools, compile_tools
 from .vocabulary import Vocabulary
 
@@ -13,6 +15,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CompiledSchema", "CompiledTools", "EnforcerError", "InvalidSchemaError", "InvalidToolsError", "JsonMatcher",
-    "SchemaOptions", "SchemaTooComplexError", "TokenizerError", "ToolCallMatcher",
+    "SchemaOptions", "SchemaTooComplexError", "StreamingToolCallParser", "TokenizerError", "ToolCallMatcher",
     "UnsupportedSchemaError", "Vocabulary", "compile_json_schema", "compile_tools",
+    "parse_tool_calls", "read_tool_declaration", "render_chat", "render_tool_declaration",
 ]
