@@ -401,6 +401,9 @@ class DFA:
     def row(self, state: int) -> list[int]:
         return self.rows[state]
 
+    def array_row(self, state: int) -> np.ndarray:
+        return self.transitions[state]
+
     @property
     def accepting_list(self) -> list[bool]:
         return self._accepting_list
@@ -685,6 +688,12 @@ class LazyDFA:
         if r is None:
             r = self._build(state)
         return r
+
+    def array_row(self, state: int) -> np.ndarray:
+        """The row of ``state`` as a numpy view (built on demand)."""
+        if self.rows[state] is None:
+            self._build(state)
+        return self._table[state]
 
     def _build(self, state: int) -> list[int]:
         with self._lock:

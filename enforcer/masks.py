@@ -44,9 +44,7 @@ def walk_positions(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, pos_idx:
     lazy DFA builds the states the walk reaches."""
     if pos_idx.size == 0:
         return pos_idx
-    dfa.row(state)
-    trans = dfa.transitions
-    current = trans[state][index.first[pos_idx]]
+    current = dfa.array_row(state)[index.first[pos_idx]]
     alive = current >= 0
     pos_idx, current = pos_idx[alive], current[alive]
     lengths = index.lengths[pos_idx]
@@ -91,9 +89,15 @@ class TokenIndex:
         self.first = self.flat[self.offsets] if len(blobs) else np.zeros(0, dtype=np.uint8)
         self.pair_start = np.searchsorted(self.keys, np.arange(257 * 256 + 1), side="left")
         self.all_text_ids = np.sort(self.ids)
-        unsafe = ~_SAFE_BYTES[self.flat]
-        has_unsafe = np.add.reduceat(unsafe.astype(np.int64), self.offsets) > 0 if len(blobs) else unsafe
-        self.unsafe_positions = np.flatnonzero(has_unsafe)
+        # tokens whose first byte outside a string body is a quote or a backslash: the only
+        # ones whose fate from inside a free string depends on what follows the string (a
+        # control byte first kills the token inside any string)
+        unsafe_at = np.flatnonzero(~_SAFE_BYTES[self.flat])
+        owner = np.searchsorted(self.offsets, unsafe_at, side="right") - 1
+        owners, first = np.unique(owner, return_index=True)
+        leaves = np.isin(self.flat[unsafe_at[first]], (0x22, 0x5C))
+        self.unsafe_positions = owners
+        self.exit_positions = owners[leaves]
         self._string_body_mask: np.ndarray | None = None
 
     def string_body_mask(self) -> np.ndarray:
@@ -108,13 +112,13 @@ class TokenIndex:
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
         """Positions of the tokens whose first two bytes (or single byte) ``dfa`` accepts
         from ``state``: a superset of the allowed tokens, usually a small one."""
-        row = np.asarray(dfa.row(state))
+        row = dfa.array_row(state)
         live = np.flatnonzero(row >= 0)
         if live.size > _WIDE:
             return _ranges_to_positions(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
         keys = [live * 257]  # single-byte tokens
         for b0 in live.tolist():
-            second = np.flatnonzero(np.asarray(dfa.row(int(row[b0]))) >= 0)
+            second = np.flatnonzero(dfa.array_row(int(row[b0])) >= 0)
             keys.append(b0 * 257 + 1 + second)
         k = np.concatenate(keys)
         return _ranges_to_positions(self.pair_start[k], self.pair_start[k + 1])
@@ -142,9 +146,14 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
 
 def pack_ids(ids: np.ndarray, words: int) -> np.ndarray:
     """Packed int32 bitmask with the bits of ``ids`` set."""
-    bits = np.zeros(words * 32, dtype=bool)
-    bits[ids] = True
-    return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size > words * 4:  # dense: pack a bool array
+        bits = np.zeros(words * 32, dtype=bool)
+        bits[ids] = True
+        return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
+    # sparse: per-word sums of distinct bit values (exact in float64 below 2**53)
+    values = np.bincount(ids >> 5, weights=np.left_shift(1, ids & 31).astype(np.float64), minlength=words)
+    return values.astype(np.uint32).view(np.int32)
 
 
 class MaskTable:
@@ -208,35 +217,38 @@ class MaskTable:
         dfa = self.dfa
         if self._is_string_body(state):
             # most of the vocabulary stays inside the string: that part is shared by every free
-            # string; only tokens with a quote, a backslash or a control byte are walked here
-            unsafe = index.unsafe_positions
-            live_first = np.asarray(dfa.row(state))[index.first[unsafe]] >= 0
-            found = index.ids[walk_positions(index, dfa, state, unsafe[live_first])]
+            # string; only tokens that reach a quote or a backslash are walked here
+            exits = index.exit_positions
+            live_first = dfa.array_row(state)[index.first[exits]] >= 0
+            found = index.ids[walk_positions(index, dfa, state, exits[live_first])]
             mask = pack_ids(found, index.words)
             mask |= index.string_body_mask()
             return mask
         return pack_ids(index.ids[walk_positions(index, dfa, state, index.candidates(dfa, state))], index.words)
 
     def _is_string_body(self, state: int) -> bool:
-        """Whether the raw-character automaton of a free string embeds at ``state``: on every
-        byte that cannot leave a string (no quote, backslash or control byte) the DFA from
-        ``state`` behaves exactly like that automaton from its start. Then the tokens made only
-        of such bytes are allowed from ``state`` exactly when the shared walk allows them."""
+        """Whether the raw-character automaton of a free string embeds at ``state``: the
+        pairs (raw-automaton state, DFA state) reachable from (start, ``state``) over bytes that
+        cannot leave a string (no quote, backslash or control byte) agree on which bytes are
+        dead. Then the tokens made only of such bytes are allowed from ``state`` exactly when
+        the shared walk allows them. (Pairs rather than a map: a lazy DFA is not minimised, so
+        the string loop may span several equivalent states.)"""
         raw = _RAW_STRING_DFA.transitions
-        mapping = {0: state}
-        stack = [0]
+        if self.dfa.row(state)[0x61] < 0:  # quick reject: a string body takes "a"
+            return False
+        seen = {(0, state)}
+        stack = [(0, state)]
         while stack:
-            u = stack.pop()
+            if len(seen) > 64:
+                return False
+            u, d = stack.pop()
             u_row = raw[u][_SAFE_COLUMNS]
-            d_row = np.asarray(self.dfa.row(mapping[u]))[_SAFE_COLUMNS]
+            d_row = self.dfa.array_row(d)[_SAFE_COLUMNS]
             if not np.array_equal(u_row < 0, d_row < 0):
                 return False
             live = u_row >= 0
-            for uu, dd in set(zip(u_row[live].tolist(), d_row[live].tolist())):
-                known = mapping.get(uu)
-                if known is None:
-                    mapping[uu] = dd
-                    stack.append(uu)
-                elif known != dd:
-                    return False
+            for pair in set(zip(u_row[live].tolist(), d_row[live].tolist())):
+                if pair not in seen:
+                    seen.add(pair)
+                    stack.append(pair)
         return True

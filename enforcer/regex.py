@@ -33,9 +33,12 @@ from .automaton import (EPSILON, NOTHING, Node, alt, byte_chars, byte_set, codep
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 __all__ = ["json_string_char", "JSON_STRING_CHAR_ANY", "pattern_node", "format_node",
-           "FORMAT_DOCS", "Escapes", "MAX_PATTERN_POSITIONS", "UNICODE_VERSION"]
+           "FORMAT_DOCS", "Escapes", "MAX_GROUP_DEPTH", "MAX_PATTERN_POSITIONS",
+           "UNICODE_VERSION"]
 
 MAX_CODEPOINT = 0x10FFFF
+MAX_GROUP_DEPTH = 64
+"""Deepest group nesting accepted (the parser and the compiler recurse on it)."""
 MAX_PATTERN_POSITIONS = 50_000
 """Most character positions a pattern may expand to (``a{1000}`` is 1000) before it is refused
 with :class:`SchemaTooComplexError`: beyond this the automaton would be too large to be useful."""
@@ -310,6 +313,7 @@ class _Parser:
         self.src = source
         self.pos = 0
         self.pointer = pointer
+        self.depth = 0
 
     def invalid(self, what: str) -> InvalidSchemaError:
         return InvalidSchemaError(
@@ -409,6 +413,11 @@ class _Parser:
 
     def group(self) -> _Re:
         self.pos += 1
+        self.depth += 1
+        if self.depth > MAX_GROUP_DEPTH:
+            raise SchemaTooComplexError(
+                f"pattern {self.src!r} at {self.pointer or '(root)'} nests groups deeper than "
+                f"{MAX_GROUP_DEPTH}")
         if self.src.startswith("?:", self.pos):
             self.pos += 2
         elif self.src.startswith("?<", self.pos):
@@ -424,6 +433,7 @@ class _Parser:
         if self.peek() != ")":
             raise self.invalid("missing ')'")
         self.pos += 1
+        self.depth -= 1
         return inner
 
     def char_class(self) -> Ranges:

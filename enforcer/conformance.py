@@ -1,0 +1,774 @@
+"""Conformance runner: compiles every corpus schema and teacher-forces its instances.
+
+Corpus layout (read-only, passed explicitly): ``CORPUS/maskbench/*.json`` (one schema with
+``tests``: ``[{"data", "valid"}]``) and ``CORPUS/json-schema-test-suite/draft2020-12/*.json``
+(top-level files only; each a list of cases ``{"description", "schema", "tests"}``).
+
+For each compiled schema, every valid instance is serialised twice (``json.dumps`` default
+separators and compact), its object keys first put in the schema's declared order, tokenized
+with the tokenizer under test and fed token by token: each token must be set in the
+``fill_bitmask`` row AND ``accept_token`` must return True, and ``is_accepting()`` must hold at
+the end. Each invalid instance must be refused somewhere (or not be accepting at the end). A
+token whose mask bit disagrees with ``accept_token`` is a failure whatever the instance.
+
+Run: ``python -m enforcer.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
+[--limit N] [--strict|--spec] [--jobs N] [--report PATH]``.
+
+Cost: one compile per schema (bounded by ``compile_budget_s``) plus one mask fill and one
+``accept_token`` per instance token. Objects here live for one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import multiprocessing
+import re
+import signal
+import sys
+import time
+import traceback
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+from jsonschema.validators import validator_for
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012, specification_with
+
+from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from .matcher import compile_json_schema
+from .vocabulary import Vocabulary
+
+SLOW_COMPILE_S = 1.0
+MASKBENCH_SUBSETS = ("BFCL", "MCPspec", "JME", "Handwritten")
+TEST_SUITE_DIR = Path("json-schema-test-suite") / "draft2020-12"
+
+Encoder = Callable[[str], list[int]]
+
+
+# --------------------------------------------------------------------------------------------
+# Corpus
+
+
+@dataclass
+class Instance:
+    """One test instance of a schema."""
+
+    description: str
+    data: Any
+    valid: bool
+
+
+@dataclass
+class Case:
+    """One schema with its instances; ``subset`` is BFCL/MCPspec/JME/Handwritten or
+    ``TestSuite/<file stem>``; ``name`` identifies it in reports."""
+
+    subset: str
+    name: str
+    schema: Any
+    instances: list[Instance]
+
+
+def maskbench_subset(file_name: str) -> str:
+    """The MaskBench subset a file name belongs to (``BFCL_java_0.json`` -> ``BFCL``)."""
+    for subset in MASKBENCH_SUBSETS:
+        if file_name.startswith(subset):
+            return subset
+    raise ValueError(f"MaskBench file {file_name!r} belongs to no known subset {MASKBENCH_SUBSETS}")
+
+
+def load_maskbench(corpus: Path) -> list[Case]:
+    """Every schema file of ``corpus/maskbench`` (sorted by name)."""
+    folder = Path(corpus) / "maskbench"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no MaskBench folder at {folder}")
+    cases = []
+    for path in sorted(folder.glob("*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        instances = [Instance(t.get("description", ""), t["data"], bool(t["valid"])) for t in doc["tests"]]
+        cases.append(Case(maskbench_subset(path.name), path.name, doc["schema"], instances))
+    return cases
+
+
+def load_test_suite(corpus: Path) -> list[Case]:
+    """Every case of the top-level draft 2020-12 files of the JSON-Schema-Test-Suite."""
+    folder = Path(corpus) / TEST_SUITE_DIR
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no JSON-Schema-Test-Suite folder at {folder}")
+    cases = []
+    for path in sorted(folder.glob("*.json")):
+        for number, doc in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+            instances = [Instance(t["description"], t["data"], bool(t["valid"])) for t in doc["tests"]]
+            name = f"{path.name}#{number} {doc['description']}"
+            cases.append(Case(f"TestSuite/{path.stem}", name, doc["schema"], instances))
+    return cases
+
+
+def load_corpus(corpus: Path, sources: Iterable[str] = ("maskbench", "testsuite")) -> list[Case]:
+    """MaskBench and/or Test-Suite cases, in a stable order."""
+    loaders = {"maskbench": load_maskbench, "testsuite": load_test_suite}
+    cases: list[Case] = []
+    for source in sources:
+        if source not in loaders:
+            raise ValueError(f"unknown corpus source {source!r}; expected one of {sorted(loaders)}")
+        cases.extend(loaders[source](Path(corpus)))
+    return cases
+
+
+def spread_sample(cases: Sequence[Case], limit: int | None) -> list[Case]:
+    """At most ``limit`` cases taken at an even stride, so every subset stays represented."""
+    if limit is None or limit >= len(cases):
+        return list(cases)
+    step = len(cases) / limit
+    return [cases[int(i * step)] for i in range(limit)]
+
+
+# --------------------------------------------------------------------------------------------
+# Instances in declared key order
+
+
+class SchemaWalker:
+    """Follows ``$ref``/``allOf``/matching ``anyOf``-``oneOf`` branches/``if``-``then``-``else``
+    of one root schema to put an instance's object keys in declared order and to tell whether
+    it holds keys that no ``properties`` declare (extra keys a strict compiler refuses).
+
+    Cost: one jsonschema validation per ``anyOf``/``oneOf``/``if`` met; lives for one case.
+    """
+
+    MAX_REF_DEPTH = 32
+
+    def __init__(self, root: Any) -> None:
+        dialect = root.get("$schema", "") if isinstance(root, dict) else ""
+        spec = specification_with(dialect, default=DRAFT202012)
+        resource = spec.create_resource(root)
+        self._spec = spec
+        self._root_resolver = Registry().resolver_with_root(resource)
+        self._validator_cls = validator_for(root, default=validator_for({}))
+        self._root = root
+
+    def _is_valid(self, schema: Any, resolver: Any, data: Any) -> bool:
+        try:
+            return self._validator_cls(schema, _resolver=resolver).is_valid(data)
+        except Exception:  # a schema jsonschema cannot evaluate: treat the branch as unknown
+            return False
+
+    def _expand(self, schema: Any, resolver: Any, data: Any, depth: int) -> list[tuple[dict, Any]]:
+        """The schema objects that apply to ``data`` at this point, in declaration order."""
+        if not isinstance(schema, dict) or depth > self.MAX_REF_DEPTH:
+            return []
+        if "$id" in schema and depth > 0:
+            resolver = resolver.in_subresource(self._spec.create_resource(schema))
+        found = [(schema, resolver)]
+        for ref_key in ("$ref", "$dynamicRef"):
+            if isinstance(schema.get(ref_key), str):
+                try:
+                    resolved = resolver.lookup(schema[ref_key])
+                except Exception:
+                    continue
+                found += self._expand(resolved.contents, resolved.resolver, data, depth + 1)
+        for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+            found += self._expand(sub, resolver, data, depth + 1)
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list):
+                for branch in branches:
+                    if self._is_valid(branch, resolver, data):
+                        found += self._expand(branch, resolver, data, depth + 1)
+                        break
+        if "if" in schema:
+            chosen = "then" if self._is_valid(schema["if"], resolver, data) else "else"
+            if chosen in schema:
+                found += self._expand(schema[chosen], resolver, data, depth + 1)
+        dependent = schema.get("dependentSchemas")
+        if isinstance(dependent, dict) and isinstance(data, dict):
+            for key, sub in dependent.items():
+                if key in data:
+                    found += self._expand(sub, resolver, data, depth + 1)
+        return found
+
+    @staticmethod
+    def _pattern_matches(pattern: str, key: str) -> bool:
+        try:
+            return re.search(pattern, key) is not None
+        except re.error:
+            return False
+
+    def _children_for_key(self, applicable: list[tuple[dict, Any]], data: dict, key: str) -> list[tuple[Any, Any]]:
+        children = []
+        for schema, resolver in applicable:
+            children += [({"const": c[key]}, resolver) for c in self._constants(schema, data)]
+            props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+            patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+            matched = key in props
+            if matched:
+                children.append((props[key], resolver))
+            for pattern, sub in patterns.items():
+                if self._pattern_matches(pattern, key):
+                    matched = True
+                    children.append((sub, resolver))
+            if not matched and isinstance(schema.get("additionalProperties"), dict):
+                children.append((schema["additionalProperties"], resolver))
+        return children
+
+    def _children_for_item(self, applicable: list[tuple[dict, Any]], data: list, index: int) -> list[tuple[Any, Any]]:
+        children = []
+        for schema, resolver in applicable:
+            children += [({"const": c[index]}, resolver) for c in self._constants(schema, data)]
+            prefix = schema.get("prefixItems")
+            items = schema.get("items")
+            if isinstance(prefix, list) and index < len(prefix):
+                children.append((prefix[index], resolver))
+            elif isinstance(items, list):  # draft 7 tuple form
+                if index < len(items):
+                    children.append((items[index], resolver))
+                elif isinstance(schema.get("additionalItems"), dict):
+                    children.append((schema["additionalItems"], resolver))
+            elif isinstance(items, dict):
+                children.append((items, resolver))
+        return children
+
+    def _allows_key(self, applicable: list[tuple[dict, Any]], key: str) -> bool:
+        """Whether a strict compiler may accept ``key``: declared somewhere, matched by a
+        pattern, or extra keys allowed explicitly; objects with no ``properties`` at all
+        are free-form."""
+        if not any(isinstance(s.get("properties"), dict) for s, _ in applicable):
+            return True
+        for schema, _ in applicable:
+            if key in (schema.get("properties") or {}):
+                return True
+            for pattern in schema.get("patternProperties") or {}:
+                if self._pattern_matches(pattern, key):
+                    return True
+            for extra in ("additionalProperties", "unevaluatedProperties"):
+                if extra in schema and schema[extra] is not False:
+                    return True
+        return False
+
+    @staticmethod
+    def _constants(schema: dict, data: Any) -> list[Any]:
+        """The ``const`` / ``enum`` members of ``schema`` equal to ``data``: a constant object
+        or array is written as the schema gives it, so its key order is declared too."""
+        constants = ([schema["const"]] if "const" in schema else []) + (
+            schema["enum"] if isinstance(schema.get("enum"), list) else []
+        )
+        return [c for c in constants if isinstance(c, (dict, list)) and type(c) is type(data) and c == data]
+
+    def _declared_orders(self, schema: dict, data: dict) -> list[Iterable[str]]:
+        """Key orders ``schema`` declares for the object ``data``: ``properties`` and any
+        constant object equal to ``data``."""
+        orders: list[Iterable[str]] = []
+        if isinstance(schema.get("properties"), dict):
+            orders.append(schema["properties"])
+        return orders + self._constants(schema, data)
+
+    def walk(self, data: Any) -> tuple[Any, bool]:
+        """``(data with keys in declared order, whether it holds undeclared keys)``."""
+        return self._walk(data, [(self._root, self._root_resolver)])
+
+    def _walk(self, data: Any, schemas: list[tuple[Any, Any]]) -> tuple[Any, bool]:
+        applicable = [found for s, r in schemas for found in self._expand(s, r, data, 0)]
+        if isinstance(data, dict):
+            order: list[str] = []
+            for schema, _ in applicable:
+                for declared in self._declared_orders(schema, data):
+                    order += [k for k in declared if k in data and k not in order]
+            order += [k for k in data if k not in order]
+            undeclared = any(not self._allows_key(applicable, k) for k in data)
+            out = {}
+            for key in order:
+                out[key], child_undeclared = self._walk(data[key], self._children_for_key(applicable, data, key))
+                undeclared = undeclared or child_undeclared
+            return out, undeclared
+        if isinstance(data, list):
+            items, undeclared = [], False
+            for index, item in enumerate(data):
+                value, child_undeclared = self._walk(item, self._children_for_item(applicable, data, index))
+                items.append(value)
+                undeclared = undeclared or child_undeclared
+            return items, undeclared
+        return data, False
+
+
+def serialisations(data: Any) -> list[tuple[str, str]]:
+    """``[(style, text)]``: json.dumps default and compact, both ``ensure_ascii=False``; one
+    entry when they coincide. Raises ValueError for data JSON cannot hold (NaN, lone
+    surrogates)."""
+    spaced = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    compact = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    for text in (spaced, compact):
+        text.encode("utf-8")  # lone surrogates raise UnicodeEncodeError (a ValueError)
+    return [("spaced", spaced)] if spaced == compact else [("spaced", spaced), ("compact", compact)]
+
+
+# --------------------------------------------------------------------------------------------
+# Teacher forcing
+
+
+@dataclass
+class Feed:
+    """Outcome of feeding one token sequence: ``accepted`` or where and why it stopped."""
+
+    accepted: bool
+    reason: str = ""  # "refused" | "not_accepting" | "mask_mismatch"
+    index: int = -1
+    token_id: int = -1
+
+
+def bit_is_set(bitmask: np.ndarray, token_id: int) -> bool:
+    """Whether id ``token_id`` is allowed in row 0 of a packed int32 bitmask."""
+    return bool((int(bitmask[0, token_id >> 5]) >> (token_id & 31)) & 1)
+
+
+def feed_tokens(matcher: Any, ids: Sequence[int], bitmask: np.ndarray) -> Feed:
+    """Teacher-force ``ids``: mask bit and ``accept_token`` must agree on every token; stops at
+    the first refused token. Cost: one mask fill per token."""
+    for index, token_id in enumerate(ids):
+        matcher.fill_bitmask(bitmask, 0)
+        in_mask = bit_is_set(bitmask, token_id)
+        accepted = bool(matcher.accept_token(token_id))
+        if accepted != in_mask:
+            return Feed(False, "mask_mismatch", index, token_id)
+        if not accepted:
+            return Feed(False, "refused", index, token_id)
+    if not matcher.is_accepting():
+        return Feed(False, "not_accepting", len(ids), -1)
+    return Feed(True)
+
+
+def make_encoder(tokenizer: Any) -> Encoder:
+    """A text -> ids function for a ``transformers`` tokenizer (slow tiktoken-backed with
+    ``allow_special_tokens``, or fast) or a ``tiktoken.Encoding``; text that spells a special
+    token stays text."""
+    encode = tokenizer.encode
+    try:
+        parameters = inspect.signature(encode).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    if "allow_special_tokens" in parameters:
+        kwargs: dict[str, Any] = {"allow_special_tokens": False}
+    elif "disallowed_special" in parameters:
+        kwargs = {"disallowed_special": ()}
+    else:
+        kwargs = {"add_special_tokens": False, "split_special_tokens": True}
+    return lambda text: list(encode(text, **kwargs))
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class CaseResult:
+    """Everything one case contributed: status is compiled | unsupported | too_complex |
+    timeout | invalid_schema | crash."""
+
+    subset: str
+    name: str
+    status: str
+    keyword: str = ""
+    compile_s: float = 0.0
+    valid_accepted: int = 0
+    valid_rejected: int = 0
+    valid_strict_excluded: int = 0
+    valid_format_excluded: int = 0
+    invalid_rejected: int = 0
+    invalid_accepted: int = 0
+    unserialisable: int = 0
+    untokenizable: int = 0
+    failures: list[dict] = field(default_factory=list)
+
+
+class CompileTimeout(Exception):
+    """The compile budget ran out."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise CompileTimeout()
+
+
+class Runner:
+    """Runs cases against one vocabulary. ``options`` go to ``compile_json_schema`` besides
+    ``strict``; lives for one run."""
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        encode: Encoder,
+        *,
+        strict: bool = True,
+        compile_budget_s: float = 20.0,
+        **options: Any,
+    ) -> None:
+        self.vocabulary = vocabulary
+        self.encode = encode
+        self.strict = strict
+        self.options = dict(options, strict=strict)
+        self.compile_budget_s = compile_budget_s
+        self._bitmask = np.zeros((1, (vocabulary.vocab_size + 31) // 32), dtype=np.int32)
+
+    def _compile(self, schema: Any) -> Any:
+        old = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.compile_budget_s)
+        try:
+            return compile_json_schema(schema, self.vocabulary, **self.options)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    def run_case(self, case: Case) -> CaseResult:
+        """Compile ``case.schema`` and check each instance (both serialisations)."""
+        result = CaseResult(case.subset, case.name, "compiled")
+        start = time.perf_counter()
+        try:
+            compiled = self._compile(case.schema)
+        except UnsupportedSchemaError as exc:
+            result.status, result.keyword = "unsupported", exc.keyword
+        except SchemaTooComplexError:
+            result.status = "too_complex"
+        except CompileTimeout:
+            result.status = "timeout"
+        except InvalidSchemaError as exc:
+            result.status, result.keyword = "invalid_schema", str(exc)
+            if any(inst.valid for inst in case.instances):
+                result.failures.append(self._failure(case, "invalid_schema_with_valid", None, str(exc)))
+        except Exception:
+            result.status = "crash"
+            result.failures.append(self._failure(case, "compile_crash", None, traceback.format_exc(limit=6)))
+        result.compile_s = time.perf_counter() - start
+        if result.status != "compiled":
+            return result
+        try:
+            walker = SchemaWalker(case.schema)
+        except Exception:
+            walker = None
+        for instance in case.instances:
+            try:
+                self._check_instance(case, compiled, walker, instance, result)
+            except Exception:
+                result.failures.append(
+                    self._failure(case, "match_crash", instance, traceback.format_exc(limit=6))
+                )
+        return result
+
+    def _check_instance(self, case: Case, compiled: Any, walker: Any, instance: Instance, result: CaseResult) -> None:
+        data, undeclared = instance.data, False
+        if walker is not None:
+            try:
+                data, undeclared = walker.walk(instance.data)
+            except RecursionError:
+                pass
+        try:
+            texts = serialisations(data)
+        except ValueError:
+            result.unserialisable += 1
+            return
+        outcomes = []
+        for style, text in texts:
+            ids = self.encode(text)
+            pieces = [self.vocabulary.token_bytes(t) for t in ids]
+            if any(p is None for p in pieces) or b"".join(pieces) != text.encode("utf-8"):
+                result.untokenizable += 1
+                return
+            outcome = feed_tokens(compiled.matcher(), ids, self._bitmask)
+            outcomes.append((style, text, ids, outcome))
+        for style, text, ids, outcome in outcomes:
+            if outcome.reason == "mask_mismatch":
+                result.failures.append(self._failure(case, "mask_mismatch", instance, "", style, text, ids, outcome))
+        if instance.valid:
+            bad = [o for o in outcomes if not o[3].accepted]
+            if not bad:
+                result.valid_accepted += 1
+            elif any(o[3].reason == "mask_mismatch" for o in bad):
+                result.valid_rejected += 1
+            elif self.strict and undeclared:
+                result.valid_strict_excluded += 1
+            elif self.options.get("assert_formats", True) and not _valid_with_formats(case.schema, instance.data):
+                result.valid_format_excluded += 1
+            else:
+                result.valid_rejected += 1
+                for style, text, ids, outcome in bad:
+                    result.failures.append(
+                        self._failure(case, "valid_rejected", instance, "", style, text, ids, outcome)
+                    )
+        else:
+            good = [o for o in outcomes if o[3].accepted]
+            if good:
+                result.invalid_accepted += 1
+                for style, text, ids, outcome in good:
+                    result.failures.append(
+                        self._failure(case, "invalid_accepted", instance, "", style, text, ids, outcome)
+                    )
+            else:
+                result.invalid_rejected += 1
+
+    def _failure(
+        self,
+        case: Case,
+        kind: str,
+        instance: Instance | None,
+        detail: str,
+        style: str = "",
+        text: str = "",
+        ids: Sequence[int] = (),
+        outcome: Feed | None = None,
+    ) -> dict:
+        entry: dict[str, Any] = {"kind": kind, "subset": case.subset, "schema_file": case.name}
+        if detail:
+            entry["detail"] = detail
+        if instance is not None:
+            entry["test"] = instance.description
+            entry["instance"] = instance.data if _jsonable(instance.data) else repr(instance.data)
+        if outcome is not None:
+            entry.update(style=style, text=text, reason=outcome.reason, token_index=outcome.index)
+            if 0 <= outcome.index < len(ids):
+                token = ids[outcome.index]
+                entry["token_id"] = token
+                entry["token"] = repr(self.vocabulary.token_bytes(token))
+                entry["prefix"] = self.vocabulary.decode_bytes(list(ids[: outcome.index])).decode("utf-8", "replace")
+        return entry
+
+
+def _valid_with_formats(schema: Any, data: Any) -> bool:
+    """Whether ``data`` is valid when ``format`` is asserted (jsonschema's format checker);
+    the Test-Suite counts bad formats as valid because ``format`` is an annotation by default."""
+    cls = validator_for(schema, default=validator_for({}))
+    try:
+        return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(data)
+    except Exception:  # a schema jsonschema cannot evaluate: no exclusion
+        return True
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+        return True
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# Running many cases (optionally in forked workers) and summarising
+
+
+_WORKER: Runner | None = None
+_WORKER_CASES: Sequence[Case] = ()
+
+
+def _run_index(index: int) -> CaseResult:
+    assert _WORKER is not None
+    return _WORKER.run_case(_WORKER_CASES[index])
+
+
+def run_cases(runner: Runner, cases: Sequence[Case], jobs: int = 1, progress: bool = False) -> list[CaseResult]:
+    """Run every case, in ``jobs`` forked worker processes when ``jobs > 1`` (the runner, its
+    vocabulary and the cases are inherited, not pickled). Results keep the order of ``cases``;
+    ``progress`` prints a line to stderr every 100 cases."""
+    global _WORKER, _WORKER_CASES
+    _WORKER, _WORKER_CASES = runner, cases
+    start = time.perf_counter()
+    results: list[CaseResult] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            if jobs <= 1:
+                stream: Iterable[CaseResult] = map(runner.run_case, cases)
+            else:
+                pool = stack.enter_context(multiprocessing.get_context("fork").Pool(jobs))
+                stream = pool.imap(_run_index, range(len(cases)), chunksize=2)
+            for result in stream:
+                results.append(result)
+                if progress and len(results) % 100 == 0:
+                    print(f"  {len(results)}/{len(cases)} cases, {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    finally:
+        _WORKER, _WORKER_CASES = None, ()
+    return results
+
+
+COUNTERS = (
+    "valid_accepted",
+    "valid_rejected",
+    "valid_strict_excluded",
+    "valid_format_excluded",
+    "invalid_rejected",
+    "invalid_accepted",
+    "unserialisable",
+    "untokenizable",
+)
+
+
+@dataclass
+class Summary:
+    """Totals per subset and overall, failures, unsupported keywords and slow compiles."""
+
+    rows: dict[str, dict[str, int]]
+    unsupported: dict[str, int]
+    unsupported_by_subset: dict[str, dict[str, int]]
+    failures: list[dict]
+    slow_compiles: list[tuple[str, float]]
+    passing_test_suite_files: list[str]
+    seconds: float = 0.0
+
+    def row(self, name: str) -> dict[str, int]:
+        return self.rows.get(name, _empty_row())
+
+    @property
+    def mismatches(self) -> int:
+        return sum(1 for f in self.failures if f["kind"] == "mask_mismatch")
+
+    @property
+    def crashes(self) -> int:
+        return sum(1 for f in self.failures if f["kind"].endswith("crash") or f["kind"] == "invalid_schema_with_valid")
+
+
+def _empty_row() -> dict[str, int]:
+    keys = ("schemas", "compiled", "unsupported", "too_complex", "timeout", "invalid_schema", "crash")
+    return {k: 0 for k in keys + COUNTERS}
+
+
+def summarise(results: Sequence[CaseResult], seconds: float = 0.0) -> Summary:
+    """Fold case results into rows: each MaskBench subset, ``TestSuite``, each
+    ``TestSuite/<file>``, and ``ALL``."""
+    rows: dict[str, dict[str, int]] = {}
+    unsupported: Counter[str] = Counter()
+    by_subset: dict[str, Counter[str]] = {}
+    failures, slow = [], []
+    file_ok: dict[str, bool] = {}
+    for res in results:
+        groups = ["ALL", res.subset]
+        if res.subset.startswith("TestSuite/"):
+            groups.append("TestSuite")
+        for group in groups:
+            row = rows.setdefault(group, _empty_row())
+            row["schemas"] += 1
+            row[res.status] += 1
+            for key in COUNTERS:
+                row[key] += getattr(res, key)
+        if res.status == "unsupported":
+            unsupported[res.keyword] += 1
+            by_subset.setdefault(res.subset.split("/")[0], Counter())[res.keyword] += 1
+        if res.compile_s > SLOW_COMPILE_S:
+            slow.append((res.name, round(res.compile_s, 3)))
+        failures.extend(res.failures)
+        if res.subset.startswith("TestSuite/"):
+            previous = file_ok.get(res.subset)
+            if res.failures:
+                file_ok[res.subset] = False
+            elif res.status == "compiled" and previous is None:
+                file_ok[res.subset] = True
+    passing = sorted(name.split("/", 1)[1] for name, ok in file_ok.items() if ok)
+    return Summary(
+        rows,
+        dict(unsupported.most_common()),
+        {k: dict(v.most_common()) for k, v in by_subset.items()},
+        failures,
+        sorted(slow, key=lambda item: -item[1]),
+        passing,
+        seconds,
+    )
+
+
+def format_table(summary: Summary, title: str) -> str:
+    """A plain-text table: one line per subset (Test-Suite files indented)."""
+    columns = [
+        ("schemas", "schemas"), ("compiled", "compiled"), ("unsupp", "unsupported"),
+        ("complex", "too_complex"), ("timeout", "timeout"), ("invalid", "invalid_schema"), ("crash", "crash"),
+        ("val_ok", "valid_accepted"), ("VAL_REJ", "valid_rejected"), ("strictX", "valid_strict_excluded"),
+        ("formatX", "valid_format_excluded"),
+        ("inv_rej", "invalid_rejected"), ("INV_ACC", "invalid_accepted"), ("skip", "unserialisable"),
+    ]
+    order = [s for s in MASKBENCH_SUBSETS if s in summary.rows]
+    order += ["TestSuite"] if "TestSuite" in summary.rows else []
+    order += sorted(k for k in summary.rows if k.startswith("TestSuite/"))
+    order.append("ALL")
+    lines = [title, f"{'subset':<34}" + "".join(f"{h:>9}" for h, _ in columns)]
+    for name in order:
+        row = summary.rows[name]
+        label = ("  " + name.split("/", 1)[1]) if name.startswith("TestSuite/") else name
+        lines.append(f"{label:<34}" + "".join(f"{row[key]:>9}" for _, key in columns))
+    lines.append("unsupported by keyword: " + json.dumps(summary.unsupported))
+    lines.append(f"mask/accept mismatches: {summary.mismatches}; crashes: {summary.crashes}")
+    lines.append("Test-Suite files where every compiled case passes: " + ", ".join(summary.passing_test_suite_files))
+    lines.append(f"slow compiles (> {SLOW_COMPILE_S:g} s): {len(summary.slow_compiles)} "
+                 + ", ".join(f"{n} {s}s" for n, s in summary.slow_compiles[:15]))
+    lines.append(f"time: {summary.seconds:.1f} s")
+    return "\n".join(lines)
+
+
+def unsupported_share(summary: Summary, subsets: Sequence[str] = ("BFCL", "MCPspec")) -> float:
+    """Fraction of the schemas of ``subsets`` that did not compile as unsupported."""
+    total = sum(summary.row(s)["schemas"] for s in subsets)
+    bad = sum(summary.row(s)["unsupported"] for s in subsets)
+    return bad / total if total else 0.0
+
+
+def load_tokenizer(name: str) -> tuple[Any, Encoder]:
+    """``(Vocabulary, encoder)`` for ``kimi`` or ``deepseek`` (the test tokenizers)."""
+    from .testing import tokenizers
+
+    if name == "kimi":
+        tokenizer, vocab_size = tokenizers.kimi_k2_tokenizer(), None
+    elif name == "deepseek":
+        tokenizer, vocab_size = tokenizers.deepseek_v3_tokenizer(), tokenizers.DEEPSEEK_V3_VOCAB_SIZE
+    else:
+        raise ValueError(f"unknown tokenizer {name!r}; expected 'kimi' or 'deepseek'")
+    return Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size), make_encoder(tokenizer)
+
+
+def run_conformance(
+    cases: Sequence[Case],
+    vocabulary: Vocabulary,
+    encode: Encoder,
+    *,
+    strict: bool = True,
+    jobs: int = 1,
+    compile_budget_s: float = 20.0,
+    progress: bool = False,
+    **options: Any,
+) -> Summary:
+    """Run ``cases`` against one vocabulary and summarise (``options`` go to the compiler)."""
+    runner = Runner(vocabulary, encode, strict=strict, compile_budget_s=compile_budget_s, **options)
+    start = time.perf_counter()
+    results = run_cases(runner, cases, jobs, progress)
+    return summarise(results, time.perf_counter() - start)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m enforcer.conformance", description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", required=True, type=Path, help="folder holding maskbench/ and json-schema-test-suite/")
+    parser.add_argument("--tokenizer", choices=("kimi", "deepseek", "both"), default="both")
+    parser.add_argument("--limit", type=int, default=None, help="at most N schemas, spread over the corpus")
+    parser.add_argument("--source", choices=("maskbench", "testsuite", "both"), default="both")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--strict", dest="strict", action="store_true", default=True, help="no undeclared keys (default)")
+    mode.add_argument("--spec", dest="strict", action="store_false", help="extra keys as the spec allows")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--compile-budget", type=float, default=20.0, help="seconds per compile")
+    parser.add_argument("--report", type=Path, default=Path("conformance_report.json"))
+    args = parser.parse_args(argv)
+
+    sources = ("maskbench", "testsuite") if args.source == "both" else (args.source,)
+    cases = spread_sample(load_corpus(args.corpus, sources), args.limit)
+    names = ("kimi", "deepseek") if args.tokenizer == "both" else (args.tokenizer,)
+    report: dict[str, Any] = {"strict": args.strict, "schemas": len(cases), "tokenizers": {}}
+    for name in names:
+        vocabulary, encode = load_tokenizer(name)
+        summary = run_conformance(
+            cases, vocabulary, encode, strict=args.strict, jobs=args.jobs, compile_budget_s=args.compile_budget,
+            progress=True,
+        )
+        mode_name = "strict" if args.strict else "spec"
+        print(format_table(summary, f"== {name} ({mode_name}), vocab {vocabulary.vocab_size} =="))
+        print(f"unsupported share of BFCL+MCPspec: {unsupported_share(summary):.2%}\n")
+        report["tokenizers"][name] = asdict(summary)
+    args.report.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(f"report: {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
