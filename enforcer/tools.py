@@ -212,7 +212,7 @@ class CompiledTools:
         text = True
         if mode in ("auto", "none"):
             ids.add(self.stop_id)
-        if mode != "none":
+        if mode != "none" and self.tool_names:  # no tools: a section could hold no valid call
             ids.add(self.section_begin_id)
         if in_think:
             if self.think_end_id is not None:
