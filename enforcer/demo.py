@@ -234,19 +234,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    messages = [{"role": "user", "content": args.prompt}]
-    prompt = render_chat(messages, tools, add_generation_prompt=True)
-    encoded = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
     start = time.perf_counter()
-    processor = ToolCallLogitsProcessor(
-        tokenizer,
-        tools,
-        tool_choice=_tool_choice(args.tool_choice),
-        parallel_tool_calls=args.parallel,
-        allow_thinking=False,  # the K2-Instruct layout: no think block before a forced call
-        vocab_size=model.get_output_embeddings().weight.shape[0],
-    )
+    try:
+        prompt = render_chat([{"role": "user", "content": args.prompt}], tools, add_generation_prompt=True)
+        processor = ToolCallLogitsProcessor(
+            tokenizer,
+            tools,
+            tool_choice=_tool_choice(args.tool_choice),
+            parallel_tool_calls=args.parallel,
+            allow_thinking=False,  # the K2-Instruct layout: no think block before a forced call
+            vocab_size=model.get_output_embeddings().weight.shape[0],
+        )
+    except ValueError as exc:  # InvalidToolsError, UnsupportedSchemaError, ... name the problem
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     compile_s = time.perf_counter() - start
+    encoded = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
     print(f"[demo] vocabulary + compile_tools: {compile_s:.2f} s")
     print("\n=== prompt (K2 chat layout) ===")
     print(prompt)
@@ -284,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not calls:
         print("  no tool calls" + (" (an empty tool_calls finish fails the verifier)"
                                    if args.tool_choice != "none" else ""))
-    finished = processor.matchers[0].is_finished
+    # generate() stops on the stop token without showing it to the processor: look at the output.
+    finished = bool(generated) and generated[-1] in processor.stop_token_ids
     if processor.errors[0]:
         print(f"  matcher error: {processor.errors[0]}")
     if not finished:

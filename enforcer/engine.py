@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .automaton import DEAD
-from .formats import CallHeader, JsonArguments, Token
+from .formats import CallHeader, Token
 from .matcher import write_bitmask_row
 from .tools import CompiledTools
 

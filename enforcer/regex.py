@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Literal, Union
 
-from .automaton import (EPSILON, NOTHING, Node, alt, byte_chars, byte_set, codepoints, literal,
-                        plus, repeat, seq, star)
+from .automaton import (EPSILON, NOTHING, Graph, Node, alt, byte_chars, byte_set, codepoints,
+                        literal, plus, repeat, seq, star)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 __all__ = ["json_string_char", "JSON_STRING_CHAR_ANY", "pattern_node", "format_node",
@@ -573,97 +573,143 @@ def _positions(node: _Re) -> int:
 # --------------------------------------------------------------------------------------------
 # Tree -> byte node, with exact anchors
 #
-# ``ne(n, s, e)``: the non-empty strings ``n`` matches when its first position is the start of
-# the input (``s``) or not, and its last position the end of the input (``e``) or not.
-# ``em(n, s, e)``: whether ``n`` matches the empty string at a position with those flags.
-# A concatenation passes the flags to a part only across parts that matched nothing; for nodes
-# without anchors the flags do not matter and are normalised away, so the usual case costs
-# nothing extra.
+# ``ne(n, s, e)``: the non-empty strings ``n`` matches when the position before them is the
+# start of the input (``s``) or not, and the position after them the end of the input (``e``)
+# or not. ``em(n, s, e)``: whether ``n`` matches the empty string at a position with those
+# flags. ``s`` only matters to nodes holding a ``^`` and ``e`` to nodes holding a ``$``, so the
+# flags are normalised away elsewhere and a node without anchors is lifted once, as it stands
+# (``plain``). A concatenation becomes a :class:`Graph` over its parts that tracks whether
+# anything was consumed yet and guesses whether the rest will be empty up to the end, so
+# anchors cost a constant factor and no nesting.
 
 
 class _Lift:
+    """Lifts one tree; memoised per node (by identity, while the tree is alive)."""
+
     def __init__(self, escapes: Escapes) -> None:
         self.escapes = escapes
-        self._anchored: dict[int, bool] = {}
-        self._memo: dict[tuple[int, int, bool, bool], Node] = {}
+        self._anchors: dict[int, tuple[bool, bool]] = {}
+        self._em: dict[tuple[int, bool, bool], bool] = {}
+        self._ne: dict[tuple[int, bool, bool], Node] = {}
+        self._plain: dict[int, Node] = {}
 
-    def anchored(self, n: _Re) -> bool:
-        hit = self._anchored.get(id(n))
+    def anchors(self, n: _Re) -> tuple[bool, bool]:
+        """Whether ``n`` holds a ``^`` and whether it holds a ``$``."""
+        hit = self._anchors.get(id(n))
         if hit is None:
             if isinstance(n, _Anchor):
-                hit = True
+                hit = (not n.end, n.end)
             elif isinstance(n, _Chars):
-                hit = False
+                hit = (False, False)
             elif isinstance(n, _Loop):
-                hit = self.anchored(n.item)
+                hit = self.anchors(n.item)
             else:
-                hit = any(self.anchored(i) for i in n.items)
-            self._anchored[id(n)] = hit
+                inner = [self.anchors(i) for i in n.items]
+                hit = (any(a for a, _ in inner), any(b for _, b in inner))
+            self._anchors[id(n)] = hit
         return hit
 
+    def flags(self, n: _Re, s: bool, e: bool) -> tuple[bool, bool]:
+        has_start, has_end = self.anchors(n)
+        return s and has_start, e and has_end
+
     def em(self, n: _Re, s: bool, e: bool) -> bool:
-        if isinstance(n, _Chars):
-            return False
-        if isinstance(n, _Anchor):
-            return e if n.end else s
-        if isinstance(n, _Cat):
-            return all(self.em(i, s, e) for i in n.items)
-        if isinstance(n, _Or):
-            return any(self.em(i, s, e) for i in n.items)
-        return n.lo == 0 or self.em(n.item, s, e)
+        s, e = self.flags(n, s, e)
+        key = (id(n), s, e)
+        hit = self._em.get(key)
+        if hit is None:
+            if isinstance(n, _Chars):
+                hit = False
+            elif isinstance(n, _Anchor):
+                hit = e if n.end else s
+            elif isinstance(n, _Cat):
+                hit = all(self.em(i, s, e) for i in n.items)
+            elif isinstance(n, _Or):
+                hit = any(self.em(i, s, e) for i in n.items)
+            else:
+                hit = n.lo == 0 or self.em(n.item, s, e)
+            self._em[key] = hit
+        return hit
+
+    def plain(self, n: _Re) -> Node:
+        """Every string an anchor-free ``n`` matches, the empty one included."""
+        hit = self._plain.get(id(n))
+        if hit is None:
+            if isinstance(n, _Chars):
+                hit = json_string_char(n.ranges, escapes=self.escapes)
+            elif isinstance(n, _Cat):
+                hit = seq(*(self.plain(i) for i in n.items))
+            elif isinstance(n, _Or):
+                hit = alt(*(self.plain(i) for i in n.items))
+            else:
+                assert isinstance(n, _Loop)
+                hit = repeat(self.plain(n.item), n.lo, n.hi)
+            self._plain[id(n)] = hit
+        return hit
 
     def ne(self, n: _Re, s: bool, e: bool) -> Node:
-        if not self.anchored(n):
-            s = e = False
-        key = (id(n), -1, s, e)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
-        if isinstance(n, _Chars):
-            out = json_string_char(n.ranges, escapes=self.escapes)
-        elif isinstance(n, _Anchor):
-            out = NOTHING
-        elif isinstance(n, _Or):
-            out = alt(*(self.ne(i, s, e) for i in n.items))
-        elif isinstance(n, _Cat):
-            out = self._cat(n, 0, s, e) if n.items else NOTHING
-        else:
-            out = self._loop(n, s, e)
-        self._memo[key] = out
-        return out
+        s, e = self.flags(n, s, e)
+        key = (id(n), s, e)
+        hit = self._ne.get(key)
+        if hit is None:
+            if self.anchors(n) == (False, False) and not self.em(n, False, False):
+                hit = self.plain(n)
+            elif isinstance(n, _Anchor):
+                hit = NOTHING
+            elif isinstance(n, _Or):
+                hit = alt(*(self.ne(i, s, e) for i in n.items))
+            elif isinstance(n, _Cat):
+                hit = self._cat(n, s, e)
+            else:
+                assert isinstance(n, _Loop)
+                hit = self._loop(n, s, e)
+            self._ne[key] = hit
+        return hit
 
-    def _cat(self, n: _Cat, i: int, s: bool, e: bool) -> Node:
-        items = n.items
-        if i == len(items) - 1:
-            return self.ne(items[i], s, e)
-        if not any(self.anchored(x) for x in items[i:]):
-            s = e = False
-        key = (id(n), i, s, e)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
-        head = items[i]
-        rest_em = all(self.em(x, False, e) for x in items[i + 1:])
-        if s:
-            both = seq(self.ne(head, True, False), self._cat(n, i + 1, False, e))
-            rest_only = self._cat(n, i + 1, True, e) if self.em(head, True, False) else NOTHING
-            out = alt(both, rest_only)
-        else:
-            maybe_head = alt(self.ne(head, False, False),
-                             EPSILON if self.em(head, False, False) else NOTHING)
-            out = seq(maybe_head, self._cat(n, i + 1, False, e))
-        if rest_em:
-            out = alt(out, self.ne(head, s, e))
-        self._memo[key] = out
-        return out
+    def _cat(self, n: _Cat, s: bool, e: bool) -> Node:
+        """Graph states (i, consumed, rest_empty_to_end) before part i; a part is crossed empty
+        (same position) or non-empty through a shared middle edge per flag variant."""
+        ends = (False, True) if e else (False,)
+        index: dict[object, int] = {"start": 0}
+        edges: list[tuple[int, Node, int]] = []
+
+        def state(key: object) -> int:
+            return index.setdefault(key, len(index))
+
+        for b in ends:
+            edges.append((0, EPSILON, state((0, False, b))))
+        for i, part in enumerate(n.items):
+            has_start, has_end = self.anchors(part)
+            for consumed in (False, True):
+                at_start = s and not consumed
+                for b in ends:
+                    src = index.get((i, consumed, b))
+                    if src is None:
+                        continue
+                    if self.em(part, at_start, b):
+                        edges.append((src, EPSILON, state((i + 1, consumed, b))))
+                    if b:
+                        continue  # the rest must be empty: nothing may be consumed here
+                    for b2 in ends:
+                        body = self.ne(part, at_start, b2)
+                        if body is NOTHING:
+                            continue
+                        mid = (i, at_start and has_start, b2 and has_end)
+                        if ("in", mid) not in index:
+                            edges.append((state(("in", mid)), body, state(("out", mid))))
+                        edges.append((src, EPSILON, index[("in", mid)]))
+                        edges.append((index[("out", mid)], EPSILON, state((i + 1, True, b2))))
+        final = index.get((len(n.items), True, e))
+        if final is None:
+            return NOTHING
+        return Graph(len(index), 0, frozenset({final}), tuple(edges))
 
     def _loop(self, n: _Loop, s: bool, e: bool) -> Node:
         item, lo, hi = n.item, n.lo, n.hi
         if hi == 0:
             return NOTHING
-        if not self.anchored(item):
-            first = 1 if lo <= 1 or self.em(item, False, False) else lo
-            return repeat(self.ne(item, False, False), first, hi)
+        if self.anchors(item) == (False, False):  # nullable loop: pad with empty iterations
+            return repeat(self.ne(item, False, False), 1, hi)
         pad_edges = self.em(item, s, False) or self.em(item, False, e)
         pad_inner = self.em(item, False, False)
         one = self.ne(item, s, e) if lo <= 1 or pad_edges else NOTHING
@@ -691,19 +737,21 @@ def _search(tree: _Re, escapes: Escapes) -> Node:
     """Bodies of the strings in which ``tree`` matches somewhere (ECMA ``RegExp.test``)."""
     lift = _Lift(escapes)
     any_char = json_string_char(((0, MAX_CODEPOINT),), escapes=escapes)
-    some = plus(any_char)
-    if not lift.anchored(tree):
+    anything, some = star(any_char), plus(any_char)
+    has_start, has_end = lift.anchors(tree)
+    if not has_start and not has_end:
         if lift.em(tree, False, False):
-            return star(any_char)
-        return seq(star(any_char), lift.ne(tree, False, False), star(any_char))
-    whole, prefix = lift.ne(tree, True, True), lift.ne(tree, True, False)
-    suffix, inner = lift.ne(tree, False, True), lift.ne(tree, False, False)
-    if whole == prefix and suffix == inner:  # no '$' that matters: ends may run on
-        matched = seq(alt(whole, seq(some, suffix)), star(any_char))
-    elif whole == suffix and prefix == inner:  # no '^' that matters
-        matched = seq(star(any_char), alt(whole, seq(prefix, some)))
+            return anything
+        return seq(anything, lift.plain(tree), anything)
+    if not has_end:
+        matched = seq(alt(lift.ne(tree, True, False), seq(some, lift.ne(tree, False, False))),
+                      anything)
+    elif not has_start:
+        matched = seq(anything, alt(lift.ne(tree, False, True), seq(lift.ne(tree, False, False),
+                                                                     some)))
     else:
-        matched = alt(whole, seq(prefix, some), seq(some, suffix), seq(some, inner, some))
+        matched = alt(lift.ne(tree, True, True), seq(lift.ne(tree, True, False), some),
+                      seq(some, lift.ne(tree, False, True)), seq(some, lift.ne(tree, False, False), some))
     empties = [EPSILON if lift.em(tree, True, True) else NOTHING]
     if lift.em(tree, True, False) or lift.em(tree, False, True):
         empties.append(some)

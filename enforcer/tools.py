@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 import jsonschema
 import numpy as np
 
-from .automaton import DFA, alt, compile_node, literal, seq
+from .automaton import DFA, alt, compile_node, literal
 from .errors import InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import CallHeader, FormatSpec, JsonArguments, Token, get_format
 from .masks import MaskTable, pack_ids, token_index
