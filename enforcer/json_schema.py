@@ -199,14 +199,35 @@ class SchemaCompiler:
                 leftovers.append((part, f"{pointer}/allOf/{i}"))
             else:
                 merged = m
-        node = self.value(merged, pointer, depth, refs)
         if not leftovers:
-            return node
-        dfa = compile_node(node, self.options.max_states)
-        for part, ptr in leftovers:
-            dfa = dfa.intersect(compile_node(self.value(part, ptr, depth, refs), self.options.max_states),
-                                self.options.max_states)
-        return Embedded(dfa) if not dfa.is_empty else NOTHING
+            return self.value(merged, pointer, depth, refs)
+        # intersect what could not be merged, one JSON type at a time: the conflicting keywords
+        # usually concern one type, and typed automata are far smaller than any-type ones
+        types = self._types_of(merged)
+        for part, _ in leftovers:
+            types &= self._types_of(part)
+        nodes = []
+        for t in TYPES:
+            if t not in types or (t == "integer" and "number" in types):
+                continue
+            current = _restrict(merged, t)
+            pending = []
+            for part, ptr in leftovers:
+                m = merge(current, _restrict(part, t))
+                if m is None:
+                    pending.append((_restrict(part, t), ptr))
+                else:
+                    current = m
+            if not pending:
+                nodes.append(self.value(current, pointer, depth, refs))
+                continue
+            dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
+            for part_t, ptr in pending:
+                dfa = dfa.intersect(compile_node(self.value(part_t, ptr, depth, refs), self.options.max_states),
+                                    self.options.max_states)
+            if not dfa.is_empty:
+                nodes.append(Embedded(dfa))
+        return alt(*nodes)
 
     def _any_of(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
@@ -697,8 +718,42 @@ def _prefix(schema: dict) -> list | None:
     return None
 
 
+_TYPE_KEYWORDS = {
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
+    "string": {"minLength", "maxLength", "pattern", "format"},
+    "array": {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains",
+              "maxContains", "uniqueItems", "unevaluatedItems"},
+    "object": {"properties", "required", "additionalProperties", "dependentRequired", "dependencies",
+               "patternProperties", "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties",
+               "dependentSchemas"},
+}
+
+
+def _restrict(schema: Any, json_type: str) -> Any:
+    """``schema`` for values of one type: the type fixed, other types' keywords dropped (they
+    do not apply to this type, so the meaning is unchanged)."""
+    if not isinstance(schema, dict):
+        return schema
+    own = "number" if json_type == "integer" else json_type
+    drop = set().union(*(kws for t, kws in _TYPE_KEYWORDS.items() if t != own))
+    typed = merge({k: v for k, v in schema.items() if k not in drop}, {"type": json_type})
+    return typed if typed is not None else schema
+
+
 def _has_prefix(schema: dict) -> bool:
     return _prefix(schema) is not None
+
+
+def _rest_schema(schema: dict) -> Any:
+    """The schema of array items past the prefix."""
+    if isinstance(schema.get("items"), list):
+        return schema.get("additionalItems", True)
+    return schema.get("items", True)
+
+
+def _item_schema(schema: dict, i: int) -> Any:
+    prefix = _prefix(schema) or []
+    return prefix[i] if i < len(prefix) else _rest_schema(schema)
 
 
 def merge(a: Any, b: Any) -> Any:
@@ -716,12 +771,15 @@ def merge(a: Any, b: Any) -> Any:
     b = {k: v for k, v in b.items() if k not in ANNOTATIONS}
     if "$ref" in a or "$ref" in b:
         return None
+    array_keys = ("prefixItems", "items", "additionalItems")
     if _has_prefix(a) or _has_prefix(b):
-        if ("items" in a or "items" in b or "additionalItems" in a or "additionalItems" in b) and \
-                _prefix(a) is not None and _prefix(b) is not None and len(_prefix(a)) != len(_prefix(b)):
-            return None  # each side's items starts after its own prefix: not one keyword set
-        if (_has_prefix(a) != _has_prefix(b)) and ("items" in a or "items" in b):
-            return None
+        # index i is governed by a's prefix[i] or else a's items, and likewise for b: merge per
+        # index, so the merged prefix is as long as the longer one
+        length = max(len(_prefix(a) or []), len(_prefix(b) or []))
+        prefix = [{"allOf": [_item_schema(a, i), _item_schema(b, i)]} for i in range(length)]
+        rest = {"allOf": [_rest_schema(a), _rest_schema(b)]}
+        a = {**{k: v for k, v in a.items() if k not in array_keys}, "prefixItems": prefix, "items": rest}
+        b = {k: v for k, v in b.items() if k not in array_keys}
     out = dict(a)
     for key, bv in b.items():
         if key not in out:
