@@ -137,6 +137,7 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
             _INDEX_CACHE.move_to_end(key)
             return hit
     index = TokenIndex(vocabulary)
+    index.string_body_mask()  # per-vocabulary work, done with the index rather than on a first request
     with _INDEX_LOCK:
         _INDEX_CACHE[key] = index
         while len(_INDEX_CACHE) > 8:

@@ -14,10 +14,15 @@ raw control characters and invalid UTF-8 never match.
 * :func:`format_node` - documented regular forms of JSON Schema ``format`` values
   (:data:`FORMAT_DOCS`).
 
+Each takes ``escapes`` (:data:`Escapes`): ``"all"`` (default, exact JSON) or ``"common"`` (no
+``\\uXXXX`` for plain printable ASCII, which no encoder writes: several times fewer states).
+
 Cost: building a node is linear in the pattern once counted repetitions are expanded (capped by
-:data:`MAX_PATTERN_POSITIONS`); anchors inside groups cost at most a quadratic factor. Character
-nodes are cached per code-point set for the life of the process; every node is immutable.
-Compiling a node to a DFA (:func:`enforcer.automaton.compile_node`) is the caller's job.
+:data:`MAX_PATTERN_POSITIONS`); anchors cost a constant factor, except inside repeated groups
+where each level copies its body up to three times (capped by :data:`MAX_EXPANDED_NODES`).
+Character nodes are cached per code-point set for the life of the process, the General_Category
+table (0.2 s) on first use of ``\\p{...}``; every node is immutable. Compiling a node to a DFA
+(:func:`enforcer.automaton.compile_node`) is the caller's job.
 """
 
 from __future__ import annotations
@@ -26,15 +31,15 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Literal, Union
+from typing import Iterable, Literal
 
-from .automaton import (EPSILON, NOTHING, Graph, Node, alt, byte_chars, byte_set, codepoints,
-                        literal, plus, repeat, seq, star)
+from .automaton import (EPSILON, NOTHING, Concat, Embedded, Graph, Node, Repeat, Union, alt,
+                        byte_chars, byte_set, codepoints, literal, plus, repeat, seq, star)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 __all__ = ["json_string_char", "JSON_STRING_CHAR_ANY", "pattern_node", "format_node",
-           "FORMAT_DOCS", "Escapes", "MAX_GROUP_DEPTH", "MAX_PATTERN_POSITIONS",
-           "UNICODE_VERSION"]
+           "FORMAT_DOCS", "Escapes", "MAX_EXPANDED_NODES", "MAX_GROUP_DEPTH",
+           "MAX_PATTERN_POSITIONS", "UNICODE_VERSION"]
 
 MAX_CODEPOINT = 0x10FFFF
 MAX_GROUP_DEPTH = 64
@@ -42,6 +47,9 @@ MAX_GROUP_DEPTH = 64
 MAX_PATTERN_POSITIONS = 50_000
 """Most character positions a pattern may expand to (``a{1000}`` is 1000) before it is refused
 with :class:`SchemaTooComplexError`: beyond this the automaton would be too large to be useful."""
+MAX_EXPANDED_NODES = 1_000_000
+"""Most byte-level pieces the node of a pattern may expand to when compiled (anchors inside
+nested loops multiply copies: ``((^a|b$)*c)*...``); past it :class:`SchemaTooComplexError`."""
 UNICODE_VERSION = unicodedata.unidata_version
 """The Unicode version behind ``\\p{...}`` (General_Category): Python's ``unicodedata``."""
 
@@ -298,7 +306,7 @@ class _Anchor:
     end: bool  # False: ``^``, True: ``$``
 
 
-_Re = Union[_Chars, _Cat, _Or, _Loop, _Anchor]
+_Re = _Chars | _Cat | _Or | _Loop | _Anchor
 
 _QUANTIFIER = re.compile(r"\{(\d+)(,(\d*))?\}")
 _GROUP_NAME = re.compile(r"<([^\W\d]|\$)([\w$]*)>")
@@ -775,7 +783,35 @@ def pattern_node(pattern: str, pointer: str, *, escapes: Escapes = "all") -> Nod
     schema object holding the pattern, for error messages; ``escapes`` is :data:`Escapes`."""
     if escapes not in ("all", "common"):
         raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
-    return _search(_parse(pattern, pointer), escapes)
+    node = _search(_parse(pattern, pointer), escapes)
+    size = _expanded_size(node, {})
+    if size > MAX_EXPANDED_NODES:
+        raise SchemaTooComplexError(
+            f"pattern {pattern!r} at {pointer or '(root)'} expands to {size} automaton pieces "
+            f"(limit {MAX_EXPANDED_NODES})")
+    return node
+
+
+def _expanded_size(node: Node, memo: dict[int, int]) -> int:
+    """Pieces the Thompson construction will build for ``node`` (shared sub-nodes are built once
+    per use); linear in the number of distinct sub-nodes."""
+    hit = memo.get(id(node))
+    if hit is None:
+        if isinstance(node, Concat):
+            hit = sum(_expanded_size(p, memo) for p in node.parts)
+        elif isinstance(node, Union):
+            hit = sum(_expanded_size(a, memo) for a in node.alternatives)
+        elif isinstance(node, Repeat):
+            copies = node.maximum if node.maximum is not None else node.minimum + 1
+            hit = _expanded_size(node.node, memo) * max(copies, 1)
+        elif isinstance(node, Graph):
+            hit = node.num_states + sum(_expanded_size(body, memo) for _, body, _ in node.edges)
+        elif isinstance(node, Embedded):
+            hit = node.dfa.num_states
+        else:
+            hit = 1
+        memo[id(node)] = hit
+    return hit
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,19 +6,23 @@ Usage::
     out = model.generate(**enc, logits_processor=LogitsProcessorList([proc]),
                          eos_token_id=proc.stop_token_ids, pad_token_id=tokenizer.pad_token_id)
 
-One processor serves one ``generate()`` call (call :meth:`ToolCallLogitsProcessor.reset` to reuse
-it); the expensive objects (``Vocabulary``, ``CompiledTools``) are built once in the constructor
-and can be passed in to share them between processors. Greedy search and sampling are supported,
-with any batch size and left padding; beam search is refused.
+One processor serves one ``generate()`` call (or call :meth:`ToolCallLogitsProcessor.reset`).
+Making one per request is cheap: the ``Vocabulary`` is cached per tokenizer object, the
+``CompiledTools`` by ``compile_tools``' own cache, and the mask biases below are shared. Greedy
+search and sampling are supported, with any batch size and left padding; beam search is refused.
 
-Masks are applied as an additive bias (0 where allowed, ``-inf`` elsewhere) cached by the exact
-bitmask row: the masks of a tool-call grammar repeat (free text, inside a string, after a key...),
-so after the first steps every row is one dictionary hit plus one vectorised add.
+Mask application, per row: a mask with few allowed ids (at most ``SPARSE_WORDS`` non-zero
+words: forced markers, call headers, digits...) is applied by copying those scores into a row of
+``-inf``; any other mask as an additive bias (0 where allowed, ``-inf`` elsewhere) looked up by
+the exact packed row in an LRU shared by every processor. Dense masks repeat (free text, inside
+a string...), so they cost one hash, one dictionary hit and one vectorised add.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,13 +35,71 @@ from transformers import LogitsProcessor
 from ..tools import compile_tools
 from ..vocabulary import Vocabulary
 
-__all__ = ["ProcessorStats", "ToolCallLogitsProcessor"]
+__all__ = ["BIAS_CACHE_ENTRIES", "SPARSE_WORDS", "ProcessorStats", "ToolCallLogitsProcessor"]
+
+BIAS_CACHE_ENTRIES = 64
+"""Dense-mask biases kept for all processors together (each one float row of the logits width:
+about 39 MB in all for 151,899 float32 columns)."""
+SPARSE_WORDS = 4
+"""A mask row with at most this many non-zero 32-bit words is applied by index, not by bias."""
 
 _BEAM_SEARCH = (
     "ToolCallLogitsProcessor does not support beam search (num_beams > 1): beams are reordered "
     "between steps, so one matcher per row cannot follow them. Use greedy search or sampling "
     "(num_beams=1)."
 )
+_BIT_OFFSETS = np.arange(32, dtype=np.uint32)
+
+
+class _BiasCache:
+    """Thread-safe LRU of additive biases keyed by (logits width, device, dtype, packed row).
+
+    A value is a numpy float32 row for CPU float32 scores, else a tensor on the scores' device.
+    Lives for the process; bounded by ``BIAS_CACHE_ENTRIES``.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        with self._lock:
+            self._entries[key] = value
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+
+_BIASES = _BiasCache(BIAS_CACHE_ENTRIES)
+_VOCABULARIES: "weakref.WeakKeyDictionary[Any, dict[tuple[int, int | None], Vocabulary]]" = weakref.WeakKeyDictionary()
+_VOCABULARIES_LOCK = threading.Lock()
+
+
+def _vocabulary_for(tokenizer: Any, vocab_size: int | None) -> Vocabulary:
+    """``Vocabulary.from_tokenizer`` cached per tokenizer object and size (tokens added later
+    change ``len(tokenizer)`` and so the key). Cost on a miss: ~0.2 s for 150k ids."""
+    key = (len(tokenizer), vocab_size)
+    with _VOCABULARIES_LOCK:
+        try:
+            cached = _VOCABULARIES.get(tokenizer, {}).get(key)
+        except TypeError:  # not weak-referenceable: no caching
+            cached = None
+    if cached is not None:
+        return cached
+    vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size)
+    with _VOCABULARIES_LOCK:
+        try:
+            _VOCABULARIES.setdefault(tokenizer, {})[key] = vocabulary
+        except TypeError:
+            pass
+    return vocabulary
 
 
 @dataclass
@@ -46,6 +108,8 @@ class ProcessorStats:
 
     ``total``: the whole call; ``advance``: feeding the previous token to every matcher and
     filling the packed bitmask; ``apply``: turning the bitmask into masked scores.
+    ``bias_hits``/``bias_misses``: dense rows served from / added to the shared bias cache;
+    ``sparse_rows``: rows with few allowed ids, copied by index instead.
     """
 
     total: list[float] = field(default_factory=list)
@@ -53,6 +117,7 @@ class ProcessorStats:
     apply: list[float] = field(default_factory=list)
     bias_hits: int = 0
     bias_misses: int = 0
+    sparse_rows: int = 0
 
     def summary(self, which: str = "total") -> dict[str, float]:
         """``{"steps", "mean_us", "p50_us", "p99_us", "max_us"}`` of one timing list."""
@@ -75,20 +140,22 @@ class ToolCallLogitsProcessor(LogitsProcessor):
     it). ``tools``: the OpenAI ``tools`` list. ``tool_choice``, ``parallel_tool_calls``,
     ``format``: as in :func:`enforcer.compile_tools`. ``vocab_size``: the model's logits width
     (default: the tokenizer's id count; wider logits are accepted and their extra ids are never
-    allowed). ``vocabulary``: a prebuilt :class:`Vocabulary` to share instead of reading the
+    allowed). ``vocabulary``: a prebuilt :class:`Vocabulary` to use instead of reading the
     tokenizer. ``pad_token_id``: the id stripped from the start of each prompt row (left padding;
-    default ``tokenizer.pad_token_id``). ``bias_cache_size``: how many distinct masks keep a
-    ready additive bias (one float row of the logits width each). Other keyword arguments go to
+    default ``tokenizer.pad_token_id``). Other keyword arguments go to
     :func:`enforcer.compile_tools` (``allow_thinking``, JSON-schema options).
 
-    Cost: the constructor reads the vocabulary (~0.2 s for 150k ids) and compiles the tools;
-    the first call builds one matcher per row; each later call is one ``accept_token`` and one
-    ``fill_bitmask`` per row plus one cached-bias add. Raises the compiler's errors
-    (``InvalidToolsError``, ``UnsupportedSchemaError``, ``TokenizerError``) from the constructor.
+    Cost: the constructor reads the vocabulary (~0.2 s for 150k ids, once per tokenizer) and
+    compiles the tools (cached); the first call builds one matcher per row; each later call is
+    one ``accept_token`` and one ``fill_bitmask`` per row plus the mask application. Raises the
+    compiler's errors (``InvalidToolsError``, ``UnsupportedSchemaError``, ``TokenizerError``)
+    from the constructor.
 
     After generation: ``matchers`` (one per row), ``prompt_ids`` (each row's prompt without its
-    left padding), ``errors`` (per row, ``None`` when the row was
-    never refused a token), ``stats`` (:class:`ProcessorStats`).
+    left padding), ``errors`` (per row, ``None`` unless the row was refused a token or left with
+    none allowed; it is then held on the stop token), ``stats`` (:class:`ProcessorStats`).
+    ``generate()`` stops a row on its stop token without calling the processor again, so the
+    last row to finish has a matcher that has not seen that token.
     """
 
     def __init__(
@@ -102,17 +169,14 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         *,
         vocabulary: Vocabulary | None = None,
         pad_token_id: int | None = None,
-        bias_cache_size: int = 64,
         **compile_options: Any,
     ) -> None:
         if vocabulary is None:
-            vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size)
+            vocabulary = _vocabulary_for(tokenizer, vocab_size)
         elif vocab_size is not None and vocab_size != vocabulary.vocab_size:
             raise ValueError(
                 f"vocab_size {vocab_size} disagrees with the given vocabulary ({vocabulary.vocab_size} ids)"
             )
-        if bias_cache_size < 1:
-            raise ValueError(f"bias_cache_size must be at least 1, got {bias_cache_size}")
         self.vocabulary = vocabulary
         self.compiled = compile_tools(
             tools,
@@ -131,15 +195,10 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         for stop in self.stop_token_ids:
             stop_row.view(np.uint32)[stop >> 5] |= np.uint32(1 << (stop & 31))
         self._stop_row = stop_row
-        self._empty_key = bytes(self._words * 4)
-        self._bias: OrderedDict[bytes, Any] = OrderedDict()
-        self._on_host = True
-        self._bias_cache_size = bias_cache_size
-        self._bias_setting: tuple[int, torch.device, torch.dtype] | None = None
         self.reset()
 
     def reset(self) -> None:
-        """Forget the rows of the previous ``generate()`` call (compiled tools and biases stay)."""
+        """Forget the rows of the previous ``generate()`` call (the compiled tools stay)."""
         self.matchers: list[Any] = []
         self.prompt_ids: list[list[int]] = []
         self.errors: list[str | None] = []
@@ -147,6 +206,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._held: list[bool] = []
         self._seen: torch.Tensor | None = None
         self._bitmask = np.zeros((0, self._words), dtype=np.int32)
+        self._setting: tuple[int, str, torch.dtype] = (0, "cpu", torch.float32)
+        self._on_host = True
 
     # ------------------------------------------------------------------------------------------
 
@@ -158,9 +219,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         else:
             self._advance(input_ids)
         self._seen = input_ids.clone()
-        keys = self._fill()
+        plans = self._fill()
         middle = time.perf_counter()
-        out = self._apply(keys, scores)
+        out = self._apply(plans, scores)
         end = time.perf_counter()
         self.stats.total.append(end - start)
         self.stats.advance.append(middle - start)
@@ -185,13 +246,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         lse = torch.logsumexp(scores.float(), dim=-1)
         if bool(torch.all(lse.abs() < 1e-4)):
             raise ValueError(_BEAM_SEARCH)
-        setting = (int(scores.shape[1]), scores.device, scores.dtype)
-        if setting != self._bias_setting:
-            self._bias.clear()
-            self._bias_setting = setting
-            self._on_host = scores.device.type == "cpu" and scores.dtype == torch.float32
-        rows = input_ids.shape[0]
-        self._bitmask = np.zeros((rows, self._words), dtype=np.int32)
+        self._setting = (int(scores.shape[1]), str(scores.device), scores.dtype)
+        self._on_host = scores.device.type == "cpu" and scores.dtype == torch.float32
+        self._bitmask = np.zeros((input_ids.shape[0], self._words), dtype=np.int32)
         for row in input_ids.tolist():
             start = 0
             if self.pad_token_id is not None:
@@ -226,58 +283,77 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             elif matcher.is_finished:
                 self._held[row] = True
 
-    def _fill(self) -> list[bytes]:
-        """Fill the packed bitmask (held rows: the stop tokens only); return each row's bytes."""
+    def _fill(self) -> list[Any]:
+        """Fill the packed bitmask (held rows: the stop tokens only) and plan each row: an id
+        array for a sparse mask, else its additive bias."""
         bitmask = self._bitmask
-        keys = []
+        plans = []
         for row, matcher in enumerate(self.matchers):
             if self._held[row]:
                 bitmask[row] = self._stop_row
             else:
                 matcher.fill_bitmask(bitmask, row)
-            key = bitmask[row].tobytes()
-            if key == self._empty_key:
+            plan = self._plan(bitmask[row])
+            if plan is None:
                 self.errors[row] = matcher.error or "the matcher allows no token"
                 self._held[row] = True
                 bitmask[row] = self._stop_row
-                key = bitmask[row].tobytes()
-            keys.append(key)
-        return keys
+                plan = self._plan(self._stop_row)
+            plans.append(plan)
+        return plans
 
-    def _apply(self, keys: list[bytes], scores: torch.Tensor) -> torch.Tensor:
-        """``scores`` plus each row's cached bias, written into a new tensor.
+    def _plan(self, packed: np.ndarray) -> Any:
+        """How to apply one packed mask row: its allowed ids (int64 array) when they sit in at
+        most ``SPARSE_WORDS`` words, else its additive bias; ``None`` when no id is allowed."""
+        words = np.flatnonzero(packed)
+        if words.size == 0:
+            return None
+        if words.size <= SPARSE_WORDS:
+            self.stats.sparse_rows += 1
+            bits = (packed[words].view(np.uint32)[:, None] >> _BIT_OFFSETS) & 1
+            return (words[:, None] * 32 + _BIT_OFFSETS.astype(np.int64))[bits.astype(bool)]
+        return self._bias_for(packed.tobytes())
 
-        On the CPU the add runs in numpy: single-threaded, so it never waits on torch's
-        intra-op thread pool (which costs milliseconds per step when the cores are busy).
+    def _apply(self, plans: list[Any], scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` masked row by row into a new tensor.
+
+        On the CPU this runs in numpy: single-threaded, so it never waits on torch's intra-op
+        thread pool (which costs milliseconds per step when the cores are busy).
         """
-        biases = [self._bias_for(key) for key in keys]
-        out = torch.empty_like(scores)
         if self._on_host:
+            out = torch.empty_like(scores)
             source, target = scores.detach().numpy(), out.numpy()
-            for row, bias in enumerate(biases):
-                np.add(source[row], bias, out=target[row])
-        else:
-            for row, bias in enumerate(biases):
-                torch.add(scores[row], bias, out=out[row])
+            for row, plan in enumerate(plans):
+                if plan.dtype == np.float32:  # a bias (ids are int64)
+                    np.add(source[row], plan, out=target[row])
+                else:
+                    target[row].fill(-np.inf)
+                    target[row, plan] = source[row, plan]
+            return out
+        out = torch.empty_like(scores)
+        for row, plan in enumerate(plans):
+            if isinstance(plan, torch.Tensor):
+                torch.add(scores[row], plan, out=out[row])
+            else:
+                index = torch.from_numpy(plan).to(scores.device)
+                out[row].fill_(float("-inf"))
+                out[row, index] = scores[row, index]
         return out
 
     def _bias_for(self, key: bytes) -> Any:
-        """The additive bias (numpy row on the CPU, tensor elsewhere) of one packed mask row,
-        from the LRU cache or built (~50 us for 150k ids)."""
-        bias = self._bias.get(key)
+        """The additive bias of one packed mask row (numpy row for CPU float32 scores, tensor
+        otherwise), from the shared cache or built (~50 us for 150k ids)."""
+        width, device, dtype = self._setting
+        cache_key = (width, device, dtype, key)
+        bias = _BIASES.get(cache_key)
         if bias is not None:
-            self._bias.move_to_end(key)
             self.stats.bias_hits += 1
             return bias
         self.stats.bias_misses += 1
         allowed = np.unpackbits(np.frombuffer(key, dtype=np.uint8), bitorder="little")
         allowed = allowed[: self.vocabulary.vocab_size].view(np.bool_)
-        assert self._bias_setting is not None
-        width, device, dtype = self._bias_setting
         host = np.full(width, -np.inf, dtype=np.float32)
         host[: allowed.size][allowed] = 0.0
         bias = host if self._on_host else torch.from_numpy(host).to(device=device, dtype=dtype)
-        self._bias[key] = bias
-        if len(self._bias) > self._bias_cache_size:
-            self._bias.popitem(last=False)
+        _BIASES.put(cache_key, bias)
         return bias

@@ -1,0 +1,377 @@
+"""The transformers adapter: ``generate()`` under ``ToolCallLogitsProcessor``.
+
+The model is a real ``LlamaForCausalLM`` with random weights over the Kimi-shaped tokenizer's
+151,899 ids (hidden 64, 2 layers): it knows nothing of the format, so whatever it produces is the
+enforcer's doing. The test tools have finite argument languages (enums, bounded integers,
+booleans) so that every constrained call ends within ``max_new_tokens``. Where a test needs the
+model to *want* something (open the section, pick a forbidden id), a small ``_Boost`` processor
+placed before the enforcer adds a large logit to those ids.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList  # noqa: E402
+
+from enforcer.declarations import render_chat  # noqa: E402
+from enforcer.formats import kimi_k2 as k2  # noqa: E402
+from enforcer.integrations.transformers import ToolCallLogitsProcessor  # noqa: E402
+from enforcer.parser import parse_tool_calls  # noqa: E402
+from enforcer.vocabulary import Vocabulary  # noqa: E402
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "enum": ["Paris", "Tokyo", "北京"]},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "alarm.set-v2",
+            "description": "Set an alarm.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                    "loud": {"type": "boolean"},
+                },
+                "required": ["hour", "loud"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+PROMPTS = ["What is the weather in Paris?", "Wake me up at seven, loudly please, and tell me the weather in Tokyo."]
+MAX_NEW = 96
+
+
+class _Boost(LogitsProcessor):
+    """Adds ``amount`` to the logits of ``ids`` (steers the random model; runs before the enforcer)."""
+
+    def __init__(self, ids: list[int], amount: float = 100.0) -> None:
+        self.ids = ids
+        self.amount = amount
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        scores = scores.clone()
+        scores[:, self.ids] += self.amount
+        return scores
+
+
+@pytest.fixture(scope="module")
+def model(kimi_tokenizer: Any) -> Any:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(kimi_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        pad_token_id=kimi_tokenizer.pad_token_id,
+        bos_token_id=kimi_tokenizer.bos_token_id,
+        eos_token_id=kimi_tokenizer.eos_token_id,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def _marker(vocab: Vocabulary, name: str) -> int:
+    return vocab.token_id(name)
+
+
+def _encode(tokenizer: Any, prompts: list[str], tools: list[dict[str, Any]] = TOOLS) -> dict[str, Any]:
+    texts = [render_chat([{"role": "user", "content": p}], tools) for p in prompts]
+    return tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+
+
+def _generate(model: Any, tokenizer: Any, proc: ToolCallLogitsProcessor, prompts: list[str],
+              boost: list[int] | None = None, **kwargs: Any) -> list[list[int]]:
+    enc = _encode(tokenizer, prompts)
+    processors = ([_Boost(boost)] if boost else []) + [proc]
+    kwargs.setdefault("eos_token_id", proc.stop_token_ids)
+    kwargs.setdefault("max_new_tokens", MAX_NEW)
+    with torch.inference_mode():
+        out = model.generate(
+            **enc,
+            logits_processor=LogitsProcessorList(processors),
+            pad_token_id=tokenizer.pad_token_id,
+            **kwargs,
+        )
+    return out[:, enc["input_ids"].shape[1]:].tolist()
+
+
+def _until_stop(ids: list[int], stop: int) -> list[int]:
+    return ids[: ids.index(stop) + 1] if stop in ids else ids
+
+
+def _check_turn(ids: list[int], vocab: Vocabulary, tools: list[dict[str, Any]] = TOOLS) -> dict[str, Any]:
+    """The turn ended, an opened section closed, and every call passes the vendor-verifier rule."""
+    stop = _marker(vocab, k2.IM_END)
+    assert stop in ids, f"the turn did not end within {len(ids)} tokens: {ids}"
+    turn = _until_stop(ids, stop)
+    begin, end = _marker(vocab, k2.SECTION_BEGIN), _marker(vocab, k2.SECTION_END)
+    assert turn.count(begin) == turn.count(end) <= 1
+    if begin in turn:
+        assert turn.index(end) == len(turn) - 2, "only <|im_end|> may follow the section"
+    parsed = parse_tool_calls(turn, vocab)
+    declared = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    for call in parsed["tool_calls"] or []:
+        name = call["function"]["name"]
+        assert name in declared
+        jsonschema.validate(json.loads(call["function"]["arguments"]), declared[name])
+    assert bool(parsed["tool_calls"]) == (begin in turn)
+    return parsed
+
+
+def _check_matcher_ended(proc: ToolCallLogitsProcessor, row: int, vocab: Vocabulary) -> None:
+    """No error; the matcher is finished, or (generate() never hands the processor the token that
+    ends the last row) finishes on the stop token."""
+    matcher = proc.matchers[row]
+    assert proc.errors[row] is None
+    if not matcher.is_finished:
+        assert matcher.accept_token(_marker(vocab, k2.IM_END)) and matcher.is_finished
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_greedy_required_batch_with_left_padding(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary,
+                                                 parallel: bool) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required",
+                                   parallel_tool_calls=parallel, vocabulary=kimi_vocab)
+    # Parallel calls: steer towards closing the section so that greedy decoding cannot loop on calls.
+    boost = [_marker(kimi_vocab, k2.SECTION_END)] if parallel else None
+    rows = _generate(model, kimi_tokenizer, proc, PROMPTS, boost=boost, do_sample=False)
+    enc = _encode(kimi_tokenizer, PROMPTS)
+    assert enc["attention_mask"][0, 0] == 0, "the shorter prompt must be left-padded"
+    assert proc.prompt_ids == [enc["input_ids"][r][enc["attention_mask"][r].bool()].tolist() for r in range(2)]
+    for row, ids in enumerate(rows):
+        parsed = _check_turn(ids, kimi_vocab)
+        assert parsed["tool_calls"], "required: the turn must hold a call"
+        _check_matcher_ended(proc, row, kimi_vocab)
+        ids_seen = [c["id"] for c in parsed["tool_calls"]]
+        assert ids_seen == [f"functions.{c['function']['name']}:{i}" for i, c in enumerate(parsed["tool_calls"])]
+        if not parallel:
+            assert len(parsed["tool_calls"]) == 1
+
+
+def test_sampling_parallel_calls(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required", vocabulary=kimi_vocab)
+    calls = 0
+    for seed in range(3):
+        torch.manual_seed(seed)
+        proc.reset()
+        # required still allows <think>...</think> first; steer past it (a random model never ends it).
+        rows = _generate(model, kimi_tokenizer, proc, PROMPTS, boost=[_marker(kimi_vocab, k2.SECTION_BEGIN)],
+                         do_sample=True, temperature=1.0, top_k=0, max_new_tokens=4 * MAX_NEW)
+        for ids in rows:
+            calls += len(_check_turn(ids, kimi_vocab)["tool_calls"])
+    assert calls >= 6
+    assert proc.stats.bias_hits > proc.stats.bias_misses, "masks repeat: the bias cache must serve most rows"
+
+
+def test_auto_opens_when_the_model_wants_to(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="auto", parallel_tool_calls=False,
+                                   vocabulary=kimi_vocab)
+    begin = _marker(kimi_vocab, k2.SECTION_BEGIN)
+    rows = _generate(model, kimi_tokenizer, proc, PROMPTS, boost=[begin], do_sample=False)
+    for ids in rows:
+        assert ids[0] == begin
+        assert _check_turn(ids, kimi_vocab)["tool_calls"]
+
+
+def test_auto_free_text_never_leaks_tool_tokens(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    # The model wants the bare call markers (the known trap); only the section token may open calls.
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="auto", vocabulary=kimi_vocab)
+    stray = [_marker(kimi_vocab, name) for name in (k2.CALL_BEGIN, k2.ARGUMENT_BEGIN, k2.CALL_END, k2.SECTION_END)]
+    rows = _generate(model, kimi_tokenizer, proc, PROMPTS[:1], boost=stray, do_sample=False, max_new_tokens=12)
+    assert not set(rows[0]) & set(stray)
+
+
+def test_none_bans_the_section_even_when_wanted(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="none", vocabulary=kimi_vocab)
+    tool_ids = [_marker(kimi_vocab, name) for name in k2.TOOL_TOKENS]
+    rows = _generate(model, kimi_tokenizer, proc, PROMPTS, boost=tool_ids, do_sample=False, max_new_tokens=16)
+    for ids in rows:
+        assert not set(ids) & set(tool_ids)
+        assert parse_tool_calls(ids, kimi_vocab)["tool_calls"] in (None, [])
+
+
+def test_named_tool_choice(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    choice = {"type": "function", "function": {"name": "alarm.set-v2"}}
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice=choice, vocabulary=kimi_vocab)
+    torch.manual_seed(1)
+    rows = _generate(model, kimi_tokenizer, proc, PROMPTS, do_sample=True, top_k=0,
+                     boost=[_marker(kimi_vocab, k2.SECTION_BEGIN), _marker(kimi_vocab, k2.SECTION_END)])
+    for ids in rows:
+        calls = _check_turn(ids, kimi_vocab)["tool_calls"]
+        assert calls and {c["function"]["name"] for c in calls} == {"alarm.set-v2"}
+
+
+def test_beam_search_is_refused(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required", vocabulary=kimi_vocab)
+    with pytest.raises(ValueError, match="beam search"):
+        _generate(model, kimi_tokenizer, proc, PROMPTS[:1], num_beams=2, do_sample=False)
+
+
+def test_finished_row_is_held_on_the_stop_token(model: Any, kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    # generate() is not told about <|im_end|>: it keeps asking, the processor keeps forcing the stop token.
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required", parallel_tool_calls=False,
+                                   vocabulary=kimi_vocab)
+    stop = _marker(kimi_vocab, k2.IM_END)
+    rows = _generate(model, kimi_tokenizer, proc, PROMPTS, do_sample=False, eos_token_id=kimi_tokenizer.eos_token_id)
+    for row, ids in enumerate(rows):
+        assert len(ids) == MAX_NEW and stop in ids
+        first = ids.index(stop)
+        assert first < MAX_NEW - 1 and ids[first:] == [stop] * (MAX_NEW - first)
+        _check_turn(ids, kimi_vocab)
+        assert proc.matchers[row].is_finished and proc.errors[row] is None  # it saw the stop token: held since
+
+
+def _step(proc: ToolCallLogitsProcessor, ids: list[list[int]], width: int) -> Any:
+    return proc(torch.tensor(ids), torch.zeros(len(ids), width))
+
+
+def test_mask_matches_the_matcher_at_every_step(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    # Teacher-force a K2 turn through __call__; compare the finite columns with an independent matcher.
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="auto", vocabulary=kimi_vocab)
+    prompt = _encode(kimi_tokenizer, PROMPTS[:1])["input_ids"][0].tolist()
+    turn = (f"{k2.SECTION_BEGIN}{k2.CALL_BEGIN}functions.get_weather:0{k2.ARGUMENT_BEGIN}"
+            f'{{"city": "北京", "unit": "celsius"}}{k2.CALL_END}{k2.CALL_BEGIN}functions.alarm.set-v2:1'
+            f'{k2.ARGUMENT_BEGIN}{{"hour": 7, "loud": true}}{k2.CALL_END}{k2.SECTION_END}{k2.IM_END}')
+    target = kimi_tokenizer(turn, add_special_tokens=False)["input_ids"]
+    reference = proc.compiled.matcher(prompt_ids=prompt)
+    width = kimi_vocab.vocab_size
+    ids = prompt
+    for token in target:
+        out = _step(proc, [ids], width)
+        allowed = torch.isfinite(out[0]).nonzero().flatten().tolist()
+        assert allowed == sorted(reference.allowed_token_ids())
+        assert token in allowed
+        assert reference.accept_token(token)
+        ids = ids + [token]
+    _step(proc, [ids], width)
+    assert proc.matchers[0].is_finished and reference.is_finished
+    assert proc.stats.bias_hits > 0 and len(proc.stats.total) == len(target) + 1
+
+
+def test_rejected_token_is_recorded_and_the_row_forced_to_stop(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required", vocabulary=kimi_vocab)
+    prompt = _encode(kimi_tokenizer, PROMPTS[:1])["input_ids"][0].tolist()
+    width = kimi_vocab.vocab_size
+    _step(proc, [prompt], width)
+    wrong = kimi_tokenizer("hello", add_special_tokens=False)["input_ids"][0]  # text, where only the section may open
+    out = _step(proc, [prompt + [wrong]], width)
+    assert proc.errors[0]
+    assert torch.isfinite(out[0]).nonzero().flatten().tolist() == proc.stop_token_ids
+
+
+def test_wider_logits_never_allow_ids_past_the_tokenizer(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="auto", vocabulary=kimi_vocab)
+    prompt = _encode(kimi_tokenizer, PROMPTS[:1])["input_ids"][0].tolist()
+    width = kimi_vocab.vocab_size + 37
+    scores = torch.zeros(1, width)
+    scores[0, kimi_vocab.vocab_size:] = 1000.0
+    out = proc(torch.tensor([prompt]), scores)
+    assert out.shape == (1, width)
+    assert torch.isneginf(out[0, kimi_vocab.vocab_size:]).all()
+    assert int(out[0].argmax()) < kimi_vocab.vocab_size
+
+
+def test_narrower_logits_are_refused(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, vocabulary=kimi_vocab)
+    with pytest.raises(ValueError, match="resize the embeddings"):
+        proc(torch.tensor([[1, 2, 3]]), torch.zeros(1, kimi_vocab.vocab_size - 1))
+
+
+def test_reuse_needs_reset(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, vocabulary=kimi_vocab)
+    prompt = _encode(kimi_tokenizer, PROMPTS[:1])["input_ids"][0].tolist()
+    width = kimi_vocab.vocab_size
+    _step(proc, [prompt], width)
+    with pytest.raises(ValueError, match="reset"):
+        _step(proc, [prompt], width)
+    proc.reset()
+    out = _step(proc, [prompt], width)
+    assert torch.isfinite(out).any() and len(proc.matchers) == 1
+
+
+def test_leading_pad_ids_are_not_part_of_the_prompt(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    # A history with two calls: the next counter is 2 whether or not the row is left-padded.
+    history = [
+        {"role": "user", "content": "Weather in Paris and Tokyo?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "b", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Tokyo"}'}},
+        ]},
+        {"role": "tool", "tool_call_id": "a", "content": "12 C"},
+        {"role": "tool", "tool_call_id": "b", "content": "18 C"},
+        {"role": "user", "content": "And Beijing?"},
+    ]
+    prompt = kimi_tokenizer(render_chat(history, TOOLS), add_special_tokens=False)["input_ids"]
+    head = f"{k2.SECTION_BEGIN}{k2.CALL_BEGIN}functions.get_weather:"
+    forced = kimi_tokenizer(head, add_special_tokens=False)["input_ids"]
+    two, zero = (kimi_tokenizer(d, add_special_tokens=False)["input_ids"][0] for d in ("2", "0"))
+    width = kimi_vocab.vocab_size
+    for padding in (0, 5):
+        proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required", vocabulary=kimi_vocab)
+        ids = [kimi_tokenizer.pad_token_id] * padding + prompt
+        for token in forced:
+            _step(proc, [ids], width)
+            ids = ids + [token]
+        allowed = torch.isfinite(_step(proc, [ids], width)[0]).nonzero().flatten().tolist()
+        assert proc.prompt_ids == [prompt]
+        assert two in allowed and zero not in allowed
+
+
+def test_latency_stats_are_recorded(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, vocabulary=kimi_vocab)
+    prompt = _encode(kimi_tokenizer, PROMPTS[:1])["input_ids"][0].tolist()
+    _step(proc, [prompt], kimi_vocab.vocab_size)
+    summary = proc.stats.summary()
+    assert summary["steps"] == 1 and summary["p50_us"] > 0
+    assert np.isclose(summary["mean_us"], proc.stats.total[0] * 1e6)
+
+
+def test_tensor_path_matches_the_numpy_path(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    # float32 CPU scores take the numpy add; other dtypes (and devices) the torch add.
+    prompt = _encode(kimi_tokenizer, PROMPTS[:1])["input_ids"][0].tolist()
+    turn = kimi_tokenizer(f'{k2.SECTION_BEGIN}{k2.CALL_BEGIN}functions.get_weather:0{k2.ARGUMENT_BEGIN}{{"city"',
+                          add_special_tokens=False)["input_ids"]
+    finite = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required", vocabulary=kimi_vocab)
+        ids, steps = prompt, []
+        for token in turn:
+            scores = torch.randn(1, kimi_vocab.vocab_size + 5, generator=torch.Generator().manual_seed(len(ids)))
+            scores = scores.repeat(2, 1)
+            out = proc(torch.tensor([ids, ids]), scores.to(dtype))
+            assert out.dtype == dtype and torch.equal(out[0], out[1])
+            kept = torch.isfinite(out[0])
+            assert torch.equal(out[0][kept], scores.to(dtype)[0][kept])
+            steps.append(kept.nonzero().flatten().tolist())
+            ids = ids + [token]
+        finite[dtype] = steps
+    assert finite[torch.float32] == finite[torch.bfloat16]
+    assert all(finite[torch.float32])
