@@ -38,12 +38,29 @@ def _ranges_to_positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return offsets + np.arange(total, dtype=np.int64)
 
 
+_SMALL_WALK = 192  # below this many candidates a plain loop beats numpy's per-call overhead
+
+
 def walk_positions(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, pos_idx: np.ndarray) -> np.ndarray:
     """Positions (into ``index.ids``) among ``pos_idx`` whose every byte ``dfa`` accepts from
-    ``state``. One numpy pass per byte position; dead tokens drop out as soon as they die; a
-    lazy DFA builds the states the walk reaches."""
+    ``state``. Few candidates: a byte loop; many: one numpy pass per byte position, dead tokens
+    dropping out as soon as they die. A lazy DFA builds the states the walk reaches."""
     if pos_idx.size == 0:
         return pos_idx
+    if pos_idx.size < _SMALL_WALK:
+        rows, blobs, kept = dfa.rows, index.blobs, []
+        for p in pos_idx.tolist():
+            s = state
+            for b in blobs[p]:
+                row = rows[s]
+                if row is None:
+                    row = dfa.row(s)
+                s = row[b]
+                if s < 0:
+                    break
+            else:
+                kept.append(p)
+        return np.array(kept, dtype=np.int64)
     current = dfa.array_row(state)[index.first[pos_idx]]
     alive = current >= 0
     pos_idx, current = pos_idx[alive], current[alive]
@@ -81,6 +98,7 @@ class TokenIndex:
         self.ids = np.array(text_ids, dtype=np.int64)[order]
         self.keys = np.array(keys, dtype=np.int64)[order]
         blobs = [tokens[i] for i in self.ids.tolist()]
+        self.blobs = blobs
         self.lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
         self.offsets = np.zeros(len(blobs), dtype=np.int64)
         if len(blobs) > 1:
