@@ -98,7 +98,7 @@ NOTHING: Node = _Nothing()
 """Matches no string at all."""
 
 
-def _normalise_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+def normalise_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     merged: list[list[int]] = []
     for lo, hi in sorted(ranges):
         if lo > hi:
@@ -111,7 +111,7 @@ def _normalise_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int
 
 
 def byte_set(ranges: Iterable[tuple[int, int]]) -> Node:
-    norm = _normalise_ranges(ranges)
+    norm = normalise_ranges(ranges)
     return ByteSet(norm) if norm else NOTHING
 
 
@@ -248,7 +248,7 @@ def codepoints(ranges: Iterable[tuple[int, int]]) -> Node:
     """UTF-8 encodings of the code points in the inclusive ``ranges``. Surrogates
     (U+D800-U+DFFF) are never produced: they are not valid UTF-8."""
     pieces: list[Node] = []
-    for lo, hi in _normalise_ranges(ranges):
+    for lo, hi in normalise_ranges(ranges):
         for sub_lo, sub_hi in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
             for blo, bhi in _UTF8_BOUNDS:
                 s, e = max(sub_lo, blo), min(sub_hi, bhi)
@@ -270,17 +270,22 @@ def _graph_is_trim(graph: Graph) -> bool:
     for src, sub, dst in graph.edges:
         if sub is not NOTHING:
             reverse[dst].append(src)
-    alive = [False] * graph.num_states
-    stack = list(graph.accepting)
-    for a in stack:
-        alive[a] = True
+    return all(_reaching(reverse, graph.accepting))
+
+
+def _reaching(reverse: list[list[int]], targets: Iterable[int]) -> list[bool]:
+    """Which states reach one of ``targets``, given each state's predecessors."""
+    alive = [False] * len(reverse)
+    stack = list(targets)
+    for t in stack:
+        alive[t] = True
     while stack:
         t = stack.pop()
         for s in reverse[t]:
             if not alive[s]:
                 alive[s] = True
                 stack.append(s)
-    return all(alive)
+    return alive
 
 
 class _NFA:
@@ -364,7 +369,30 @@ class _NFA:
 # DFA
 
 
-class DFA:
+class _Reading:
+    """Reading a string through an automaton that offers ``row``, ``accepting_list`` and
+    ``is_empty``."""
+
+    __slots__ = ()
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after reading ``data`` from ``state`` (``-1`` when it dies)."""
+        for b in data:
+            state = self.row(state)[b]
+            if state < 0:
+                return DEAD
+        return state
+
+    def matches(self, data: bytes | str) -> bool:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if self.is_empty:
+            return False
+        s = self.walk(0, data)
+        return s >= 0 and bool(self.accepting_list[s])
+
+
+class DFA(_Reading):
     """A trimmed, minimal DFA over bytes.
 
     ``transitions`` is an ``int32`` array of shape ``(num_states, 256)``; ``-1`` is the dead
@@ -431,66 +459,34 @@ class DFA:
             self._ranges = out
         return self._ranges[state]
 
-    def walk(self, state: int, data: bytes) -> int:
-        """State after reading ``data`` from ``state`` (``-1`` when it dies)."""
-        rows = self.rows
-        for b in data:
-            state = rows[state][b]
-            if state < 0:
-                return DEAD
-        return state
-
-    def matches(self, data: bytes | str) -> bool:
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        if self.is_empty:
-            return False
-        s = self.walk(0, data)
-        return s >= 0 and bool(self.accepting[s])
-
     def intersect(self, other: "DFA", max_states: int = DEFAULT_MAX_STATES) -> "DFA":
         """The product automaton: strings accepted by both."""
         if self.is_empty or other.is_empty:
             return _empty_dfa()
-        index = {(0, 0): 0}
-        pairs = [(0, 0)]
-        rows: list[np.ndarray] = []
-        a_t, b_t = self.transitions, other.transitions
-        i = 0
-        while i < len(pairs):
-            sa, sb = pairs[i]
-            ta, tb = a_t[sa], b_t[sb]
-            row = np.full(256, DEAD, dtype=np.int32)
-            live = (ta >= 0) & (tb >= 0)
-            for byte in np.flatnonzero(live):
-                key = (int(ta[byte]), int(tb[byte]))
-                target = index.get(key)
-                if target is None:
-                    target = index[key] = len(pairs)
-                    pairs.append(key)
-                    if len(pairs) > max_states:
-                        raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
-                row[byte] = target
-            rows.append(row)
-            i += 1
-        acc = np.array([self.accepting[a] and other.accepting[b] for a, b in pairs], dtype=bool)
-        return _finalise(np.stack(rows), acc)
+        return self._product(other, keep_other_dead=False, max_states=max_states)
 
     def difference(self, other: "DFA", max_states: int = DEFAULT_MAX_STATES) -> "DFA":
         """Strings accepted by ``self`` and not by ``other``."""
         if self.is_empty:
             return self
+        return self._product(other, keep_other_dead=True, max_states=max_states)
+
+    def _product(self, other: "DFA", keep_other_dead: bool, max_states: int) -> "DFA":
+        """Pairs of states reached by the same strings. Intersection follows bytes both accept;
+        difference follows every byte ``self`` accepts, ``other`` possibly dead (-1)."""
         index = {(0, 0 if not other.is_empty else DEAD): 0}
         pairs = list(index)
         rows: list[np.ndarray] = []
         a_t, b_t = self.transitions, other.transitions
+        dead_row = np.full(256, DEAD, dtype=np.int32)
         i = 0
         while i < len(pairs):
             sa, sb = pairs[i]
             ta = a_t[sa]
-            tb = b_t[sb] if sb >= 0 else np.full(256, DEAD, dtype=np.int32)
+            tb = b_t[sb] if sb >= 0 else dead_row
             row = np.full(256, DEAD, dtype=np.int32)
-            for byte in np.flatnonzero(ta >= 0):
+            follow = (ta >= 0) if keep_other_dead else (ta >= 0) & (tb >= 0)
+            for byte in np.flatnonzero(follow):
                 key = (int(ta[byte]), int(tb[byte]))
                 target = index.get(key)
                 if target is None:
@@ -501,9 +497,11 @@ class DFA:
                 row[byte] = target
             rows.append(row)
             i += 1
-        acc = np.array([bool(self.accepting[a]) and not (b >= 0 and other.accepting[b])
-                        for a, b in pairs], dtype=bool)
-        return _finalise(np.stack(rows), acc)
+        if keep_other_dead:
+            acc = [bool(self.accepting[a]) and not (b >= 0 and other.accepting[b]) for a, b in pairs]
+        else:
+            acc = [bool(self.accepting[a]) and bool(other.accepting[b]) for a, b in pairs]
+        return _finalise(np.stack(rows), np.array(acc, dtype=bool))
 
     def is_disjoint(self, other: "DFA") -> bool:
         return self.intersect(other).is_empty
@@ -573,15 +571,7 @@ class _Determiniser:
                 reverse[t].append(s)
             for t in self.eps[s]:
                 reverse[t].append(s)
-        alive = [False] * n
-        alive[self.end] = True
-        stack = [self.end]
-        while stack:
-            t = stack.pop()
-            for s in reverse[t]:
-                if not alive[s]:
-                    alive[s] = True
-                    stack.append(s)
+        alive = _reaching(reverse, [self.end])
         self.edges = [[e for e in es if alive[e[2]]] for es in self.edges]
         self.eps = [[t for t in ts if alive[t]] for ts in self.eps]
         self.alive = alive
@@ -650,7 +640,7 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     return _finalise(np.array(table, dtype=np.int32), np.array(det.accepting, dtype=bool), successors=successors)
 
 
-class LazyDFA:
+class LazyDFA(_Reading):
     """A DFA built on demand: states are created by subset construction the first time a walk
     reaches them. Compiling costs only the NFA; each new state costs tens of microseconds when
     first visited, then a list index. Same reading interface as :class:`DFA` (``rows``,
@@ -723,21 +713,6 @@ class LazyDFA:
                 self._build(s)
         return self._table
 
-    def walk(self, state: int, data: bytes) -> int:
-        for b in data:
-            state = self.row(state)[b]
-            if state < 0:
-                return DEAD
-        return state
-
-    def matches(self, data: bytes | str) -> bool:
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        if self.is_empty:
-            return False
-        s = self.walk(0, data)
-        return s >= 0 and bool(self.accepting[s])
-
     def __repr__(self) -> str:
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
@@ -762,14 +737,7 @@ def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = T
     for a, targets in enumerate(forward):
         for b in targets:
             reverse[b].append(a)
-    live = [bool(a) for a in accepting.tolist()]
-    stack = [s for s in range(n) if live[s]]
-    while stack:
-        t = stack.pop()
-        for s in reverse[t]:
-            if not live[s]:
-                live[s] = True
-                stack.append(s)
+    live = _reaching(reverse, np.flatnonzero(accepting).tolist())
     if not live[0]:
         return _empty_dfa()
     # reachability from the start through live states, numbering states in visiting order

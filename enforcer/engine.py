@@ -15,13 +15,13 @@ returns False and leaves the state unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from .automaton import DEAD
 from .formats import CallHeader, Token
-from .matcher import write_bitmask_row
+from .matcher import Matcher, write_bitmask_row
 from .tools import CompiledTools
 
 FREE, CALL, AFTER_CALL, AFTER_SECTION, DONE = range(5)
@@ -30,7 +30,7 @@ _IN_THINK, _THOUGHT, _STARTED = 1, 2, 4
 # state tuple: (phase, segment, dfa_state, counter, tool, flags, segment_start)
 
 
-class ToolCallMatcher:
+class ToolCallMatcher(Matcher):
     """Per-sequence cursor over a :class:`CompiledTools`. Not thread-safe; one per sequence;
     microseconds per token."""
 
@@ -57,16 +57,6 @@ class ToolCallMatcher:
         self._tokens.append(token_id)
         if nxt[0] == AFTER_CALL and self._stack[-2][0] == CALL:
             self._record_call()
-        return True
-
-    def accept_tokens(self, token_ids: Sequence[int]) -> bool:
-        """Accept tokens in order; on the first refusal undo them all and return False."""
-        done = 0
-        for t in token_ids:
-            if not self.accept_token(t):
-                self.rollback(done)
-                return False
-            done += 1
         return True
 
     def rollback(self, num_tokens: int) -> None:

@@ -65,7 +65,30 @@ class CompiledSchema:
         return f"CompiledSchema(states={self.num_states}, vocab_size={self.vocabulary.vocab_size})"
 
 
-class JsonMatcher:
+class Matcher:
+    """What every per-sequence matcher shares (subclasses define ``accept_token`` and
+    ``rollback``)."""
+
+    __slots__ = ()
+
+    def accept_token(self, token_id: int) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def rollback(self, num_tokens: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> bool:
+        """Accept tokens in order; on the first refusal undo them all and return False."""
+        done = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                self.rollback(done)
+                return False
+            done += 1
+        return True
+
+
+class JsonMatcher(Matcher):
     """Per-sequence cursor over a :class:`CompiledSchema`. Not thread-safe; one per sequence."""
 
     __slots__ = ("_compiled", "_rows", "_accepting", "_tokens", "_stop", "_states", "_finished",
@@ -109,16 +132,6 @@ class JsonMatcher:
             if state == DEAD:
                 return False
         self._states.append(state)
-        return True
-
-    def accept_tokens(self, token_ids: Sequence[int]) -> bool:
-        """Accept tokens in order; on the first refusal, roll back all of them and return False."""
-        done = 0
-        for t in token_ids:
-            if not self.accept_token(t):
-                self.rollback(done)
-                return False
-            done += 1
         return True
 
     def rollback(self, num_tokens: int) -> None:

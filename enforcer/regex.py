@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Iterable, Literal
 
 from .automaton import (EPSILON, NOTHING, Concat, Embedded, Graph, Node, Repeat, Union, alt,
-                        byte_chars, byte_set, codepoints, literal, plus, repeat, seq, star)
+                        byte_chars, byte_set, codepoints, literal, normalise_ranges, plus, repeat, seq, star)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 __all__ = ["json_string_char", "JSON_STRING_CHAR_ANY", "pattern_node", "format_node",
@@ -63,18 +63,6 @@ patterns and formats shrink several times."""
 
 # --------------------------------------------------------------------------------------------
 # Code-point sets: sorted, merged, inclusive ranges
-
-
-def _norm(ranges: Iterable[tuple[int, int]]) -> Ranges:
-    merged: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if lo > hi:
-            continue
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in merged)
 
 
 def _complement(ranges: Ranges) -> Ranges:
@@ -108,7 +96,7 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
 
 
 def _chars(text: str) -> Ranges:
-    return _norm((ord(c), ord(c)) for c in text)
+    return normalise_ranges((ord(c), ord(c)) for c in text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,7 +191,7 @@ def json_string_char(ranges: Iterable[tuple[int, int]], *, escapes: Escapes = "a
     set."""
     if escapes not in ("all", "common"):
         raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
-    rs = _norm(ranges)
+    rs = normalise_ranges(ranges)
     for lo, hi in rs:
         if lo < 0 or hi > MAX_CODEPOINT:
             raise ValueError(f"code point range ({lo:#x}, {hi:#x}) is outside 0..0x10FFFF")
@@ -219,11 +207,11 @@ JSON_STRING_CHAR_ANY: Node = json_string_char(((0, MAX_CODEPOINT),))
 
 
 _DIGIT = _chars("0123456789")
-_WORD = _norm([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
-_SPACE = _norm([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+_WORD = normalise_ranges([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+_SPACE = normalise_ranges([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
                 (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
                 (0xFEFF, 0xFEFF)])
-_LINE_TERMINATORS = _norm([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_LINE_TERMINATORS = normalise_ranges([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
 _DOT = _complement(_LINE_TERMINATORS)
 _CLASS_ESCAPES = {"d": _DIGIT, "D": _complement(_DIGIT), "w": _WORD, "W": _complement(_WORD),
                   "s": _SPACE, "S": _complement(_SPACE)}
@@ -265,9 +253,9 @@ def _category_table() -> dict[str, Ranges]:
 def _general_category(short: str) -> Ranges:
     table = _category_table()
     if short == "LC":
-        return _norm(table["Lu"] + table["Ll"] + table["Lt"])
+        return normalise_ranges(table["Lu"] + table["Ll"] + table["Lt"])
     if len(short) == 1:
-        return _norm(r for cat, rs in table.items() if cat[0] == short for r in rs)
+        return normalise_ranges(r for cat, rs in table.items() if cat[0] == short for r in rs)
     return table.get(short, ())
 
 
@@ -468,7 +456,7 @@ class _Parser:
                 parts.append((single, last))
             else:
                 parts.extend(first)
-        ranges = _norm(parts)
+        ranges = normalise_ranges(parts)
         return _complement(ranges) if negate else ranges
 
     def class_atom(self) -> tuple[Ranges, int | None]:

@@ -1,0 +1,661 @@
+"""vLLM adapter: enforced Kimi K2 tool calls for every request of a vLLM engine.
+
+:class:`ToolCallLogitsProcessor` is one batch-level logits processor with both of vLLM's
+interfaces: the V1 one (``__init__(vllm_config, device, is_pin_memory)``, ``update_state``,
+``apply(logits)``; the CPU backend and the V1 GPU runner) and the Model Runner V2 one
+(``__init__(vllm_config, req_states)``, ``add_request``, ``apply_staged_writes``,
+``apply(logits, ctx)``; the default on GPUs since vLLM 0.32). Both are thin faces over one core,
+:class:`BatchEnforcer`. Being a subclass of both base classes matters: the two runners load the
+same entry-point group (``vllm.logits_processors``) and the V2 loader refuses a V1-only class,
+which would stop the engine from starting.
+
+Per request, ``SamplingParams.extra_args["enforcer"]`` (a dict, or its JSON text; over HTTP
+``vllm_xargs={"enforcer": "<json>"}``) holds ``tools``, ``tool_choice``,
+``parallel_tool_calls``, ``first_call_index`` and ``enabled``. Without settings the tools are
+read from the prompt's K2 tool declaration, so an unmodified OpenAI client gets enforced calls;
+a request without tools costs one dictionary miss per step. Bad declarations are rejected in
+:meth:`ToolCallLogitsProcessor.validate_params` (vLLM answers HTTP 400 with the reason);
+nothing raises inside ``update_state`` or ``apply``: a row the processor cannot follow is
+released (CPU: left unconstrained) or held to the stop token, and the reason is logged.
+
+``ENFORCER_VLLM_DISABLE=1`` in the engine's environment turns every instance into a no-op
+without uninstalling the package.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from vllm.logger import init_logger
+from vllm.sampling_params import SamplingParams
+from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
+from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
+
+from ..declarations import read_tool_declaration
+from ..engine import ToolCallMatcher
+from ..errors import EnforcerError
+from ..formats import kimi_k2
+from ..tools import CompiledTools, compile_tools
+from ..vocabulary import Vocabulary
+
+__all__ = [
+    "DISABLE_ENV",
+    "SETTINGS_KEY",
+    "BatchEnforcer",
+    "RequestSettings",
+    "ToolCallLogitsProcessor",
+    "load_vocabulary",
+    "read_settings",
+    "register_tool_parser",
+    "validate_settings",
+]
+
+logger = init_logger(__name__)
+
+SETTINGS_KEY = "enforcer"
+"""The ``SamplingParams.extra_args`` key (``vllm_xargs`` over HTTP) of the per-request settings."""
+DISABLE_ENV = "ENFORCER_VLLM_DISABLE"
+"""Set to ``1`` in the engine's environment to turn the processor into a no-op."""
+FORMAT = "kimi_k2"
+
+_SETTING_NAMES = ("tools", "tool_choice", "parallel_tool_calls", "first_call_index", "enabled")
+
+
+def _disabled() -> bool:
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# --------------------------------------------------------------------------------------------
+# Per-request settings
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """What one request asks of the enforcer. ``tools=None``: read them from the prompt."""
+
+    tools: list[Any] | None = None
+    tool_choice: Any = "auto"
+    parallel_tool_calls: bool = True
+    first_call_index: int | None = None
+    enabled: bool = True
+
+
+def read_settings(extra_args: Mapping[str, Any] | None) -> RequestSettings | None:
+    """The settings under ``extra_args["enforcer"]``, or None when there are none.
+
+    The value is a mapping or its JSON text (``vllm_xargs`` only carries strings and numbers).
+    Raises ``ValueError`` naming the bad field. Cost: one small JSON parse.
+    """
+    if not extra_args or SETTINGS_KEY not in extra_args:
+        return None
+    raw = extra_args[SETTINGS_KEY]
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"extra_args[{SETTINGS_KEY!r}] is not valid JSON: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"extra_args[{SETTINGS_KEY!r}] must be an object (or its JSON text), "
+                         f"got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(_SETTING_NAMES))
+    if unknown:
+        raise ValueError(f"extra_args[{SETTINGS_KEY!r}] has unknown field(s) {unknown}; "
+                         f"known: {list(_SETTING_NAMES)}")
+    tools = raw.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise ValueError(f"{SETTINGS_KEY}.tools must be a list of OpenAI tools, got {type(tools).__name__}")
+    tool_choice = raw.get("tool_choice", "auto")
+    if tool_choice is None:
+        tool_choice = "auto"
+    if not isinstance(tool_choice, (str, Mapping)):
+        raise ValueError(f"{SETTINGS_KEY}.tool_choice must be a string or an object, "
+                         f"got {type(tool_choice).__name__}")
+    flags = {}
+    for name, default in (("parallel_tool_calls", True), ("enabled", True)):
+        value = raw.get(name, default)
+        if value is None:
+            value = default
+        if not isinstance(value, bool):
+            raise ValueError(f"{SETTINGS_KEY}.{name} must be true or false, got {value!r}")
+        flags[name] = value
+    first = raw.get("first_call_index")
+    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
+        raise ValueError(f"{SETTINGS_KEY}.first_call_index must be an integer >= 0, got {first!r}")
+    return RequestSettings(tools=tools, tool_choice=dict(tool_choice) if isinstance(tool_choice, Mapping)
+                           else tool_choice, first_call_index=first, **flags)
+
+
+@functools.lru_cache(maxsize=1)
+def _validation_vocabulary() -> Vocabulary:
+    """256 single-byte tokens plus the K2 markers: enough to compile any declaration and so
+    find every error that does not depend on the model's tokenizer. Built once, ~1 ms."""
+    names = (*kimi_k2.TOOL_TOKENS, kimi_k2.THINK_BEGIN, kimi_k2.THINK_END, kimi_k2.IM_END,
+             kimi_k2.IM_USER, kimi_k2.IM_ASSISTANT, kimi_k2.IM_SYSTEM, kimi_k2.IM_MIDDLE)
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + [None] * len(names)
+    return Vocabulary(tokens, [(name, 256 + i) for i, name in enumerate(names)], source="enforcer.vllm validation")
+
+
+def validate_settings(settings: RequestSettings) -> None:
+    """Compile the request's tools against a byte vocabulary; ``ValueError`` with the reason
+    (bad name, invalid or unsupported schema with its JSON pointer, bad tool_choice).
+    Cost: the compile (cached by the tools' canonical key), milliseconds for usual tools."""
+    if not settings.enabled:
+        return
+    tools = settings.tools
+    if tools is None:
+        if settings.tool_choice not in ("auto", "none", "required") and not isinstance(settings.tool_choice, Mapping):
+            raise ValueError(f"{SETTINGS_KEY}.tool_choice {settings.tool_choice!r} is not auto, none, required "
+                             "or a named function")
+        return  # tools come from the prompt, which validation does not see
+    try:
+        compile_tools(tools, _validation_vocabulary(), format=FORMAT, tool_choice=settings.tool_choice,
+                      parallel_tool_calls=settings.parallel_tool_calls)
+    except EnforcerError as exc:
+        raise ValueError(f"enforcer: {exc}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"enforcer: the tools cannot be compiled: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Vocabulary
+
+
+_VOCABULARIES: dict[tuple, Vocabulary] = {}
+_VOCABULARY_LOCK = threading.Lock()
+
+
+def load_vocabulary(model_config: Any) -> Vocabulary:
+    """The :class:`Vocabulary` of the engine's tokenizer, as wide as the model's logits.
+
+    Raises ``ValueError`` when the engine has no tokenizer or the tokenizer lacks the K2 tool
+    tokens (checked before the vocabulary is read), and the vocabulary's own errors. Cached per
+    (tokenizer, revision, width); the first call reads the tokenizer (~0.3 s for 150k ids).
+    """
+    if getattr(model_config, "skip_tokenizer_init", False):
+        raise ValueError("the engine runs without a tokenizer (skip_tokenizer_init)")
+    width = int(model_config.get_vocab_size())
+    key = (str(model_config.tokenizer), getattr(model_config, "tokenizer_revision", None), width)
+    with _VOCABULARY_LOCK:
+        hit = _VOCABULARIES.get(key)
+        if hit is None:
+            from vllm.tokenizers import cached_tokenizer_from_config
+
+            tokenizer = cached_tokenizer_from_config(model_config)
+            if kimi_k2.SECTION_BEGIN not in tokenizer.get_vocab():
+                raise ValueError(f"the tokenizer has no {kimi_k2.SECTION_BEGIN} token (not a Kimi K2 model)")
+            hit = _VOCABULARIES[key] = Vocabulary.from_tokenizer(tokenizer, vocab_size=max(width, len(tokenizer)))
+    return hit
+
+
+# --------------------------------------------------------------------------------------------
+# The core: rows, matchers, masks
+
+_ACTIVE, _STOPPING, _RELEASED = range(3)
+
+
+class _Row:
+    """One constrained request: its matcher and how many of its output tokens it has seen."""
+
+    __slots__ = ("matcher", "seen", "state", "name")
+
+    def __init__(self, matcher: ToolCallMatcher, name: str) -> None:
+        self.matcher = matcher
+        self.seen = 0
+        self.state = _ACTIVE
+        self.name = name
+
+
+@dataclass(frozen=True, eq=False)
+class _Mask:
+    """A cached mask in sparse form: the ids to keep (``allow``) or to ban (``deny``),
+    whichever list is shorter, as a tensor on the logits' device."""
+
+    allow: bool
+    ids: torch.Tensor
+    count: int
+    """Number of allowed ids."""
+
+
+class BatchEnforcer:
+    """Matchers for the constrained rows of a batch and the masks they produce.
+
+    Engine-neutral: rows are keyed by an int (V1 batch index, V2 request slot). ``add`` makes a
+    row from a request's settings and prompt (compiles through the shared LRU of
+    :func:`compile_tools`), ``advance`` feeds it the tokens generated since, ``constrain``
+    writes the masks of many rows into the logits. Lifetime: one per processor instance.
+    Cost per step and row: one ``accept_token``, one ``fill_bitmask`` (a 19 KB copy for 150k
+    ids), one dictionary lookup on the mask bytes, then one indexed write per group of rows that
+    share a mask (CPU) or one bit unpack and masked fill for all rows (other devices).
+    """
+
+    def __init__(self, vocabulary: Vocabulary, *, cache_size: int = 512) -> None:
+        self.vocabulary = vocabulary
+        self.vocab_size = vocabulary.vocab_size
+        self.words = (self.vocab_size + 31) // 32
+        self.rows: dict[int, _Row] = {}
+        self._bitmask = np.zeros((8, self.words), dtype=np.int32)
+        self._masks: OrderedDict[bytes, _Mask] = OrderedDict()
+        self._cache_size = cache_size
+        self._device: torch.device | None = None
+        self._stop_words: np.ndarray | None = None
+        self._shifts: torch.Tensor | None = None
+        self._warned: set[str] = set()
+
+    # ---- rows --------------------------------------------------------------------------------
+
+    def add(self, key: int, settings: RequestSettings | None, prompt_ids: Sequence[int] | None,
+            name: str = "") -> bool:
+        """Make (or clear) row ``key`` for a new request; True when it is constrained.
+
+        Never raises: a declaration that cannot be compiled (only possible for tools read from
+        the prompt; explicit ones were validated) leaves the row unconstrained and is logged."""
+        self.rows.pop(key, None)
+        try:
+            if settings is not None and not settings.enabled:
+                return False
+            if settings is None:
+                settings = RequestSettings()
+            tools = settings.tools
+            prompt = list(prompt_ids) if prompt_ids is not None else None
+            if tools is None:
+                if not prompt:
+                    return False
+                tools = read_tool_declaration(prompt, self.vocabulary)
+                if not tools:
+                    return False
+            compiled = compile_tools(tools, self.vocabulary, format=FORMAT, tool_choice=settings.tool_choice,
+                                     parallel_tool_calls=settings.parallel_tool_calls)
+            matcher = compiled.matcher(prompt_ids=prompt, first_call_index=settings.first_call_index)
+        except Exception as exc:  # noqa: BLE001 - an engine step must never fail for one request
+            logger.warning("enforcer: request %s is not constrained: %s", name or key, exc)
+            return False
+        self._remember_stop(compiled)
+        self.rows[key] = _Row(matcher, name or str(key))
+        return True
+
+    def remove(self, key: int) -> None:
+        self.rows.pop(key, None)
+
+    def move(self, a: int, b: int, swap: bool) -> None:
+        """Row ``a`` goes to ``b`` (``b``'s row is dropped); with ``swap`` they trade places."""
+        ra = self.rows.pop(a, None)
+        rb = self.rows.pop(b, None)
+        if ra is not None:
+            self.rows[b] = ra
+        if swap and rb is not None:
+            self.rows[a] = rb
+
+    def _remember_stop(self, compiled: CompiledTools) -> None:
+        if self._stop_words is None:
+            stop = np.zeros(self.words, dtype=np.int32)
+            for t in compiled.stop_token_ids:
+                stop.view(np.uint32)[t >> 5] |= np.uint32(1 << (t & 31))
+            self._stop_words = stop
+
+    def advance(self, key: int, tokens: Sequence[int]) -> None:
+        """Feed row ``key`` the tokens of ``tokens`` (the whole output so far) it has not seen."""
+        row = self.rows.get(key)
+        if row is None:
+            return
+        for token in tokens[row.seen:]:
+            if row.state == _RELEASED:
+                return
+            self._feed(row, token)
+
+    def feed(self, key: int, token: int) -> None:
+        """Feed row ``key`` its next generated token."""
+        row = self.rows.get(key)
+        if row is not None and row.state != _RELEASED:
+            self._feed(row, token)
+
+    def _feed(self, row: _Row, token: int) -> None:
+        """A token the matcher refuses (something after the processor changed the choice) holds
+        the row to the stop token; a placeholder (-1) releases it; the stop token ends it."""
+        if token < 0:
+            self._release(row, "its output tokens are placeholders (async scheduling without output "
+                               "ids: pass the processor with --logits-processors or use Model Runner V2)")
+            return
+        row.seen += 1
+        if row.state != _ACTIVE:
+            return
+        if not row.matcher.accept_token(token):
+            self._warn_once(f"refused:{row.name}", "enforcer: request %s sampled token %d, which the "
+                            "enforcer had not allowed; holding it to the stop token", row.name, token)
+            row.state = _STOPPING
+        elif row.matcher.is_finished:
+            row.state = _RELEASED  # the turn is over; what follows is not a tool call
+
+    def _release(self, row: _Row, why: str) -> None:
+        row.state = _RELEASED
+        self._warn_once(f"released:{why}", "enforcer: request %s is no longer constrained: %s", row.name, why)
+
+    def _warn_once(self, key: str, message: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message, *args)
+
+    # ---- masks -------------------------------------------------------------------------------
+
+    def constrain(self, logits: torch.Tensor, targets: Sequence[tuple[int, int]]) -> torch.Tensor:
+        """Mask ``logits`` (modified in place and returned) for ``(logits_row, key)`` pairs.
+
+        Never raises: on an internal error the logits are returned as they are (those rows are
+        released) and the error is logged once."""
+        if not targets:
+            return logits
+        try:
+            if logits.shape[-1] > self.vocab_size:
+                raise ValueError(f"logits have {logits.shape[-1]} columns, the vocabulary {self.vocab_size}")
+            if self._device != logits.device:
+                self._masks.clear()
+                self._device = logits.device
+            bitmask = self._rows_bitmask(len(targets))
+            picked: list[tuple[int, _Mask]] = []
+            for i, (logits_row, key) in enumerate(targets):
+                row = self.rows[key]
+                if row.state == _RELEASED:
+                    continue
+                if row.state == _ACTIVE:
+                    row.matcher.fill_bitmask(bitmask, i)
+                else:
+                    bitmask[i] = self._stop_words
+                mask = self._mask(bitmask[i], logits.shape[-1])
+                if mask.count == 0:
+                    self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows no "
+                                    "token (%s); holding it to the stop token", row.name, row.matcher.error)
+                    row.state = _STOPPING
+                    bitmask[i] = self._stop_words
+                    mask = self._mask(bitmask[i], logits.shape[-1])
+                picked.append((logits_row, mask))
+            if logits.device.type == "cpu":
+                self._apply_sparse(logits, picked)
+            else:
+                self._apply_dense(logits, picked, bitmask)
+        except Exception as exc:  # noqa: BLE001 - never fail the engine step
+            self._warn_once(f"error:{type(exc).__name__}", "enforcer: masking failed (%r); the rows of this step "
+                            "are released", exc)
+            for _, key in targets:
+                row = self.rows.get(key)
+                if row is not None:
+                    row.state = _RELEASED
+        return logits
+
+    def _rows_bitmask(self, n: int) -> np.ndarray:
+        if self._bitmask.shape[0] < n:
+            self._bitmask = np.zeros((max(n, 2 * self._bitmask.shape[0]), self.words), dtype=np.int32)
+        return self._bitmask
+
+    def _mask(self, words: np.ndarray, width: int) -> _Mask:
+        """The cached sparse form of one packed mask row (built on a miss, ~0.2 ms)."""
+        key = words.tobytes()
+        hit = self._masks.get(key)
+        if hit is not None:
+            self._masks.move_to_end(key)
+            return hit
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:width].view(np.bool_)
+        allowed = np.flatnonzero(bits)
+        if allowed.size <= width - allowed.size:
+            ids, allow = allowed, True
+        else:
+            ids, allow = np.flatnonzero(~bits), False
+        mask = _Mask(allow, torch.from_numpy(ids.astype(np.int64)).to(self._device), int(allowed.size))
+        self._masks[key] = mask
+        if len(self._masks) > self._cache_size:
+            self._masks.popitem(last=False)
+        return mask
+
+    @staticmethod
+    def _apply_sparse(logits: torch.Tensor, picked: Sequence[tuple[int, _Mask]]) -> None:
+        """CPU: rows that share a mask are written together; only the shorter id list (banned ids,
+        or kept ids plus one fill of the row) is touched. Dense masking of 64 x 150k logits costs
+        tens of milliseconds on a CPU; this costs what the masks' sizes cost."""
+        groups: dict[int, tuple[_Mask, list[int]]] = {}
+        for logits_row, mask in picked:
+            groups.setdefault(id(mask), (mask, []))[1].append(logits_row)
+        ninf = float("-inf")
+        for mask, rows in groups.values():
+            if len(rows) == 1:
+                target = logits[rows[0]]
+                if mask.allow:
+                    kept = target.index_select(0, mask.ids)
+                    target.fill_(ninf)
+                    target.index_copy_(0, mask.ids, kept)
+                else:
+                    target.index_fill_(0, mask.ids, ninf)
+                continue
+            index = (torch.tensor(rows, dtype=torch.int64).unsqueeze(1), mask.ids.unsqueeze(0))
+            if mask.allow:
+                kept = logits[index]
+                logits.index_fill_(0, index[0].squeeze(1), ninf)
+                logits.index_put_(index, kept)
+            else:
+                logits.index_put_(index, torch.tensor(ninf, dtype=logits.dtype))
+
+    def _apply_dense(self, logits: torch.Tensor, picked: Sequence[tuple[int, _Mask]], bitmask: np.ndarray) -> None:
+        """Accelerators: upload the packed rows once, unpack them on the device, one masked fill."""
+        kept = [i for i, _ in enumerate(picked)]
+        rows = torch.tensor([r for r, _ in picked], dtype=torch.int64, device=logits.device)
+        packed = torch.from_numpy(bitmask[kept]).to(logits.device, non_blocking=True)
+        if self._shifts is None or self._shifts.device != logits.device:
+            self._shifts = torch.arange(32, dtype=torch.int32, device=logits.device)
+        bits = ((packed.unsqueeze(-1) >> self._shifts) & 1).view(len(kept), -1)[:, : logits.shape[-1]].bool()
+        sub = logits.index_select(0, rows).masked_fill_(~bits, float("-inf"))
+        logits.index_copy_(0, rows, sub)
+
+
+# --------------------------------------------------------------------------------------------
+# The vLLM processor (V1 and Model Runner V2)
+
+_LIVE: "weakref.WeakValueDictionary[int, ToolCallLogitsProcessor]" = weakref.WeakValueDictionary()
+
+
+def _settings_or_none(params: SamplingParams, name: str) -> tuple[bool, RequestSettings | None]:
+    """(usable, settings): unusable settings (only possible when validation was bypassed) leave
+    the request unconstrained, with a warning."""
+    try:
+        return True, read_settings(params.extra_args)
+    except ValueError as exc:
+        logger.warning("enforcer: request %s is not constrained: %s", name, exc)
+        return False, None
+
+
+class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
+    """Enforces Kimi K2 tool calls, per request, in a vLLM engine (V1 and Model Runner V2).
+
+    Enabled by installing the package (entry point ``vllm.logits_processors``) or explicitly:
+    ``LLM(..., logits_processors=[ToolCallLogitsProcessor])`` /
+    ``--logits-processors enforcer.integrations.vllm:ToolCallLogitsProcessor``. A second
+    instance for the same engine (entry point and explicit) stays inert. Lifetime: one per
+    engine worker; construction reads the tokenizer once (cached across instances).
+    """
+
+    def __init__(self, vllm_config: Any, device_or_states: Any, is_pin_memory: bool | None = None) -> None:
+        self._v2_states = device_or_states if hasattr(device_or_states, "all_token_ids") else None
+        self.core: BatchEnforcer | None = None
+        self._pending: dict[int, RequestSettings | None] = {}
+        self._prompt_lens: dict[int, int] = {}
+        self._outputs: dict[int, list[int]] = {}
+        if _disabled():
+            logger.info("enforcer: %s is set; tool calls are not enforced", DISABLE_ENV)
+            return
+        owner = _LIVE.get(id(vllm_config))
+        if owner is not None and owner is not self:
+            logger.info("enforcer: the tool-call processor is already active for this engine; this copy stays inert")
+            return
+        try:
+            vocabulary = load_vocabulary(vllm_config.model_config)
+        except Exception as exc:  # noqa: BLE001 - a model we cannot serve must still start
+            logger.info("enforcer: tool calls are not enforced for this model: %s", exc)
+            return
+        self.core = BatchEnforcer(vocabulary)
+        _LIVE[id(vllm_config)] = self
+
+    @classmethod
+    def validate_params(cls, sampling_params: SamplingParams) -> None:
+        """Reject bad settings and bad explicit tool declarations (``ValueError``: HTTP 400)."""
+        if _disabled():
+            return
+        settings = read_settings(sampling_params.extra_args)
+        if settings is not None:
+            validate_settings(settings)
+
+    def is_argmax_invariant(self) -> bool:
+        return False
+
+    # ---- V1 -----------------------------------------------------------------------------------
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        """V1: removed, then added (``output_ids`` is the live list the engine appends to),
+        then moved. Constrained rows keep a reference to their output list."""
+        core = self.core
+        if core is None or batch_update is None:
+            return
+        for index in batch_update.removed:
+            core.remove(index)
+            self._outputs.pop(index, None)
+        for index, params, prompt_ids, output_ids in batch_update.added:
+            self._outputs.pop(index, None)
+            usable, settings = _settings_or_none(params, str(index))
+            if usable and core.add(index, settings, prompt_ids, name=f"at batch index {index}"):
+                self._outputs[index] = output_ids
+        for a, b, direction in batch_update.moved:
+            swap = direction == MoveDirectionality.SWAP
+            core.move(a, b, swap)
+            oa, ob = self._outputs.pop(a, None), self._outputs.pop(b, None)
+            if oa is not None:
+                self._outputs[b] = oa
+            if swap and ob is not None:
+                self._outputs[a] = ob
+
+    def apply(self, logits: torch.Tensor, ctx: Any = None) -> torch.Tensor:
+        """V1 (``ctx`` None): mask every constrained row of the batch. V2: see :meth:`_apply_v2`."""
+        core = self.core
+        if core is None or not core.rows:
+            return logits
+        if ctx is not None:
+            return self._apply_v2(logits, ctx)
+        targets = []
+        n = logits.shape[0]
+        for index, outputs in self._outputs.items():
+            if index < n:
+                core.advance(index, outputs)
+                targets.append((index, index))
+        return core.constrain(logits, targets)
+
+    # ---- Model Runner V2 ----------------------------------------------------------------------
+
+    def add_request(self, req_idx: int, sampling_params: SamplingParams) -> bool:
+        """V2: remember the request's settings; its prompt is read in :meth:`apply_staged_writes`.
+        True unless the request opted out (the prompt may declare tools)."""
+        core = self.core
+        if core is None:
+            return False
+        core.remove(req_idx)
+        self._pending.pop(req_idx, None)
+        usable, settings = _settings_or_none(sampling_params, f"in slot {req_idx}")
+        if not usable or (settings is not None and not settings.enabled):
+            return False
+        self._pending[req_idx] = settings
+        return True
+
+    def apply_staged_writes(self) -> None:
+        """V2: build the matchers of the requests added this step from their prompt (and the
+        output a resumed request already has), read back from the device once per request."""
+        core, states = self.core, self._v2_states
+        if core is None or states is None or not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        for slot, settings in pending.items():
+            try:
+                prompt_len = int(states.prompt_len.np[slot])
+                filled = int(states.prefill_len.np[slot])
+                ids = states.all_token_ids.gpu[slot, :filled].tolist()
+            except Exception as exc:  # noqa: BLE001
+                logger.warning("enforcer: the prompt of slot %d cannot be read (%r); not constrained", slot, exc)
+                continue
+            if core.add(slot, settings, ids[:prompt_len], name=f"in slot {slot}"):
+                self._prompt_lens[slot] = prompt_len
+                core.advance(slot, ids[prompt_len:])
+
+    def _apply_v2(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """V2: one logits row per request (speculative decoding is not supported: those steps
+        are left unconstrained). The token each row was fed is the newest committed output
+        token; it is read from ``ctx.input_ids`` with its position in one small copy."""
+        core = self.core
+        assert core is not None
+        slots = ctx.idx_mapping_np
+        if logits.shape[0] != len(slots):
+            self._v2_release_all("speculative decoding (several logits rows per request) is not supported")
+            return logits
+        mine = [(r, int(s)) for r, s in enumerate(slots.tolist()) if s in core.rows]
+        if not mine:
+            return logits
+        rows = torch.tensor([r for r, _ in mine], dtype=torch.int64, device=ctx.input_ids.device)
+        fed = torch.stack((ctx.input_ids.index_select(0, rows).long(), ctx.pos.index_select(0, rows).long())).cpu()
+        tokens, positions = fed[0].tolist(), fed[1].tolist()
+        targets = []
+        for (r, slot), token, pos in zip(mine, tokens, positions):
+            row = core.rows[slot]
+            k = pos - self._prompt_lens.get(slot, 0)
+            if k == row.seen:
+                core.feed(slot, token)
+            elif k > row.seen:
+                core._release(row, "the processor missed generated tokens")
+            targets.append((r, slot))
+        return core.constrain(logits, targets)
+
+    def _v2_release_all(self, why: str) -> None:
+        core = self.core
+        assert core is not None
+        for row in core.rows.values():
+            if row.state != _RELEASED:
+                core._release(row, why)
+
+
+# --------------------------------------------------------------------------------------------
+# The tool parser plugin (entry point ``vllm.general_plugins``)
+
+TOOL_PARSER_NAME = "kimi_k2_enforced"
+
+
+def register_tool_parser() -> None:
+    """Register the ``kimi_k2_enforced`` tool parser (lazily: nothing heavy is imported here)
+    and route the server's parser lookup for that name to the id-based
+    :class:`~enforcer.integrations.vllm_tool_parser.KimiK2EnforcedParser` (vLLM otherwise
+    wraps every tool parser in a text-based composition). Runs in every vLLM process;
+    idempotent; never raises (a vLLM whose layout changed keeps working without the routing)."""
+    try:
+        from vllm.parser.parser_manager import ParserManager
+        from vllm.tool_parsers import ToolParserManager
+
+        ToolParserManager.register_lazy_module(TOOL_PARSER_NAME, "enforcer.integrations.vllm_tool_parser",
+                                               "KimiK2EnforcedToolParser")
+        original = ParserManager.__dict__["get_parser"].__func__
+        if getattr(original, "_enforcer_routed", False):
+            return
+
+        def get_parser(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            parser = original(cls, *args, **kwargs)
+            name = kwargs.get("tool_parser_name", args[0] if args else None)
+            if parser is None or name != TOOL_PARSER_NAME or getattr(parser, "tool_parser_cls", None) is None:
+                return parser
+            from .vllm_tool_parser import KimiK2EnforcedParser
+
+            return type("KimiK2EnforcedServerParser", (KimiK2EnforcedParser,),
+                        {"tool_strict_level": getattr(parser, "tool_strict_level", KimiK2EnforcedParser.tool_strict_level)})
+
+        get_parser._enforcer_routed = True  # type: ignore[attr-defined]
+        ParserManager.get_parser = classmethod(get_parser)  # type: ignore[method-assign]
+    except Exception as exc:  # noqa: BLE001 - a plugin must not stop vLLM from starting
+        logger.warning("enforcer: the %s tool parser could not be registered: %r", TOOL_PARSER_NAME, exc)
