@@ -8,7 +8,7 @@ from .declarations import read_tool_declaration, render_chat, render_tool_declar
 from .engine import ToolCallMatcher
 from .matcher import CompiledSchema, JsonMatcher, compile_json_schema
 from .parser import StreamingToolCallParser, parse_tool_calls
-from .tools import CompiledTools, compile_tools
+from .tools import CompiledTools, clear_cache, compile_tools
 from .vocabulary import Vocabulary
 
 __version__ = "0.1.0"
@@ -16,6 +16,6 @@ __version__ = "0.1.0"
 __all__ = [
     "CompiledSchema", "CompiledTools", "EnforcerError", "InvalidSchemaError", "InvalidToolsError", "JsonMatcher",
     "SchemaOptions", "SchemaTooComplexError", "StreamingToolCallParser", "TokenizerError", "ToolCallMatcher",
-    "UnsupportedSchemaError", "Vocabulary", "compile_json_schema", "compile_tools",
+    "UnsupportedSchemaError", "Vocabulary", "clear_cache", "compile_json_schema", "compile_tools",
     "parse_tool_calls", "read_tool_declaration", "render_chat", "render_tool_declaration",
 ]

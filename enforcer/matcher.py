@@ -56,6 +56,12 @@ class CompiledSchema:
     def num_states(self) -> int:
         return self.dfa.num_states
 
+    def precompute(self) -> "CompiledSchema":
+        """Build every state and its mask now rather than on first use (what peers do at
+        compile time): later first requests run at warm speed. Cost: ~0.1-1 ms per state."""
+        self.masks.precompute()
+        return self
+
     def matcher(self, stop_token_ids: Iterable[int] = ()) -> "JsonMatcher":
         """A fresh cursor at the start of the value. ``stop_token_ids`` become allowed once the
         value is complete; accepting one finishes the matcher."""
@@ -209,6 +215,12 @@ _CACHE: "OrderedDict[tuple, CompiledSchema]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 CACHE_SIZE = 512
 _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
+
+
+def clear_cache() -> None:
+    """Forget every cached :class:`CompiledSchema` (e.g. to measure cold compiles)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
 
 
 def schema_options(options: dict[str, Any]) -> SchemaOptions:

@@ -23,6 +23,7 @@ from .errors import InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import CallHeader, FormatSpec, JsonArguments, Token, get_format
 from .masks import MaskTable, pack_ids, token_index
 from .matcher import CompiledSchema, compile_json_schema, schema_options
+from .matcher import clear_cache as clear_schema_cache
 from .vocabulary import Vocabulary
 
 TOOL_CHOICES = ("auto", "none", "required")
@@ -255,6 +256,13 @@ class CompiledTools:
 
     # ---- matchers ------------------------------------------------------------------------
 
+    def precompute(self) -> "CompiledTools":
+        """Build every argument automaton and its masks now rather than on first use."""
+        for schema in self.schemas:
+            if schema is not None:
+                schema.precompute()
+        return self
+
     def matcher(self, prompt_ids: Sequence[int] | None = None, first_call_index: int | None = None):
         """A fresh :class:`~enforcer.engine.ToolCallMatcher` for one generated turn.
 
@@ -293,6 +301,13 @@ class CompiledTools:
 _CACHE: "OrderedDict[tuple, CompiledTools]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 CACHE_SIZE = 128
+
+
+def clear_cache() -> None:
+    """Forget every cached :class:`CompiledTools` and :class:`CompiledSchema`."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+    clear_schema_cache()
 
 
 def _parse_tool_choice(tool_choice: Any, names: Sequence[str]) -> tuple[str, str | None]:

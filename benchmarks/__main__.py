@@ -1,0 +1,30 @@
+"""``python -m benchmarks [--quick]``: the JSON-schema suite, then the Kimi K2 suite, one process.
+
+The tokenizer and every library's tokenizer tables are built once and shared by both suites.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Sequence
+
+from . import json_schema, kimi_k2, make_environment, pin_threads
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    json_schema.add_arguments(parser)
+    parser.set_defaults(peers=list(dict.fromkeys([*json_schema.DEFAULT_PEERS, *kimi_k2.DEFAULT_PEERS])))
+    args = parser.parse_args(argv)
+    pin_threads()
+    start = time.perf_counter()
+    env = make_environment(args.peers)
+    print("set-up seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in env.setup_seconds.items()))
+    json_schema.run(args, env)
+    kimi_k2.run(args, env)
+    print(f"\ntotal {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
