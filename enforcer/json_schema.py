@@ -60,7 +60,15 @@ class SchemaOptions:
     """How often one ``$ref`` may be expanded on a single path before recursion is cut."""
     assert_formats: bool = True
     """Enforce ``format`` (date-time, uuid, ...). ``False`` treats it as an annotation."""
+    unknown_formats: str = "ignore"
+    """Formats outside the supported list (OpenAPI's ``byte``, ``float``, ...): ``"ignore"``
+    treats them as the annotations JSON Schema 2020-12 makes them by default (validators,
+    and Moonshot's verifier, do not check them); ``"error"`` raises UnsupportedSchemaError."""
     max_states: int = 200_000
+
+    def __post_init__(self) -> None:
+        if self.unknown_formats not in ("ignore", "error"):
+            raise ValueError(f"unknown_formats must be 'ignore' or 'error', not {self.unknown_formats!r}")
 
 
 def _json_key(value: Any) -> str:
@@ -444,9 +452,10 @@ class SchemaCompiler:
             # formats take the escapes real serialisers write (json.dumps never escapes the
             # printable ASCII that dates, addresses and ids consist of): automata 5x smaller
             fnode = format_node(fmt, pointer, escapes="common")
-            if fnode is None:
+            if fnode is not None:
+                constraints.append(fnode)
+            elif self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
-            constraints.append(fnode)
         if min_len or max_len is not None or not constraints:
             if max_len is not None and max_len > 2048:
                 raise SchemaTooComplexError(f"maxLength {max_len} at {pointer or '(root)'} is too large to enforce")

@@ -139,5 +139,15 @@ def test_bounded_numbers_have_no_exponent_form():
     assert compile_schema_dfa({"type": "number"}, SchemaOptions()).matches("1e-07")
 
 
+def test_unknown_formats_are_annotations_unless_asked():
+    dfa = compile_schema_dfa({"type": "string", "format": "byte"}, SchemaOptions())
+    assert dfa.matches('"not base64!"')
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa({"type": "string", "format": "byte"}, SchemaOptions(unknown_formats="error"))
+    assert info.value.keyword == "format"
+    with pytest.raises(ValueError):
+        SchemaOptions(unknown_formats="maybe")
+
+
 def test_annotations_and_unknown_keys_are_ignored():
     check({"type": "integer", "title": "t", "description": "d", "examples": [1], "x-custom": {"if": 1}})
