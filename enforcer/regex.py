@@ -847,6 +847,11 @@ _AUTHORITY = (rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_PCT})*@)?"
 _URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
         rf"|{_PCHAR}+(?:/{_PCHAR}*)*|)(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
 
+_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9]\d{{0,3}}|\*)?"
+_URI_TEMPLATE = (rf"(?:[!#$&(-;=?-\[\]_a-z~\u00A0-\uD7FF\uF900-\uFDCF\uFDF0-\uFFEF]|{_PCT}"
+                 rf"|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*")
+
 _FORMAT_SOURCES = {
     "date-time": rf"{_DATE}[Tt]{_TIME}",
     "date": _DATE,
@@ -857,6 +862,7 @@ _FORMAT_SOURCES = {
     "ipv6": _IPV6,
     "uri": _URI,
     "hostname": _HOSTNAME,
+    "uri-template": _URI_TEMPLATE,
 }
 
 FORMAT_DOCS: dict[str, str] = {
@@ -877,6 +883,8 @@ FORMAT_DOCS: dict[str, str] = {
            "percent-encoding checked, IPv6/IPvFuture host literals",
     "hostname": "RFC 1123 labels of 1-63 letters, digits and inner hyphens, dot-separated, no "
                 "trailing dot; the 253-character total is not enforced",
+    "uri-template": "RFC 6570 (level 4): literals (BMP ucschar, no iprivate) and {op var,var:3,var*} "
+                    "expressions",
 }
 
 
