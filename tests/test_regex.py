@@ -502,6 +502,8 @@ VALID = {
             "a:", "http://[v1.fe]/", "file:///etc/hosts", "s://h/%7e"],
     "hostname": ["www.example.com", "xn--4gbwdl.xn--wgbh1c", "hostname", "host-name", "h0stn4me",
                  "1host", "hostnam3", "a" * 63, ("a" * 63 + ".") * 3 + "a", "A.B-C.d"],
+    "uri-template": ["", "http://example.com/{id}", "/search{?q,lang}", "{+path:6}/here", "{var*}",
+                     "http://a/{a.b,c}{#frag}", "é{x}", "{;x,y:12}", "map?{x,y}", "{/list*,path:4}"],
 }
 INVALID = {
     "date-time": ["1990-02-31T15:59:59.123-08:00", "1990-12-31T15:59:59-24:00",
@@ -547,6 +549,8 @@ INVALID = {
     "hostname": ["-a-host-name-that-starts-with--", "not_a_valid_host_name", "a" * 64,
                  "-hostname", "hostname-", "_hostname", "hostname_", "host_name", "", ".",
                  "a..b", "a.", ".a", "ex ample.com", "é.com", "a.-b", "a.b-", "xn--é"],
+    "uri-template": ["http://example.com/resource/{", "a{b", "x}", "{", "{}", "{:3}", "{x:0}", "{x:12345}",
+                     "a b", "{x,}", "{.x.}", "{x y}", "<x>", "%zz"],
 }
 
 
@@ -576,7 +580,7 @@ def test_format_unknown_and_bad() -> None:
     assert format_node("color", "/f") is None
     with pytest.raises(InvalidSchemaError):
         format_node(3, "/f")  # type: ignore[arg-type]
-    assert set(FORMAT_DOCS) == {"date-time", "date", "time", "uuid", "email", "ipv4", "ipv6",
+    assert set(FORMAT_DOCS) == {"date-time", "date", "time", "uuid", "email", "ipv4", "ipv6", "uri-template",
                                 "uri", "hostname"}
 
 
