@@ -847,10 +847,10 @@ _AUTHORITY = (rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_PCT})*@)?"
 _URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
         rf"|{_PCHAR}+(?:/{_PCHAR}*)*|)(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
 
-_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_VARCHAR = "[A-Za-z0-9_]"
 _VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9]\d{{0,3}}|\*)?"
 _URI_TEMPLATE = (rf"(?:[!#$&(-;=?-\[\]_a-z~\u00A0-\uD7FF\uF900-\uFDCF\uFDF0-\uFFEF]|{_PCT}"
-                 rf"|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*")
+                 rf"|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*")
 
 _FORMAT_SOURCES = {
     "date-time": rf"{_DATE}[Tt]{_TIME}",
@@ -884,7 +884,8 @@ FORMAT_DOCS: dict[str, str] = {
     "hostname": "RFC 1123 labels of 1-63 letters, digits and inner hyphens, dot-separated, no "
                 "trailing dot; the 253-character total is not enforced",
     "uri-template": "RFC 6570 (level 4): literals (BMP ucschar, no iprivate) and {op var,var:3,var*} "
-                    "expressions",
+                    "expressions; no reserved operators (= , ! @ |) and no percent-encoded variable "
+                    "names (the uri-template checker refuses both)",
 }
 
 

@@ -698,8 +698,8 @@ def test_formats_agree_with_jsonschema(fmt: str) -> None:
     for s in samples:
         ours = dfa.matches(json.dumps(s, ensure_ascii=False)[1:-1])
         theirs = checker.conforms(s, fmt)
-        if fmt == "email":
-            assert not ours or theirs, s  # ours is stricter, never looser
+        if fmt in ("email", "uri-template"):
+            assert not ours or theirs, s  # ours is the RFC, stricter than the checker, never looser
         elif ours != theirs and not known_disagreement(fmt, s):
             disagreements.append((s, ours, theirs))
     assert not disagreements, disagreements[:20]
