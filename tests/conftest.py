@@ -37,6 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addoption("--run-slow", action="store_true", default=False,
                      help="run the tests marked 'slow' (real model loads; .ci/run does)")
+    parser.addoption("--run-vllm", action="store_true", default=False,
+                     help="run the tests marked 'vllm' (real vLLM engines; .ci/run does)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,11 +50,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_corpus = pytest.mark.skip(reason="needs --corpus PATH")
     skip_slow = pytest.mark.skip(reason="slow: needs --run-slow")
+    skip_vllm = pytest.mark.skip(reason="vllm: needs --run-vllm")
     for item in items:
         if item.get_closest_marker("corpus") is not None and config.getoption("--corpus") is None:
             item.add_marker(skip_corpus)
         if item.get_closest_marker("slow") is not None and not config.getoption("--run-slow"):
             item.add_marker(skip_slow)
+        if item.get_closest_marker("vllm") is not None and not config.getoption("--run-vllm"):
+            item.add_marker(skip_vllm)
 
 
 @pytest.fixture(scope="session")

@@ -132,15 +132,12 @@ def _opens_reasoning(prompt_ids: Sequence[int] | None, vocabulary: Vocabulary) -
     assistant = special.get(kimi_k2.IM_ASSISTANT)
     if think_begin is None or think_end is None:
         return False
-    open_ = False
     for token in reversed(list(prompt_ids)):
-        if token == think_end:
-            return open_
         if token == think_begin:
             return True
-        if token == assistant:
+        if token == think_end or token == assistant:
             return False
-    return open_
+    return False
 
 
 class KimiK2EnforcedToolParser(ToolParser):

