@@ -4,15 +4,21 @@ Corpus layout (read-only, passed explicitly): ``CORPUS/maskbench/*.json`` (one s
 ``tests``: ``[{"data", "valid"}]``) and ``CORPUS/json-schema-test-suite/draft2020-12/*.json``
 (top-level files only; each a list of cases ``{"description", "schema", "tests"}``).
 
-For each compiled schema, every valid instance is serialised twice (``json.dumps`` default
-separators and compact), its object keys first put in the schema's declared order, tokenized
-with the tokenizer under test and fed token by token: each token must be set in the
-``fill_bitmask`` row AND ``accept_token`` must return True, and ``is_accepting()`` must hold at
-the end. Each invalid instance must be refused somewhere (or not be accepting at the end). A
-token whose mask bit disagrees with ``accept_token`` is a failure whatever the instance.
+For each compiled schema, every instance is put in the schema's declared key order
+(:class:`SchemaWalker`), serialised twice (``json.dumps`` default separators and compact,
+``ensure_ascii=False``), tokenized with the tokenizer under test and fed token by token: each
+token must be set in the ``fill_bitmask`` row AND ``accept_token`` must return True, and
+``is_accepting()`` must hold at the end. Each invalid instance must be refused somewhere (or not
+be accepting at the end); so must the optional *mutants* (small edits of valid instances that
+jsonschema calls invalid). A token whose mask bit disagrees with ``accept_token`` is a failure
+whatever the instance. A valid instance that is refused is excluded, not failed, when the
+compile options rule it out on purpose: undeclared keys under ``strict=True`` ("strictX") or a
+bad ``format`` while formats are asserted ("formatX", the Test-Suite's annotation-only cases).
 
 Run: ``python -m enforcer.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
-[--limit N] [--strict|--spec] [--jobs N] [--report PATH]``.
+[--limit N] [--source maskbench|testsuite|both] [--strict|--spec] [--mutants N] [--jobs N]
+[--report PATH]``; prints a table per tokenizer and writes every failure (schema file,
+instance, text, failing token and decoded prefix) to the JSON report.
 
 Cost: one compile per schema (bounded by ``compile_budget_s``) plus one mask fill and one
 ``accept_token`` per instance token. Objects here live for one run.
@@ -28,6 +34,7 @@ import multiprocessing
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -62,6 +69,7 @@ class Instance:
     description: str
     data: Any
     valid: bool
+    mutant: bool = False  # made by ``mutants`` from a valid instance; invalid by jsonschema
 
 
 @dataclass
@@ -306,6 +314,50 @@ def serialisations(data: Any) -> list[tuple[str, str]]:
     return [("spaced", spaced)] if spaced == compact else [("spaced", spaced), ("compact", compact)]
 
 
+def _nodes(data: Any, path: tuple = ()) -> Iterable[tuple[tuple, Any]]:
+    """Every (path, value) of ``data``, depth first, the root first."""
+    yield path, data
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _nodes(value, path + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _nodes(value, path + (index,))
+
+
+def _edited(data: Any, path: tuple, edit: Callable[[Any], Any]) -> Any:
+    """A copy of ``data`` with the node at ``path`` replaced by ``edit(node)``."""
+    if not path:
+        return edit(data)
+    head, rest = path[0], path[1:]
+    if isinstance(data, dict):
+        return {k: (_edited(v, rest, edit) if k == head else v) for k, v in data.items()}
+    return [(_edited(v, rest, edit) if i == head else v) for i, v in enumerate(data)]
+
+
+_TYPE_SWAP: dict[type, Any] = {str: 12345, int: "12345", float: "1.5", bool: "true", type(None): False,
+                               list: {"mutant": 1}, dict: ["mutant"]}
+MUTANT_KEY = "zz_mutant_key"
+
+
+def mutants(data: Any, limit: int) -> list[tuple[str, Any]]:
+    """Up to ``limit`` small edits of ``data`` as ``(description, value)``, spread over its
+    nodes: drop an object key, give a node a value of another type, add an undeclared key to
+    an object. Deterministic; the caller keeps those its validator calls invalid."""
+    edits: list[tuple[str, Any]] = []
+    for path, node in _nodes(data):
+        where = "/" + "/".join(str(p) for p in path)
+        if isinstance(node, dict):
+            for key in node:
+                edits.append((f"drop {where}/{key}", _edited(data, path, lambda n, k=key: {a: b for a, b in n.items() if a != k})))
+            edits.append((f"add key at {where}", _edited(data, path, lambda n: {**n, MUTANT_KEY: 1})))
+        edits.append((f"retype {where}", _edited(data, path, lambda n: _TYPE_SWAP[type(n)])))
+    if len(edits) <= limit:
+        return edits
+    step = len(edits) / limit
+    return [edits[int(i * step)] for i in range(limit)]
+
+
 # --------------------------------------------------------------------------------------------
 # Teacher forcing
 
@@ -379,6 +431,8 @@ class CaseResult:
     valid_format_excluded: int = 0
     invalid_rejected: int = 0
     invalid_accepted: int = 0
+    mutant_rejected: int = 0
+    mutant_accepted: int = 0
     unserialisable: int = 0
     untokenizable: int = 0
     failures: list[dict] = field(default_factory=list)
@@ -394,7 +448,8 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 class Runner:
     """Runs cases against one vocabulary. ``options`` go to ``compile_json_schema`` besides
-    ``strict``; lives for one run."""
+    ``strict``; with ``mutants_per_instance`` each valid instance also yields that many edits
+    (``mutants``) that jsonschema calls invalid, which must be refused too. Lives for one run."""
 
     def __init__(
         self,
@@ -403,9 +458,11 @@ class Runner:
         *,
         strict: bool = True,
         compile_budget_s: float = 20.0,
+        mutants_per_instance: int = 0,
         **options: Any,
     ) -> None:
         self.vocabulary = vocabulary
+        self.mutants_per_instance = mutants_per_instance
         self.encode = encode
         self.strict = strict
         self.options = dict(options, strict=strict)
@@ -413,6 +470,9 @@ class Runner:
         self._bitmask = np.zeros((1, (vocabulary.vocab_size + 31) // 32), dtype=np.int32)
 
     def _compile(self, schema: Any) -> Any:
+        """Compile under a SIGALRM budget (main thread only; elsewhere without a budget)."""
+        if threading.current_thread() is not threading.main_thread():
+            return compile_json_schema(schema, self.vocabulary, **self.options)
         old = signal.signal(signal.SIGALRM, _on_alarm)
         signal.setitimer(signal.ITIMER_REAL, self.compile_budget_s)
         try:
@@ -447,7 +507,7 @@ class Runner:
             walker = SchemaWalker(case.schema)
         except Exception:
             walker = None
-        for instance in case.instances:
+        for instance in case.instances + self._mutant_instances(case, walker):
             try:
                 self._check_instance(case, compiled, walker, instance, result)
             except Exception:
@@ -455,6 +515,26 @@ class Runner:
                     self._failure(case, "match_crash", instance, traceback.format_exc(limit=6))
                 )
         return result
+
+    def _mutant_instances(self, case: Case, walker: SchemaWalker | None) -> list[Instance]:
+        """Edits of the valid instances (``mutants``) that jsonschema finds invalid or, in
+        strict mode, that hold a key no ``properties`` declare."""
+        if not self.mutants_per_instance:
+            return []
+        cls = validator_for(case.schema, default=validator_for({}))
+        validator = cls(case.schema)
+        found = []
+        for instance in case.instances:
+            if not instance.valid:
+                continue
+            for description, value in mutants(instance.data, self.mutants_per_instance):
+                try:
+                    if validator.is_valid(value) and not (self.strict and walker and walker.walk(value)[1]):
+                        continue
+                except Exception:  # a pattern Python's re cannot read: no verdict
+                    continue
+                found.append(Instance(f"{instance.description}: {description}", value, False, mutant=True))
+        return found
 
     def _check_instance(self, case: Case, compiled: Any, walker: Any, instance: Instance, result: CaseResult) -> None:
         data, undeclared = instance.data, False
@@ -498,14 +578,15 @@ class Runner:
                     )
         else:
             good = [o for o in outcomes if o[3].accepted]
+            prefix = "mutant" if instance.mutant else "invalid"
             if good:
-                result.invalid_accepted += 1
+                setattr(result, f"{prefix}_accepted", getattr(result, f"{prefix}_accepted") + 1)
                 for style, text, ids, outcome in good:
                     result.failures.append(
-                        self._failure(case, "invalid_accepted", instance, "", style, text, ids, outcome)
+                        self._failure(case, f"{prefix}_accepted", instance, "", style, text, ids, outcome)
                     )
             else:
-                result.invalid_rejected += 1
+                setattr(result, f"{prefix}_rejected", getattr(result, f"{prefix}_rejected") + 1)
 
     def _failure(
         self,
@@ -596,6 +677,8 @@ COUNTERS = (
     "valid_format_excluded",
     "invalid_rejected",
     "invalid_accepted",
+    "mutant_rejected",
+    "mutant_accepted",
     "unserialisable",
     "untokenizable",
 )
@@ -679,7 +762,8 @@ def format_table(summary: Summary, title: str) -> str:
         ("complex", "too_complex"), ("timeout", "timeout"), ("invalid", "invalid_schema"), ("crash", "crash"),
         ("val_ok", "valid_accepted"), ("VAL_REJ", "valid_rejected"), ("strictX", "valid_strict_excluded"),
         ("formatX", "valid_format_excluded"),
-        ("inv_rej", "invalid_rejected"), ("INV_ACC", "invalid_accepted"), ("skip", "unserialisable"),
+        ("inv_rej", "invalid_rejected"), ("INV_ACC", "invalid_accepted"),
+        ("mut_rej", "mutant_rejected"), ("MUT_ACC", "mutant_accepted"), ("skip", "unserialisable"),
     ]
     order = [s for s in MASKBENCH_SUBSETS if s in summary.rows]
     order += ["TestSuite"] if "TestSuite" in summary.rows else []
@@ -691,7 +775,10 @@ def format_table(summary: Summary, title: str) -> str:
         label = ("  " + name.split("/", 1)[1]) if name.startswith("TestSuite/") else name
         lines.append(f"{label:<34}" + "".join(f"{row[key]:>9}" for _, key in columns))
     lines.append("unsupported by keyword: " + json.dumps(summary.unsupported))
-    lines.append(f"mask/accept mismatches: {summary.mismatches}; crashes: {summary.crashes}")
+    lines.append(
+        f"mask/accept mismatches: {summary.mismatches}; crashes: {summary.crashes}; "
+        f"untokenizable instances: {summary.rows['ALL']['untokenizable'] if summary.rows else 0}"
+    )
     lines.append("Test-Suite files where every compiled case passes: " + ", ".join(summary.passing_test_suite_files))
     lines.append(f"slow compiles (> {SLOW_COMPILE_S:g} s): {len(summary.slow_compiles)} "
                  + ", ".join(f"{n} {s}s" for n, s in summary.slow_compiles[:15]))
@@ -728,10 +815,14 @@ def run_conformance(
     jobs: int = 1,
     compile_budget_s: float = 20.0,
     progress: bool = False,
+    mutants_per_instance: int = 0,
     **options: Any,
 ) -> Summary:
     """Run ``cases`` against one vocabulary and summarise (``options`` go to the compiler)."""
-    runner = Runner(vocabulary, encode, strict=strict, compile_budget_s=compile_budget_s, **options)
+    runner = Runner(
+        vocabulary, encode, strict=strict, compile_budget_s=compile_budget_s,
+        mutants_per_instance=mutants_per_instance, **options,
+    )
     start = time.perf_counter()
     results = run_cases(runner, cases, jobs, progress)
     return summarise(results, time.perf_counter() - start)
@@ -747,6 +838,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--strict", dest="strict", action="store_true", default=True, help="no undeclared keys (default)")
     mode.add_argument("--spec", dest="strict", action="store_false", help="extra keys as the spec allows")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--mutants", type=int, default=0, help="invalid edits checked per valid instance")
     parser.add_argument("--compile-budget", type=float, default=20.0, help="seconds per compile")
     parser.add_argument("--report", type=Path, default=Path("conformance_report.json"))
     args = parser.parse_args(argv)
@@ -759,7 +851,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         vocabulary, encode = load_tokenizer(name)
         summary = run_conformance(
             cases, vocabulary, encode, strict=args.strict, jobs=args.jobs, compile_budget_s=args.compile_budget,
-            progress=True,
+            progress=True, mutants_per_instance=args.mutants,
         )
         mode_name = "strict" if args.strict else "spec"
         print(format_table(summary, f"== {name} ({mode_name}), vocab {vocabulary.vocab_size} =="))

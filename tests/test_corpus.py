@@ -1,0 +1,132 @@
+"""The conformance bar over the shared corpus (runs only with ``--corpus PATH``).
+
+For each run: among compiled schemas, no valid instance is rejected and no invalid one is
+accepted (teacher-forced token by token, the mask bit and ``accept_token`` agreeing on every
+token), nothing crashes, and at most 3% of the BFCL + MCPspec schemas are unsupported. Both
+tokenizers (Kimi-shaped and DeepSeek-V3) run the whole of MaskBench and the Test-Suite with the
+strict defaults; DeepSeek also runs in spec mode (``strict=False``: undeclared keys allowed).
+Besides the corpus's own instances, each valid instance yields ``MUTANTS`` small edits that
+must be refused. Measured: about a minute per run with two worker processes (three runs:
+about 3-4 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from enforcer.conformance import (
+    MASKBENCH_SUBSETS,
+    Summary,
+    format_table,
+    load_maskbench,
+    load_test_suite,
+    make_encoder,
+    run_conformance,
+    spread_sample,
+    unsupported_share,
+)
+
+pytestmark = pytest.mark.corpus
+
+MAX_UNSUPPORTED_SHARE = 0.03
+JOBS = max(1, min(2, os.cpu_count() or 1))
+MUTANTS = 4  # invalid edits per valid instance (drop a key, retype a node, add a key)
+
+
+class Plan(NamedTuple):
+    tokenizer: str  # "kimi" | "deepseek": the conftest fixtures <name>_tokenizer / <name>_vocab
+    strict: bool
+    maskbench_limit: int | None  # None: every schema
+    suite_limit: int | None
+
+
+PLANS = {
+    "kimi-strict": Plan("kimi", True, None, None),
+    "deepseek-strict": Plan("deepseek", True, None, None),
+    "deepseek-spec": Plan("deepseek", False, None, None),
+}
+
+_summaries: dict[str, Summary] = {}
+
+
+@pytest.fixture(scope="module", params=sorted(PLANS))
+def run_name(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def summary(request: pytest.FixtureRequest, run_name: str, corpus_dir: Path) -> Summary:
+    """One conformance run per plan, shared by the assertions below."""
+    if run_name not in _summaries:
+        plan = PLANS[run_name]
+        vocabulary = request.getfixturevalue(f"{plan.tokenizer}_vocab")
+        encode = make_encoder(request.getfixturevalue(f"{plan.tokenizer}_tokenizer"))
+        cases = spread_sample(load_maskbench(corpus_dir), plan.maskbench_limit)
+        cases += spread_sample(load_test_suite(corpus_dir), plan.suite_limit)
+        result = run_conformance(
+            cases, vocabulary, encode, strict=plan.strict, jobs=JOBS, mutants_per_instance=MUTANTS
+        )
+        print("\n" + format_table(result, f"== {run_name}, vocab {vocabulary.vocab_size} =="))
+        _summaries[run_name] = result
+    return _summaries[run_name]
+
+
+def _listing(summary: Summary, kind: str) -> str:
+    lines = []
+    for failure in summary.failures:
+        if failure["kind"] != kind:
+            continue
+        if "token" in failure:
+            where = f"token {failure['token']} after {failure['prefix'][-80:]!r}"
+        elif failure.get("reason"):
+            where = failure["reason"]
+        elif "text" in failure:
+            where = f"accepted whole (…{failure['text'][-100:]!r})"
+        else:
+            where = failure.get("detail", "")[-300:]
+        test = failure.get("test", "")[-60:]
+        lines.append(f"{failure['schema_file']} [{failure.get('style', '')}] {test!r}: {where}")
+    return f"{len(lines)} x {kind}:\n" + "\n".join(lines[:25])
+
+
+def test_no_valid_instance_rejected(summary: Summary) -> None:
+    assert summary.row("ALL")["compiled"] > 0
+    assert summary.row("ALL")["valid_accepted"] > 0
+    assert summary.row("ALL")["valid_rejected"] == 0, _listing(summary, "valid_rejected")
+
+
+def test_no_invalid_instance_accepted(summary: Summary) -> None:
+    assert summary.row("ALL")["invalid_rejected"] > 0
+    assert summary.row("ALL")["invalid_accepted"] == 0, _listing(summary, "invalid_accepted")
+
+
+def test_no_invalid_edit_of_a_valid_instance_accepted(summary: Summary) -> None:
+    """MaskBench has few invalid instances (83, none in BFCL): edits of the valid ones that
+    jsonschema (or, in strict mode, the declared keys) rules out must be refused as well."""
+    assert summary.row("BFCL")["mutant_rejected"] > 0
+    assert summary.row("ALL")["mutant_accepted"] == 0, _listing(summary, "mutant_accepted")
+
+
+def test_mask_agrees_with_accept_and_nothing_crashes(summary: Summary) -> None:
+    assert summary.mismatches == 0, _listing(summary, "mask_mismatch")
+    kinds = ("compile_crash", "match_crash", "invalid_schema_with_valid")
+    assert summary.crashes == 0, "\n".join(_listing(summary, kind) for kind in kinds)
+
+
+def test_unsupported_share_of_function_schemas(summary: Summary) -> None:
+    assert summary.row("BFCL")["schemas"] + summary.row("MCPspec")["schemas"] > 0
+    share = unsupported_share(summary)
+    assert share <= MAX_UNSUPPORTED_SHARE, f"{share:.2%} unsupported: {summary.unsupported_by_subset}"
+
+
+def test_maskbench_coverage(corpus_dir: Path, run_name: str, summary: Summary) -> None:
+    """Each run covers what its plan says, and some plan covers the whole of MaskBench."""
+    assert any(plan.maskbench_limit is None for plan in PLANS.values())
+    total = len(load_maskbench(corpus_dir))
+    limit = PLANS[run_name].maskbench_limit
+    covered = sum(summary.row(subset)["schemas"] for subset in MASKBENCH_SUBSETS)
+    assert covered == (total if limit is None else min(limit, total))
