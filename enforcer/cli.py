@@ -41,7 +41,7 @@ def check(args: argparse.Namespace) -> int:
     print(f"vocabulary: {vocabulary.vocab_size} ids, fingerprint {vocabulary.fingerprint[:12]}")
     options = {"strict": not args.spec}
     failures = 0
-    for label, item in entries:
+    for index, (label, item) in enumerate(entries):
         start = time.perf_counter()
         try:
             if kind == "tools":
@@ -52,7 +52,8 @@ def check(args: argparse.Namespace) -> int:
                 states = compiled.dfa.nfa_states
         except EnforcerError as exc:
             failures += 1
-            print(f"  FAIL  {label}: {exc}")
+            # each tool is compiled alone (one refusal must not hide the others): point into the file
+            print(f"  FAIL  {label}: {str(exc).replace('/tools/0/', f'/tools/{index}/')}")
             continue
         elapsed = (time.perf_counter() - start) * 1e3
         print(f"  ok    {label}: compiled in {elapsed:.1f} ms, {states} automaton (NFA) states")
@@ -62,10 +63,14 @@ def check(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    checkout = Path.cwd()
+    if (checkout / "benchmarks" / "__main__.py").is_file() and str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))  # the console script's path does not include the checkout
     try:
         from benchmarks.__main__ import main as bench_main  # type: ignore[import-not-found]
     except ImportError:
-        print("the benchmarks live in the source checkout: run `python -m benchmarks` from it", file=sys.stderr)
+        print("the benchmarks live in the source checkout: run `enforcer bench` (or `python -m benchmarks`) "
+              "from its root", file=sys.stderr)
         return 2
     return int(bench_main(list(rest)) or 0)
 
