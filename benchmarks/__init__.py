@@ -101,6 +101,26 @@ def make_environment(peer_names: Sequence[str]) -> Environment:
     return Environment(tokenizer, vocabulary, setup, built.adapters, built.failed, seconds, added)
 
 
+def make_json_environment(tokenizer: Any, peer_names: Sequence[str]) -> Environment:
+    """An environment for the JSON workloads only, over any tokenizer (no K2 markers needed):
+    stop id = the tokenizer's EOS, logits width = its id count. Cost: as :func:`make_environment`
+    minus the Kimi tokenizer."""
+    from enforcer import Vocabulary
+
+    from .peers import Setup, build_adapters
+
+    start = time.perf_counter()
+    vocabulary = Vocabulary.from_tokenizer(tokenizer)
+    seconds = {"enforcer": time.perf_counter() - start}
+    setup = Setup(tokenizer=tokenizer, vocab_size=vocabulary.vocab_size, stop_id=int(tokenizer.eos_token_id),
+                  token_bytes=vocabulary.byte_tokens, marker_ids={})
+    built = build_adapters(setup, vocabulary, peer_names)
+    for adapter in built.adapters[1:]:
+        seconds[adapter.name] = adapter.build_seconds
+    added = tuple(str(t) for t in tokenizer.added_tokens_decoder.values())
+    return Environment(tokenizer, vocabulary, setup, built.adapters, built.failed, seconds, added)
+
+
 def encode_text(env: Environment, text: str) -> list[int]:
     """Token ids of ``text`` as *text*: a marker spelled in it stays ordinary text tokens.
 
@@ -216,6 +236,8 @@ class Measurement:
     fill_ns: list[int] = field(default_factory=list)
     accept_ns: list[int] = field(default_factory=list)
     first_request_s: list[float] = field(default_factory=list)
+    first_mask_s: list[float] = field(default_factory=list)
+    """Cold compile + new matcher + the first ``fill_bitmask``: time to first mask."""
     repetitions: int = 0
     later_passes: int = 0
     error: str | None = None
@@ -240,6 +262,8 @@ class Measurement:
             out["cached_compile_ms"] = 1e3 * statistics.median(self.cached_compile_s)
         if self.first_request_s:
             out["first_request_ms"] = 1e3 * statistics.median(self.first_request_s)
+        if self.first_mask_s:
+            out["first_mask_ms"] = 1e3 * statistics.median(self.first_mask_s)
         for key, values in (("pass1", self.pass1_ns), ("later", self.later_ns),
                             ("fill", self.fill_ns), ("accept", self.accept_ns)):
             if values:
@@ -247,14 +271,20 @@ class Measurement:
         return out
 
 
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile of an already sorted, non-empty sequence."""
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
 def latency_stats(values_ns: Sequence[int]) -> dict[str, float]:
-    """mean, p50, p99 in microseconds."""
+    """mean, p50, p90, p99, p99.9 in microseconds (p99.9 of fewer than 1,000 values is the max)."""
     ordered = sorted(values_ns)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
     return {
         "mean_us": statistics.fmean(ordered) / 1e3,
         "p50_us": statistics.median(ordered) / 1e3,
-        "p99_us": p99 / 1e3,
+        "p90_us": quantile(ordered, 0.90) / 1e3,
+        "p99_us": quantile(ordered, 0.99) / 1e3,
+        "p999_us": quantile(ordered, 0.999) / 1e3,
         "n": len(ordered),
     }
 
@@ -313,6 +343,8 @@ def measure(
             result.accept_ns.extend(run.accept_ns)
             if pass_no == 0:
                 result.first_request_s.append(compile_s + result.new_matcher_s[-1] + sum(totals) / 1e9)
+                if run.fill_ns:
+                    result.first_mask_s.append(compile_s + result.new_matcher_s[-1] + run.fill_ns[0] / 1e9)
                 if adapter.caches_compiles:
                     t0 = clock()
                     compile_fn(spec)
@@ -374,6 +406,7 @@ TABLE_COLUMNS = (
     ("later mean µs", ("later", "mean_us")),
     ("later p50", ("later", "p50_us")),
     ("later p99", ("later", "p99_us")),
+    ("later p99.9", ("later", "p999_us")),
 )
 
 

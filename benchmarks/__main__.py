@@ -1,4 +1,5 @@
-"""``python -m benchmarks [--quick]``: the JSON-schema suite, then the Kimi K2 suite, one process.
+"""``python -m benchmarks [--quick]``: the JSON-schema, Kimi K2, compile-scaling and mask-application
+suites, one process.
 
 The tokenizer and every library's tokenizer tables are built once and shared by both suites.
 """
@@ -9,7 +10,7 @@ import argparse
 import time
 from typing import Sequence
 
-from . import json_schema, kimi_k2, make_environment, pin_threads
+from . import compile_scaling, json_schema, kimi_k2, make_environment, mask_application, pin_threads
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -23,6 +24,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("set-up seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in env.setup_seconds.items()))
     json_schema.run(args, env)
     kimi_k2.run(args, env)
+    compile_scaling.run(args, env)
+    mask_application.run(args, env)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
 
 

