@@ -105,3 +105,19 @@ def deepseek_tokenizer() -> Any:
 def deepseek_vocab(deepseek_tokenizer: Any) -> Vocabulary:
     """Vocabulary of DeepSeek-V3 padded to the model's logits width, 129,280."""
     return Vocabulary.from_tokenizer(deepseek_tokenizer, vocab_size=test_tokenizers.DEEPSEEK_V3_VOCAB_SIZE)
+
+
+@pytest.fixture
+def weather_history() -> list[dict[str, Any]]:
+    """A dialog with two earlier calls of the bundled weather tools (ids not in K2 form), then a
+    new question: the next call's counter must be 2."""
+    return [
+        {"role": "user", "content": "Weather and time in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "get_weather",
+                                                         "arguments": '{"city": "Paris", "unit": "celsius"}'}},
+            {"id": "b", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "CET"}'}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "20C"},
+        {"role": "tool", "tool_call_id": "b", "content": "12:00"},
+        {"role": "user", "content": "And in Rome?"},
+    ]

@@ -246,18 +246,10 @@ def test_v1_placeholder_tokens_release_the_row_without_raising(processor: Any, k
 
 
 @needs_vllm
-def test_v1_tools_read_from_the_prompt_and_the_counter_from_its_history(processor: Any,
-                                                                        kimi_tokenizer: Any) -> None:
+def test_v1_tools_read_from_the_prompt_and_the_counter_from_its_history(processor: Any, kimi_tokenizer: Any,
+                                                                        weather_history: list) -> None:
     vocab = processor.core.vocabulary
-    history = [
-        {"role": "user", "content": "Weather and time in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}},
-            {"id": "b", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "CET"}'}}]},
-        {"role": "tool", "tool_call_id": "a", "content": "20C"},
-        {"role": "tool", "tool_call_id": "b", "content": "12:00"},
-        {"role": "user", "content": "And in Rome?"},
-    ]
+    history = weather_history
     prompt = prompt_ids(kimi_tokenizer, WEATHER, history)
     bare = prompt_ids(kimi_tokenizer, None)
     out: list[int] = []

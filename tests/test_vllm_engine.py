@@ -34,6 +34,18 @@ from enforcer.declarations import render_chat  # noqa: E402
 from enforcer.demo import load_tools, vendor_verdict  # noqa: E402
 from enforcer.parser import parse_tool_calls  # noqa: E402
 
+RECIPE_CLIENT = Path(__file__).resolve().parents[1] / "integrations" / "vllm" / "client.py"
+
+
+def _recipe_client() -> Any:
+    """The recipe's client script as a module: the test streams through the code users copy."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vllm_recipe_client", RECIPE_CLIENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 pytestmark = pytest.mark.vllm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,21 +246,13 @@ def test_entry_point_enforces_a_mixed_batch_and_leaves_tool_less_requests_alone(
     assert finished_with_calls >= 8, f"only {finished_with_calls} constrained outputs finished"
 
 
-def test_tools_read_from_the_prompt_are_enforced_without_settings(llm: Any) -> None:
+def test_tools_read_from_the_prompt_are_enforced_without_settings(llm: Any, weather_history: list) -> None:
     from vllm import SamplingParams
 
     tokenizer = llm.get_tokenizer()
     vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=151_936)
     section = vocab.token_id("<|tool_calls_section_begin|>")
-    history = [
-        {"role": "user", "content": "Weather and time in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}},
-            {"id": "b", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "CET"}'}}]},
-        {"role": "tool", "tool_call_id": "a", "content": "20C"},
-        {"role": "tool", "tool_call_id": "b", "content": "12:00"},
-        {"role": "user", "content": "And in Rome?"},
-    ]
+    history = weather_history
     bias = {**_bias(tokenizer), section: 100.0}
     prompts = [render_chat(history, load_tools("weather"))] + [
         render_chat([{"role": "user", "content": f"plan {i}"}], load_tools(name)) for i, name in enumerate(TOOL_SETS)]
@@ -361,26 +365,10 @@ def test_server_returns_enforced_tool_calls_streamed_and_not(server: str) -> Non
     _check_calls([c.model_dump() for c in choice.message.tool_calls], tools)
     assert not any(m in (choice.message.content or "") for m in MARKERS)
 
-    stream = client.chat.completions.create(model="smollm2-k2", messages=MESSAGES, tools=tools,
-                                            tool_choice="required", temperature=0, max_tokens=96, stream=True,
-                                            parallel_tool_calls=False, logit_bias=no_think(server))
-    calls: dict[int, dict[str, Any]] = {}
-    content, finish = "", None
-    for chunk in stream:
-        if not chunk.choices:
-            continue
-        delta = chunk.choices[0].delta
-        content += delta.content or ""
-        for part in delta.tool_calls or []:
-            call = calls.setdefault(part.index, {"id": None, "type": "function",
-                                                 "function": {"name": "", "arguments": ""}})
-            call["id"] = part.id or call["id"]
-            if part.function is not None:
-                call["function"]["name"] += part.function.name or ""
-                call["function"]["arguments"] += part.function.arguments or ""
-        finish = chunk.choices[0].finish_reason or finish
-    assert finish == "tool_calls", (finish, content, calls)
-    streamed = [calls[i] for i in sorted(calls)]
+    finish, content, streamed = _recipe_client().collect_stream(
+        client, model="smollm2-k2", messages=MESSAGES, tools=tools, tool_choice="required", temperature=0,
+        max_tokens=96, parallel_tool_calls=False, logit_bias=no_think(server))
+    assert finish == "tool_calls", (finish, content, streamed)
     _check_calls(streamed, tools)
     assert [(c["function"]["name"], c["function"]["arguments"]) for c in streamed] == [
         (c.function.name, c.function.arguments) for c in choice.message.tool_calls]

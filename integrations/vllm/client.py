@@ -27,7 +27,7 @@ def _tool_choice(value: str) -> Any:
     return {"type": "function", "function": {"name": value}}
 
 
-def _stream(client: OpenAI, **request: Any) -> tuple[str | None, str, list[dict[str, Any]]]:
+def collect_stream(client: OpenAI, **request: Any) -> tuple[str | None, str, list[dict[str, Any]]]:
     """(finish_reason, content, tool calls) accumulated from a stream."""
     calls: dict[int, dict[str, Any]] = {}
     content, finish = "", None
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     request = dict(model=model, messages=[{"role": "user", "content": args.prompt}], tools=tools,
                    tool_choice=_tool_choice(args.tool_choice), max_tokens=args.max_tokens, temperature=0)
     if args.stream:
-        finish, content, calls = _stream(client, **request)
+        finish, content, calls = collect_stream(client, **request)
     else:
         choice = client.chat.completions.create(**request).choices[0]
         finish, content = choice.finish_reason, choice.message.content or ""
