@@ -90,9 +90,13 @@ def _json_key(value: Any) -> str:
 class SchemaCompiler:
     """Compiles one root schema. Lifetime: one ``compile_json_schema`` call."""
 
-    def __init__(self, root: Any, options: SchemaOptions) -> None:
+    def __init__(self, root: Any, options: SchemaOptions, raw_strings: bool = False) -> None:
+        """``raw_strings``: a string at the top level (depth 0) is its raw UTF-8 text, without
+        quotes or JSON escapes (formats that write string values unquoted); nested strings stay
+        JSON."""
         self.root = root
         self.options = options
+        self.raw_strings = raw_strings
         self._validator_cls = jsonschema.Draft202012Validator
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {})
         self._any_cache: dict[int, Node] = {}
@@ -358,7 +362,7 @@ class SchemaCompiler:
             elif t in ("integer", "number"):
                 nodes.append(self._number(schema, pointer, t == "integer"))
             elif t == "string":
-                nodes.append(self._string(schema, pointer))
+                nodes.append(self._string(schema, pointer, raw=self.raw_strings and depth == 0))
             elif t == "array":
                 nodes.append(self._array(schema, pointer, depth, refs))
             else:
@@ -397,6 +401,8 @@ class SchemaCompiler:
                 raise InvalidSchemaError("", f"non-finite number {value!r} in enum/const")
             return numbers.bounded_number((d, False), (d, False), integer=False)
         if isinstance(value, str):
+            if self.raw_strings and depth == 0:
+                return literal(value)
             return seq(literal('"'), *(json_string_char([(ord(c), ord(c))]) for c in value), literal('"'))
         if isinstance(value, list):
             items = [self.literal_value(v, depth + 1) for v in value]
@@ -441,17 +447,18 @@ class SchemaCompiler:
             node = Embedded(dfa) if not dfa.is_empty else NOTHING
         return node
 
-    def _string(self, schema: dict, pointer: str) -> Node:
+    def _string(self, schema: dict, pointer: str, raw: bool = False) -> Node:
+        """A JSON string, or with ``raw`` the bare UTF-8 text of one."""
         min_len = _count(schema, "minLength", pointer) or 0
         max_len = _count(schema, "maxLength", pointer)
         constraints: list[Node] = []
         if "pattern" in schema:
-            constraints.append(pattern_node(schema["pattern"], pointer))
+            constraints.append(pattern_node(schema["pattern"], pointer, escapes="raw" if raw else "all"))
         fmt = schema.get("format")
         if fmt is not None and self.options.assert_formats:
             # formats take the escapes real serialisers write (json.dumps never escapes the
             # printable ASCII that dates, addresses and ids consist of): automata 5x smaller
-            fnode = format_node(fmt, pointer, escapes="common")
+            fnode = format_node(fmt, pointer, escapes="raw" if raw else "common")
             if fnode is not None:
                 constraints.append(fnode)
             elif self.options.unknown_formats == "error":
@@ -460,9 +467,9 @@ class SchemaCompiler:
             if max_len is not None and max_len > 2048:
                 raise SchemaTooComplexError(f"maxLength {max_len} at {pointer or '(root)'} is too large to enforce")
             if max_len is None:
-                constraints.append(repeat(JSON_STRING_CHAR_ANY, min_len, None))
+                constraints.append(repeat(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY, min_len, None))
             else:
-                constraints.append(Embedded(counted_repeat(_string_char_dfa(), min_len, max_len)))
+                constraints.append(Embedded(counted_repeat(_string_char_dfa(raw), min_len, max_len)))
         if len(constraints) == 1:
             body = constraints[0]
         else:
@@ -470,7 +477,7 @@ class SchemaCompiler:
             for c in constraints[1:]:
                 dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
             body = Embedded(dfa) if not dfa.is_empty else NOTHING
-        return seq(literal('"'), body, literal('"'))
+        return body if raw else seq(literal('"'), body, literal('"'))
 
     def _array(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
         items = schema.get("items", True)
@@ -664,14 +671,16 @@ def _canonical_char(c: str) -> Node:
     return alt(*forms)
 
 
-_STRING_CHAR_DFA: list[DFA] = []
+RAW_CHAR_ANY: Node = json_string_char(((0, 0x10FFFF),), escapes="raw")
+"""Any one character as raw UTF-8."""
+_STRING_CHAR_DFA: dict[bool, DFA] = {}
 
 
-def _string_char_dfa() -> DFA:
-    """The DFA of one encoded string character (built once)."""
-    if not _STRING_CHAR_DFA:
-        _STRING_CHAR_DFA.append(compile_node(JSON_STRING_CHAR_ANY))
-    return _STRING_CHAR_DFA[0]
+def _string_char_dfa(raw: bool = False) -> DFA:
+    """The DFA of one encoded (or ``raw``) string character (built once)."""
+    if raw not in _STRING_CHAR_DFA:
+        _STRING_CHAR_DFA[raw] = compile_node(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY)
+    return _STRING_CHAR_DFA[raw]
 
 
 def _escape(name: str) -> str:

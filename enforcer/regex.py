@@ -14,8 +14,9 @@ raw control characters and invalid UTF-8 never match.
 * :func:`format_node` - documented regular forms of JSON Schema ``format`` values
   (:data:`FORMAT_DOCS`).
 
-Each takes ``escapes`` (:data:`Escapes`): ``"all"`` (default, exact JSON) or ``"common"`` (no
-``\\uXXXX`` for plain printable ASCII, which no encoder writes: several times fewer states).
+Each takes ``escapes`` (:data:`Escapes`): ``"all"`` (default, exact JSON), ``"common"`` (no
+``\\uXXXX`` for plain printable ASCII, which no encoder writes: several times fewer states) or
+``"raw"`` (the characters' UTF-8 bytes, unencoded).
 
 Cost: building a node is linear in the pattern once counted repetitions are expanded (capped by
 :data:`MAX_PATTERN_POSITIONS`); anchors cost a constant factor, except inside repeated groups
@@ -54,11 +55,13 @@ UNICODE_VERSION = unicodedata.unidata_version
 """The Unicode version behind ``\\p{...}`` (General_Category): Python's ``unicodedata``."""
 
 Ranges = tuple[tuple[int, int], ...]
-Escapes = Literal["all", "common"]
+Escapes = Literal["all", "common", "raw"]
 """Which ``\\uXXXX`` escapes to accept. ``"all"``: every one JSON allows. ``"common"``: none for
 printable ASCII characters other than ``" \\ / < > & ' + = ` `` - the only ones that common
 encoders (Python, JavaScript, Go, .NET, Gson, PHP) ever write as ``\\uXXXX``; automata of ASCII
-patterns and formats shrink several times."""
+patterns and formats shrink several times. ``"raw"``: no JSON encoding at all - each character
+as its UTF-8 bytes (string values that a format writes unquoted, such as Kimi K3's)."""
+_ESCAPES = ("all", "common", "raw")
 
 
 # --------------------------------------------------------------------------------------------
@@ -170,6 +173,8 @@ def _surrogate_pairs(lo: int, hi: int) -> Node:
 
 @lru_cache(maxsize=4096)
 def _json_string_char(ranges: Ranges, escapes: Escapes) -> Node:
+    if escapes == "raw":
+        return codepoints(_minus(ranges, _SURROGATES))
     raw = codepoints(_minus(ranges, _MUST_ESCAPE))
     short = byte_chars(b"".join(esc for cp, esc in sorted(_SHORT_ESCAPES.items())
                                 if _intersect(ranges, ((cp, cp),))))
@@ -189,8 +194,8 @@ def json_string_char(ranges: Iterable[tuple[int, int]], *, escapes: Escapes = "a
     BMP characters (see :data:`Escapes`) and ``\\uD8xx\\uDCxx`` surrogate pairs for astral ones.
     Surrogate code points in ``ranges`` are ignored (a JSON text cannot carry them). Cached per
     set."""
-    if escapes not in ("all", "common"):
-        raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
+    if escapes not in _ESCAPES:
+        raise ValueError(f"escapes must be one of {_ESCAPES}, not {escapes!r}")
     rs = normalise_ranges(ranges)
     for lo, hi in rs:
         if lo < 0 or hi > MAX_CODEPOINT:
@@ -769,8 +774,8 @@ def pattern_node(pattern: str, pointer: str, *, escapes: Escapes = "all") -> Nod
     or not supported exactly, :class:`InvalidSchemaError` for an invalid expression and
     :class:`SchemaTooComplexError` past :data:`MAX_PATTERN_POSITIONS`. ``pointer`` locates the
     schema object holding the pattern, for error messages; ``escapes`` is :data:`Escapes`."""
-    if escapes not in ("all", "common"):
-        raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
+    if escapes not in _ESCAPES:
+        raise ValueError(f"escapes must be one of {_ESCAPES}, not {escapes!r}")
     node = _search(_parse(pattern, pointer), escapes)
     size = _expanded_size(node, {})
     if size > MAX_EXPANDED_NODES:
@@ -900,8 +905,8 @@ def format_node(fmt: str, pointer: str, *, escapes: Escapes = "all") -> Node | N
     escape mode and process."""
     if not isinstance(fmt, str):
         raise InvalidSchemaError(pointer, f"format must be a string, not {type(fmt).__name__}")
-    if escapes not in ("all", "common"):
-        raise ValueError(f"escapes must be 'all' or 'common', not {escapes!r}")
+    if escapes not in _ESCAPES:
+        raise ValueError(f"escapes must be one of {_ESCAPES}, not {escapes!r}")
     if fmt not in _FORMAT_SOURCES:
         return None
     return _format(fmt, escapes)

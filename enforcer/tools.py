@@ -19,10 +19,14 @@ from typing import Any, Iterable, Sequence
 import jsonschema
 import numpy as np
 
+from .arguments import VALUE_TYPES, SplitArguments, split_arguments
+from .arguments import clear_cache as clear_arguments_cache
 from .automaton import DFA, alt, compile_node, literal
 from .errors import InvalidToolsError, TokenizerError, UnsupportedSchemaError
-from .formats import CallHeader, FormatSpec, JsonArguments, Token, get_format
+from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, Word,
+                      get_format)
 from .masks import MaskTable, pack_ids, token_index
+from .text_rules import FreeRule, DfaRule, TokenTrie
 from .matcher import CompiledSchema, compile_json_schema, schema_options
 from .matcher import clear_cache as clear_schema_cache
 from .vocabulary import Vocabulary
@@ -60,9 +64,9 @@ def normalize_tools(tools: Any) -> list[tuple[str, dict]]:
     return out
 
 
-def _check_name(name: str, index: int, forbidden: Iterable[str]) -> None:
+def _check_name(name: str, index: int, forbidden: Iterable[str], colon: bool) -> None:
     where = f"tools[{index}] ({name!r})"
-    if ":" in name:
+    if colon and ":" in name:
         raise InvalidToolsError(f"{where}: a name cannot contain ':' (it ends the name in the call id)")
     for ch in name:
         cat = unicodedata.category(ch)
@@ -101,11 +105,13 @@ def _arguments_schema(name: str, index: int, params: dict) -> dict:
 
 class CompiledTools:
     """Tools + format + options compiled against one vocabulary. Build with
-    :func:`compile_tools`; make one :meth:`matcher` per sequence."""
+    :func:`compile_tools`; make one :meth:`matcher` per sequence. Text rules and masks are
+    built on first use and shared by every matcher (thread-safe)."""
 
     def __init__(self, tools: list[tuple[str, dict]], vocabulary: Vocabulary, fmt: FormatSpec,
                  tool_choice: str, forced_name: str | None, parallel_tool_calls: bool,
-                 allow_thinking: bool, schemas: list[CompiledSchema]) -> None:
+                 allow_thinking: bool, schemas: list[CompiledSchema | None],
+                 arguments: list[SplitArguments | None]) -> None:
         self.vocabulary = vocabulary
         self.format = fmt
         self.tool_names = tuple(n for n, _ in tools)
@@ -115,27 +121,33 @@ class CompiledTools:
         self.parallel_tool_calls = parallel_tool_calls
         self.allow_thinking = allow_thinking
         self.schemas = tuple(schemas)
+        self.arguments = tuple(arguments)
         self._name_index = {n: i for i, n in enumerate(self.tool_names)}
-        tid = self._token_id
-        self.stop_id = tid(fmt.stop)
-        self.section_begin_id = tid(fmt.section_begin)
-        self.section_end_id = tid(fmt.section_end)
-        self.think_begin_id = tid(fmt.think_begin) if fmt.think_begin else None
-        self.think_end_id = tid(fmt.think_end) if fmt.think_end else None
-        self.assistant_id = tid(fmt.assistant_header) if fmt.assistant_header else None
-        self.call_begin_id = tid(fmt.call_begin) if fmt.call_begin else None
-        self.structural_ids = frozenset(tid(n) for n in fmt.structural)
-        self.segment_ids = tuple(tid(s.name) if isinstance(s, Token) else -1 for s in fmt.call)
-        self.header_segment = next(i for i, s in enumerate(fmt.call) if isinstance(s, CallHeader))
-        self.header_template = fmt.call[self.header_segment].template
+        self.stop_id = self._token_id(fmt.stop)
+        self.controlled_ids = frozenset(self._token_id(n) for n in fmt.controlled) | {self.stop_id}
+        self.call_begin_id = self._token_id(fmt.call_begin) if fmt.call_begin else None
         self.index = token_index(vocabulary)
         self.words = self.index.words
         self._lock = threading.Lock()
-        self._headers: dict[int, tuple[DFA, MaskTable]] = {}
+        # the graph, by place index
+        self.places = fmt.places
+        self.place_index = {p.name: i for i, p in enumerate(fmt.places)}
+        self.kinds = tuple(_kind(p.text) for p in fmt.places)
+        self.after_text = tuple(self.place_index[p.after_text] if p.after_text else -1 for p in fmt.places)
+        self.ends_call = tuple(p.ends_call for p in fmt.places)
+        self.in_section = tuple(p.in_section for p in fmt.places)
+        self.done = next((i for i, p in enumerate(fmt.places) if not p.edges and p.text is None), -1)
+        self._dynamic_exits = tuple(any(e.guard in ("more_arguments", "arguments_complete") for e in p.edges)
+                                    for p in fmt.places)
+        self._exits: dict[tuple, dict[int, int]] = {}
+        self._rules: dict[tuple, Any] = {}
         self._masks: dict[tuple, np.ndarray] = {}
         self._torch: dict[tuple, Any] = {}
-        self._free_rules: dict[tuple, tuple[bool, frozenset[int]]] = {}
-        self._free_base = self._build_free_base()
+        self._value_index: dict[tuple[int, int], CompiledSchema] = {}
+        for i, split in enumerate(self.arguments):
+            for j, key in enumerate(split.keys if split is not None else ()):
+                for json_type, compiled in zip(key.types, key.values):
+                    self._value_index[(i, j * 8 + VALUE_TYPES.index(json_type))] = compiled
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -148,55 +160,157 @@ class CompiledTools:
             raise TokenizerError(f"format {self.format.name!r} needs the token {name!r}, which this "
                                  f"tokenizer does not have ({exc})") from None
 
-    # ---- text pieces ---------------------------------------------------------------------
+    # ---- the graph -------------------------------------------------------------------------
 
-    def header(self, counter: int) -> tuple[DFA, MaskTable]:
-        """DFA and masks of the call header for call number ``counter`` (cached)."""
-        hit = self._headers.get(counter)
-        if hit is not None:
-            return hit
-        names = [self.forced_name] if self.forced_name is not None else list(self.tool_names)
-        prefix, _, suffix = self.header_template.partition("{name}")
-        node = alt(*(literal(prefix.format(index=counter) + n + suffix.format(index=counter)) for n in names))
-        dfa = compile_node(node)
-        entry = (dfa, MaskTable(dfa, self.index))
-        with self._lock:
-            self._headers.setdefault(counter, entry)
-        return self._headers[counter]
+    def enter(self, place: int, counter: int, tool: int, written: int, value: int, start: int) -> tuple:
+        """The matcher state on entering ``place`` (its text at its start)."""
+        return (place, 0, counter, tool, written, value, start)
 
-    def name_from_header(self, text: str, counter: int) -> str | None:
-        prefix, _, suffix = self.header_template.partition("{name}")
+    def _guard(self, guard: str, tool: int, written: int) -> bool:
+        if not guard:
+            return True
+        if guard == "may_call":
+            return self.tool_choice != "none" and bool(self.tool_names)
+        if guard == "may_end":
+            return self.tool_choice in ("auto", "none")
+        if guard == "parallel":
+            return self.parallel_tool_calls
+        if guard == "may_think":
+            return self.allow_thinking or self.tool_choice in ("auto", "none")
+        split = self.arguments[tool]
+        if guard == "more_arguments":
+            return bool(self._argument_options(tool, written))
+        return split.complete(written)  # arguments_complete
+
+    def exits(self, place: int, tool: int, written: int) -> dict[int, int]:
+        """Control token id -> the place it leads to (-1: where the written word says), for the
+        edges of ``place`` whose guard holds (cached)."""
+        key = (place, tool, written) if self._dynamic_exits[place] else (place,)
+        hit = self._exits.get(key)
+        if hit is None:
+            hit = {}
+            for edge in self.places[place].edges:
+                if self._guard(edge.guard, tool, written):
+                    hit.setdefault(self._token_id(edge.token), self.place_index[edge.to] if edge.to else -1)
+            self._exits[key] = hit
+        return hit
+
+    def _rule_key(self, state: tuple) -> tuple | None:
+        place, _, counter, tool, written, value, _ = state
+        kind = self.kinds[place]
+        if kind is None:
+            return None
+        if kind in ("free", "word"):
+            return (place,)
+        if kind in ("header", "tag"):
+            return (kind, counter)
+        if kind == "json":
+            return (kind, tool)
+        if kind == "argtag":
+            return (kind, tool, written)
+        return (kind, tool, value)
+
+    def rule(self, state: tuple) -> Any:
+        """The text rule of the place ``state`` stands at (None: no text there); cached."""
+        key = self._rule_key(state)
+        if key is None:
+            return None
+        hit = self._rules.get(key)
+        if hit is None:
+            hit = self._build_rule(state)
+            with self._lock:
+                hit = self._rules.setdefault(key, hit)
+        return hit
+
+    def _build_rule(self, state: tuple) -> Any:
+        place, _, counter, tool, written, value, _ = state
+        text = self.places[place].text
+        kind = self.kinds[place]
+        byte_tokens = self.vocabulary.byte_tokens
+        if kind == "free":
+            return FreeRule(self._free_words(text))
+        if kind == "word":
+            options = [(self._encode_tag(word, attrs), self.place_index[to])
+                       for word, attrs, to, guard in text.options if self._guard(guard, -1, 0)]
+            return TokenTrie(options, self.index)
+        if kind == "header":
+            dfa = self._header_dfa(text.template, counter)
+            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+        if kind == "tag":
+            return TokenTrie([(self._encode_tag(text.word, ((text.name_attribute, name),
+                                                            (text.index_attribute, str(counter)))),
+                               self._name_index[name]) for name in self._callable_names()], self.index)
+        if kind == "json":
+            schema = self.schemas[tool]
+            return DfaRule(schema.dfa, schema.masks, byte_tokens)
+        if kind == "argtag":
+            keys = self.arguments[tool].keys
+            return TokenTrie([(self._encode_tag(text.word, ((text.key_attribute, keys[j].name),
+                                                            (text.type_attribute, json_type))),
+                               (j, VALUE_TYPES.index(json_type)))
+                              for j in self._argument_options(tool, written) for json_type in keys[j].types],
+                             self.index)
+        compiled = self._value_index[(tool, value)]
+        return DfaRule(compiled.dfa, compiled.masks, byte_tokens)
+
+    def _callable_names(self) -> list[str]:
+        return [self.forced_name] if self.forced_name is not None else list(self.tool_names)
+
+    def _argument_options(self, tool: int, written: int) -> list[int]:
+        return self.arguments[tool].next_keys(written, self.format.any_order)
+
+    def _encode_tag(self, word: str, attributes: Sequence[tuple[str, str]]) -> list[int]:
+        """Tag text in the format's tokenization: each piece encoded on its own."""
+        pieces = self.format.tag_pieces(word, list(attributes))
+        return [t for piece in pieces for t in self.vocabulary.encode_text(piece)]
+
+    def _header_dfa(self, template: str, counter: int) -> DFA:
+        prefix, _, suffix = template.partition("{name}")
+        return compile_node(alt(*(literal(prefix.format(index=counter) + n + suffix.format(index=counter))
+                                  for n in self._callable_names())))
+
+    def tool_from_header(self, text: str, counter: int) -> int:
+        """The tool a complete header names (-1 if none)."""
+        template = next(p.text.template for p in self.places if isinstance(p.text, CallHeader))
+        prefix, _, suffix = template.partition("{name}")
         prefix, suffix = prefix.format(index=counter), suffix.format(index=counter)
         if text.startswith(prefix) and text.endswith(suffix):
-            name = text[len(prefix):len(text) - len(suffix)]
-            return name if name in self._name_index else None
-        return None
-
-    def tool_index(self, name: str) -> int:
-        return self._name_index[name]
+            return self._name_index.get(text[len(prefix):len(text) - len(suffix)], -1)
+        return -1
 
     # ---- masks ---------------------------------------------------------------------------
 
-    def _build_free_base(self) -> np.ndarray:
-        """Free text: every text token and every special token that is not structure."""
-        controlled = set(self.structural_ids) | {self.stop_id}
-        for t in (self.think_begin_id, self.think_end_id):
-            if t is not None:
-                controlled.add(t)
-        specials = [i for i in self.vocabulary.special_ids if i not in controlled and i < self.vocabulary.vocab_size]
-        ids = np.concatenate([self.index.all_text_ids, np.array(specials, dtype=np.int64)])
-        return pack_ids(ids, self.words)
+    def _free_words(self, text: FreeText) -> np.ndarray:
+        """Free text: every text token and every special token the format does not control;
+        when a call is forced, text tokens only (``when_forced="text"``) or nothing."""
+        if self.tool_choice in ("required", "named"):
+            if text.when_forced == "none":
+                return np.zeros(self.words, dtype=np.int32)
+            return pack_ids(self.index.all_text_ids, self.words)
+        specials = [i for i in self.vocabulary.special_ids
+                    if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
+        return pack_ids(np.concatenate([self.index.all_text_ids, np.array(specials, dtype=np.int64)]), self.words)
 
-    def _ids_mask(self, ids: Sequence[int]) -> np.ndarray:
-        return pack_ids(np.array(sorted(set(ids)), dtype=np.int64), self.words)
-
-    def cached_mask(self, key: tuple, build) -> np.ndarray:
+    def mask(self, state: tuple) -> tuple[np.ndarray, tuple]:
+        """(packed allowed-token words, cache key) at ``state``; cached per key."""
+        place, tstate, _, tool, written, _, _ = state
+        key = (place, self._rule_key(state), tstate, (tool, written) if self._dynamic_exits[place] else None)
         hit = self._masks.get(key)
         if hit is None:
-            hit = build()
+            exits = self.exits(place, tool, written)
+            rule = self.rule(state)
+            edge_ids = np.array(sorted(exits), dtype=np.int64)
+            if rule is None:
+                hit = pack_ids(edge_ids, self.words)
+            else:
+                hit = rule.mask(tstate)
+                if rule.accepting(tstate) and len(edge_ids):
+                    hit = hit | pack_ids(edge_ids, self.words)
+                else:
+                    hit = hit.copy()
             hit.setflags(write=False)
             self._masks[key] = hit
-        return hit
+        return hit, key
 
     def cached_torch(self, key: tuple, words: np.ndarray):
         hit = self._torch.get(key)
@@ -206,65 +320,6 @@ class CompiledTools:
             hit = self._torch[key] = torch.from_numpy(words.copy())
         return hit
 
-    def free_mask(self, in_think: bool, thought: bool, at_start: bool) -> np.ndarray:
-        key = ("free", in_think, thought, at_start)
-        return self.cached_mask(key, lambda: self._free_mask(in_think, thought, at_start))
-
-    def free_allowed_specials(self, in_think: bool, thought: bool, at_start: bool) -> tuple[bool, frozenset[int]]:
-        """(whether text is allowed, the controlled ids allowed) outside a section (cached)."""
-        key = (in_think, thought, at_start)
-        hit = self._free_rules.get(key)
-        if hit is None:
-            hit = self._free_rules[key] = self._free_rules_for(in_think, thought, at_start)
-        return hit
-
-    def _free_rules_for(self, in_think: bool, thought: bool, at_start: bool) -> tuple[bool, frozenset[int]]:
-        mode = self.tool_choice
-        ids: set[int] = set()
-        text = True
-        if mode in ("auto", "none"):
-            ids.add(self.stop_id)
-        if mode != "none" and self.tool_names:  # no tools: a section could hold no valid call
-            ids.add(self.section_begin_id)
-        if in_think:
-            if self.think_end_id is not None:
-                ids.add(self.think_end_id)
-        else:
-            if mode in ("required", "named"):
-                text = False
-            if at_start and not thought and self.think_begin_id is not None and \
-                    (self.allow_thinking or mode in ("auto", "none")):
-                ids.add(self.think_begin_id)
-        return text, frozenset(ids)
-
-    def _free_mask(self, in_think: bool, thought: bool, at_start: bool) -> np.ndarray:
-        text, ids = self.free_allowed_specials(in_think, thought, at_start)
-        mask = self._ids_mask(ids)
-        if text:
-            if self.tool_choice in ("required", "named"):
-                mask |= pack_ids(self.index.all_text_ids, self.words)  # thinking: text only
-            else:
-                mask |= self._free_base
-        return mask
-
-    def token_mask(self, token_ids: Sequence[int]) -> np.ndarray:
-        key = ("ids", tuple(sorted(token_ids)))
-        return self.cached_mask(key, lambda: self._ids_mask(token_ids))
-
-    def text_mask(self, kind: str, which: int, table: MaskTable, state: int, accepting: bool,
-                  next_id: int) -> np.ndarray:
-        """A text segment's mask at ``state``, plus the segment's closing token when the text
-        may end there."""
-        key = (kind, which, state)
-        hit = self._masks.get(key)
-        if hit is None:
-            words = table.mask(state)
-            if accepting:
-                words = words | self._ids_mask([next_id])
-            words.setflags(write=False)
-            hit = self._masks[key] = words
-        return hit
-
     # ---- matchers ------------------------------------------------------------------------
 
     def precompute(self) -> "CompiledTools":
@@ -272,39 +327,44 @@ class CompiledTools:
         for schema in self.schemas:
             if schema is not None:
                 schema.precompute()
+        for compiled in self._value_index.values():
+            compiled.precompute()
         return self
 
     def matcher(self, prompt_ids: Sequence[int] | None = None, first_call_index: int | None = None):
         """A fresh :class:`~enforcer.engine.ToolCallMatcher` for one generated turn.
 
         The call counter starts at ``first_call_index``, else (for formats that count over the
-        dialog) at the number of calls already in ``prompt_ids``. A prompt that ends inside an
-        open think block starts the matcher in reasoning."""
+        dialog) after the calls already in ``prompt_ids``. The turn starts where the prompt left
+        it (inside an open think block, for example), as the format reads it."""
         from .engine import ToolCallMatcher
 
-        in_think = thought = False
-        counter = self.format.first_index
+        fmt = self.format
+        counter = fmt.first_index
+        place = fmt.start
         if prompt_ids is not None:
             ids = list(prompt_ids)
-            if self.format.counter_scope == "dialog" and self.call_begin_id is not None:
-                counter = self.format.first_index + ids.count(self.call_begin_id)
-            start = 0
-            if self.assistant_id is not None and self.assistant_id in ids:
-                start = len(ids) - 1 - ids[::-1].index(self.assistant_id)
-                for t in ids[start:]:
-                    if t == self.think_begin_id:
-                        in_think, thought = True, False
-                    elif t == self.think_end_id:
-                        in_think, thought = False, True
+            if fmt.counter_scope == "dialog" and self.call_begin_id is not None:
+                counter = fmt.first_index + ids.count(self.call_begin_id)
+            if fmt.resume is not None:
+                place = fmt.resume(ids, self.vocabulary) or place
         if first_call_index is not None:
             if first_call_index < 0:
                 raise ValueError("first_call_index must be >= 0")
             counter = first_call_index
-        return ToolCallMatcher(self, counter, in_think, thought)
+        return ToolCallMatcher(self, self.place_index[place], counter)
 
     def __repr__(self) -> str:
         return (f"CompiledTools(format={self.format.name!r}, tools={list(self.tool_names)}, "
                 f"tool_choice={self.tool_choice!r}, parallel_tool_calls={self.parallel_tool_calls})")
+
+
+def _kind(text: Any) -> str | None:
+    """The engine's name for a kind of place text."""
+    if text is None:
+        return None
+    return {FreeText: "free", Word: "word", CallHeader: "header", CallTag: "tag", JsonArguments: "json",
+            ArgumentTag: "argtag", ArgumentValue: "value"}[type(text)]
 
 
 # ---- compile and cache ------------------------------------------------------------------------
@@ -319,6 +379,7 @@ def clear_cache() -> None:
     with _CACHE_LOCK:
         _CACHE.clear()
     clear_schema_cache()
+    clear_arguments_cache()
 
 
 def _parse_tool_choice(tool_choice: Any, names: Sequence[str]) -> tuple[str, str | None]:
@@ -363,23 +424,26 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    markers = set(vocabulary.special_tokens) | set(fmt.structural) | {fmt.stop}
-    schemas = []
+    markers = set(vocabulary.special_tokens) | set(fmt.controlled) | {fmt.stop}
+    texts = {type(p.text) for p in fmt.places}
+    schemas: list[CompiledSchema | None] = []
+    arguments: list[SplitArguments | None] = []
     for i, (name, params) in enumerate(normalized):
-        _check_name(name, i, markers)
+        _check_name(name, i, markers, colon=CallHeader in texts)
         args = _arguments_schema(name, i, params)
         if mode == "named" and name != forced:
             schemas.append(None)
+            arguments.append(None)
             continue
+        where = f"/tools/{i}/function/parameters"
         try:
-            schemas.append(compile_json_schema(args, vocabulary, **schema_opts))
+            schemas.append(compile_json_schema(args, vocabulary, **schema_opts) if JsonArguments in texts else None)
+            arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)
         except UnsupportedSchemaError as exc:
-            raise UnsupportedSchemaError(exc.keyword, f"/tools/{i}/function/parameters{exc.pointer}",
+            raise UnsupportedSchemaError(exc.keyword, f"{where}{exc.pointer}",
                                          f"in tool {name!r}" + (f": {exc.reason}" if exc.reason else "")) from None
-    if not any(isinstance(s, JsonArguments) for s in fmt.call):
-        raise InvalidToolsError(f"format {fmt.name!r} has no argument segment")
     compiled = CompiledTools(normalized, vocabulary, fmt, mode, forced, bool(parallel_tool_calls),
-                             bool(allow_thinking), schemas)
+                             bool(allow_thinking), schemas, arguments)
     with _CACHE_LOCK:
         _CACHE[key] = compiled
         while len(_CACHE) > CACHE_SIZE:

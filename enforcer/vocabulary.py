@@ -33,7 +33,7 @@ import struct
 import tempfile
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -103,6 +103,7 @@ class Vocabulary:
         specials: Iterable[tuple[str, int]],
         *,
         source: str = "",
+        encoder: Callable[[str], list[int]] | None = None,
     ) -> None:
         """Wrap ``byte_tokens`` (index = id; length = logits width) and ``(name, id)`` specials.
 
@@ -130,6 +131,7 @@ class Vocabulary:
         self._names: Mapping[str, int] = MappingProxyType(names)
         self._special_ids = frozenset(i for i, _ in pairs)
         self._source = source
+        self._encoder = encoder
         self._lengths, self._blob = _serialise(self._tokens)
         self._fingerprint = _fingerprint(self._lengths, self._blob, self._pairs)
 
@@ -162,7 +164,7 @@ class Vocabulary:
         tokens: list[bytes | None] = [None] * vocab_size
         for i, value in text.items():
             tokens[i] = value
-        return cls(tokens, specials, source=source)
+        return cls(tokens, specials, source=source, encoder=_text_encoder(tokenizer))
 
     # ---------------------------------------------------------------------------------------
     # Queries
@@ -216,6 +218,21 @@ class Vocabulary:
         return b"".join(
             value for value in (tokens[self._check_id(i)] for i in ids) if value is not None
         )
+
+    def encode_text(self, text: str) -> list[int]:
+        """The tokenizer's own ids for ``text``, with nothing special recognised (text that spells
+        a marker stays text). Formats that force tag text in its canonical tokenization use it at
+        compile time; it is never used to find structure. Needs a vocabulary built by
+        :meth:`from_tokenizer` (a loaded one has no tokenizer): :class:`TokenizerError` otherwise,
+        or when the ids do not spell ``text`` exactly."""
+        if self._encoder is None:
+            raise TokenizerError("this vocabulary has no tokenizer to encode text with (build it with "
+                                 "Vocabulary.from_tokenizer)")
+        ids = [int(i) for i in self._encoder(text)]
+        if any(not 0 <= i < len(self._tokens) for i in ids) or \
+                b"".join(self._tokens[i] or b"\xff\xff" for i in ids) != text.encode("utf-8"):
+            raise TokenizerError(f"the tokenizer does not encode {text!r} as text tokens that spell it exactly")
+        return ids
 
     def _check_id(self, token_id: int) -> int:
         if not 0 <= token_id < len(self._tokens):
@@ -324,6 +341,29 @@ def _fingerprint(lengths: bytes, blob: bytes, pairs: Sequence[tuple[int, str]]) 
 # Readers: each returns (text bytes by id, [(name, id)] specials, id count, source)
 
 _Read = tuple[dict[int, bytes], list[tuple[str, int]], int, str]
+
+
+def _text_encoder(tokenizer: Any) -> Callable[[str], list[int]] | None:
+    """A function text -> the tokenizer's ids with no special or added token recognised, or None.
+
+    tiktoken (bare or held by a slow tokenizer): ``encode`` with nothing special allowed. Fast
+    tokenizers: normaliser, pre-tokeniser and model of the backend, skipping its added tokens (a
+    fast tokenizer's ``split_special_tokens`` leaves added tokens that are not special alone)."""
+    encoding = _as_tiktoken(tokenizer) or next(
+        (e for e in (_as_tiktoken(getattr(tokenizer, a, None)) for a in _TIKTOKEN_ATTRIBUTES) if e is not None), None)
+    if encoding is not None:
+        return lambda text: list(encoding.encode(text, disallowed_special=()))
+    backend = _as_backend(tokenizer) or _as_backend(getattr(tokenizer, "backend_tokenizer", None))
+    if backend is None:
+        return None
+
+    def encode(text: str) -> list[int]:
+        if backend.normalizer is not None:
+            text = backend.normalizer.normalize_str(text)
+        pieces = [text] if backend.pre_tokenizer is None else [p for p, _ in backend.pre_tokenizer.pre_tokenize_str(text)]
+        return [token.id for piece in pieces for token in backend.model.tokenize(piece)]
+
+    return encode
 
 
 def _read(tokenizer: Any) -> _Read:

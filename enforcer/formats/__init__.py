@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from . import kimi_k2
-from .base import CallHeader, FormatSpec, JsonArguments, Segment, Token
+from . import kimi_k2, kimi_k3
+from .base import (ArgumentTag, ArgumentValue, CallHeader, CallTag, Edge, FormatSpec, FreeText, JsonArguments, Place,
+                   Text, Word)
 
-_FORMATS = {"kimi_k2": kimi_k2.spec}
+_FORMATS = {"kimi_k2": kimi_k2.spec, "kimi_k3": kimi_k3.spec,
+            "kimi_k3_json": lambda: kimi_k3.spec(json_arguments=True)}
 
 
 def get_format(name: str | FormatSpec) -> FormatSpec:
@@ -18,4 +20,5 @@ def get_format(name: str | FormatSpec) -> FormatSpec:
         raise ValueError(f"unknown tool-call format {name!r}; known: {sorted(_FORMATS)}") from None
 
 
-__all__ = ["CallHeader", "FormatSpec", "JsonArguments", "Segment", "Token", "get_format"]
+__all__ = ["ArgumentTag", "ArgumentValue", "CallHeader", "CallTag", "Edge", "FormatSpec", "FreeText", "JsonArguments",
+           "Place", "Text", "Word", "get_format"]

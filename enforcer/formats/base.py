@@ -1,71 +1,175 @@
-"""Tool-call formats as data: which tokens open and close a section, and what one call is.
+"""Tool-call formats as data: a small graph of *places* that one engine runs.
 
-A :class:`FormatSpec` holds token *names* and an ordered template of :data:`Segment` values;
-ids are read from the vocabulary when tools are compiled. One engine
-(:class:`enforcer.engine.ToolCallMatcher`) runs every spec, so a new format is a new spec.
+A place is where the output stands: it may hold **text** of one kind (free prose, a forced tag
+word, a call header, JSON arguments, one argument's key or value) and it has **edges**, each a
+control token (by name) that leads to another place. Control tokens are allowed only on an
+edge, and an edge is taken only once the place's text is complete. Edges may carry a *guard*
+(:data:`GUARDS`) that the compiled tools evaluate from ``tool_choice``, ``parallel_tool_calls``
+and the arguments written so far. Entering a place whose ``ends_call`` is set records the call.
+
+Ids are read from the vocabulary when tools are compiled; :class:`~enforcer.engine.ToolCallMatcher`
+runs every spec, so a new format is a new graph (:mod:`.kimi_k2`, :mod:`.kimi_k3`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    from ..vocabulary import Vocabulary
+
+GUARDS = frozenset({
+    "may_call",            # tool_choice is not "none" and there are tools
+    "may_end",             # tool_choice "auto" or "none": the turn may end without a call
+    "parallel",            # parallel_tool_calls: another call may follow
+    "may_think",           # a think block may open (always, unless a call is forced and
+                           # allow_thinking=False)
+    "more_arguments",      # another argument key may follow
+    "arguments_complete",  # every required argument key was written
+})
 
 
 @dataclass(frozen=True)
-class Token:
-    """Exactly one special token, by name."""
+class FreeText:
+    """Prose the model writes freely: every text token and every special token the format does
+    not control. ``when_forced``: what is left when a call is forced (``tool_choice`` required or
+    named): ``"text"`` (text tokens only) or ``"none"`` (nothing: the call must come first)."""
 
-    name: str
+    kind: str = "content"
+    when_forced: str = "text"
+
+
+@dataclass(frozen=True)
+class Word:
+    """A tag word (and attributes) written in the format's own tokenization, one of several
+    ``options``; the place's edge with ``to=None`` leads where the chosen option says.
+    Each option: ``(word, attributes, place, guard)``."""
+
+    options: tuple[tuple[str, tuple[tuple[str, str], ...], str, str], ...]
 
 
 @dataclass(frozen=True)
 class CallHeader:
-    """Text naming the call: ``template`` with ``{name}`` (one of the declared tool names) and
-    ``{index}`` (the call counter). Must be followed by a :class:`Token`."""
+    """Text naming the call: ``template`` with ``{name}`` (a declared tool name) and ``{index}``
+    (the call counter), matched byte by byte in any tokenization."""
 
     template: str
 
 
 @dataclass(frozen=True)
+class CallTag:
+    """A tag naming the call, ``word name_attribute="NAME" index_attribute="N"``, forced in the
+    format's tokenization."""
+
+    word: str
+    name_attribute: str
+    index_attribute: str
+
+
+@dataclass(frozen=True)
 class JsonArguments:
-    """The chosen tool's arguments as one JSON object under its ``parameters`` schema. Must be
-    followed by a :class:`Token`."""
+    """The chosen tool's arguments as one JSON object under its ``parameters`` schema."""
 
 
-Segment = Union[Token, CallHeader, JsonArguments]
+@dataclass(frozen=True)
+class ArgumentTag:
+    """One argument's tag, ``word key_attribute="KEY" type_attribute="T"``: a declared key that
+    may come next and one of the JSON types its schema admits, forced in the format's
+    tokenization."""
+
+    word: str
+    key_attribute: str
+    type_attribute: str
+
+
+@dataclass(frozen=True)
+class ArgumentValue:
+    """One argument's value under its key's schema and the type its tag named: a string as raw
+    text, any other type as its JSON literal."""
+
+
+Text = Union[FreeText, Word, CallHeader, CallTag, JsonArguments, ArgumentTag, ArgumentValue]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A control token that leads to place ``to`` (``None``: the place a :class:`Word` chose)."""
+
+    token: str
+    to: Optional[str]
+    guard: str = ""
+
+
+@dataclass(frozen=True)
+class Place:
+    """``text`` that may be written here (None: only edges), the edges out, ``after_text``: the
+    place once any free text was written (a think block may open only at the start),
+    ``ends_call``: entering it completes a call, ``in_section``: inside the tool-call section."""
+
+    name: str
+    text: Optional[Text] = None
+    edges: tuple[Edge, ...] = ()
+    after_text: Optional[str] = None
+    ends_call: bool = False
+    in_section: bool = False
 
 
 @dataclass(frozen=True)
 class FormatSpec:
-    """One tool-call format. ``call`` is the template of a single call; calls follow each
-    other back to back between ``section_begin`` and ``section_end``; after the section only
-    ``stop`` may follow."""
+    """One tool-call format: its places, where a turn starts, its stop token, the control
+    tokens (allowed only on edges) and how calls are counted.
+
+    ``resume(prompt_ids, vocabulary)`` names the place a turn starts in after that prompt
+    (or ``None`` for ``start``). ``counter_scope``: ``"dialog"`` (the counter continues from
+    the calls in the prompt, counted as ``call_begin`` ids) or ``"message"`` (``first_index``
+    in every message). ``tag_pieces(word, attributes)`` splits tag text into the pieces the
+    format tokenizes one by one (needed by :class:`Word`, :class:`CallTag`, :class:`ArgumentTag`).
+    ``any_order``: argument keys in any order rather than the declared one."""
 
     name: str
     stop: str
-    section_begin: str
-    section_end: str
-    call: tuple[Segment, ...]
-    structural: tuple[str, ...]
-    """Tokens that are only allowed where the template puts them."""
-    think_begin: str | None = None
-    think_end: str | None = None
-    assistant_header: str | None = None
-    """Token that opens an assistant turn (used to read the thinking state of a prompt)."""
+    places: tuple[Place, ...]
+    start: str
+    controlled: tuple[str, ...]
     first_index: int = 0
     counter_scope: str = "dialog"
-    """``"dialog"``: the counter continues from the calls already in the prompt;
-    ``"message"``: it restarts at ``first_index`` in every message."""
-    call_begin: str | None = None
-    """Token that starts a call (counted in prompts for ``counter_scope="dialog"``)."""
+    call_begin: Optional[str] = None
+    call_id: str = "functions.{name}:{index}"
+    resume: Optional[Callable[[Sequence[int], "Vocabulary"], Optional[str]]] = field(default=None, compare=False)
+    tag_pieces: Optional[Callable[[str, Sequence[tuple[str, str]]], list[str]]] = field(default=None, compare=False)
+    any_order: bool = False
 
     def __post_init__(self) -> None:
-        for i, seg in enumerate(self.call):
-            if isinstance(seg, (CallHeader, JsonArguments)):
-                nxt = self.call[i + 1] if i + 1 < len(self.call) else None
-                if not isinstance(nxt, Token):
-                    raise ValueError(f"format {self.name!r}: segment {i} must be followed by a token")
-        if not self.call or not isinstance(self.call[0], Token):
-            raise ValueError(f"format {self.name!r}: a call must start with a token")
-        if sum(isinstance(s, CallHeader) for s in self.call) != 1:
-            raise ValueError(f"format {self.name!r}: a call needs exactly one header")
+        names = [p.name for p in self.places]
+        if len(set(names)) != len(names):
+            raise ValueError(f"format {self.name!r}: duplicate place names")
+        known = set(names)
+        if self.start not in known:
+            raise ValueError(f"format {self.name!r}: start place {self.start!r} is not defined")
+        tagged = (Word, CallTag, ArgumentTag)
+        for place in self.places:
+            targets = [e.to for e in place.edges if e.to is not None] + ([place.after_text] if place.after_text else [])
+            if isinstance(place.text, Word):
+                targets += [option[2] for option in place.text.options]
+            for target in targets:
+                if target not in known:
+                    raise ValueError(f"format {self.name!r}: place {place.name!r} leads to unknown place {target!r}")
+            for edge in place.edges:
+                if edge.guard and edge.guard not in GUARDS:
+                    raise ValueError(f"format {self.name!r}: unknown guard {edge.guard!r}")
+                if edge.to is None and not isinstance(place.text, Word):
+                    raise ValueError(f"format {self.name!r}: place {place.name!r} has an edge without a target")
+                if edge.token not in self.controlled and edge.token != self.stop:
+                    raise ValueError(f"format {self.name!r}: edge token {edge.token!r} is not a control token")
+            if isinstance(place.text, tagged) and self.tag_pieces is None:
+                raise ValueError(f"format {self.name!r}: tag text needs tag_pieces")
+            if place.text is not None and not isinstance(place.text, FreeText) and not place.edges:
+                raise ValueError(f"format {self.name!r}: text in place {place.name!r} cannot end")
+        if not any(isinstance(p.text, (CallHeader, CallTag)) for p in self.places):
+            raise ValueError(f"format {self.name!r}: no place names a call")
+        if not any(isinstance(p.text, (JsonArguments, ArgumentValue)) for p in self.places):
+            raise ValueError(f"format {self.name!r}: no place holds arguments")
+
+    def place(self, name: str) -> Place:
+        return next(p for p in self.places if p.name == name)

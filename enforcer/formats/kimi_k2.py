@@ -5,9 +5,10 @@ Token names only; ids are always read from the tokenizer (``Vocabulary.token_id`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
+    from ..vocabulary import Vocabulary
     from .base import FormatSpec
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
@@ -35,23 +36,55 @@ def call_id(name: str, index: int) -> str:
     return f"{CALL_ID_PREFIX}{name}{CALL_ID_SEPARATOR}{index}"
 
 
-def spec() -> "FormatSpec":
-    """The K2 tool-call section: ``SECTION_BEGIN (CALL_BEGIN functions.NAME:N ARGUMENT_BEGIN
-    {json} CALL_END)+ SECTION_END`` then ``<|im_end|>``."""
-    from .base import CallHeader, FormatSpec, JsonArguments, Token
+def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
+    """The place a turn starts in after ``prompt_ids``: inside reasoning when the last assistant
+    header is followed by an open ``<think>``, after it when ``</think>`` closed it, otherwise
+    ``None`` (the start, where a think block may still open)."""
+    ids = list(prompt_ids)
+    assistant = vocabulary.special_tokens.get(IM_ASSISTANT)
+    if assistant is None or assistant not in ids:
+        return None
+    begin, end = vocabulary.special_tokens.get(THINK_BEGIN), vocabulary.special_tokens.get(THINK_END)
+    place = None
+    for t in ids[len(ids) - 1 - ids[::-1].index(assistant):]:
+        if t == begin:
+            place = "think"
+        elif t == end:
+            place = "content"
+    return place
 
+
+def spec() -> "FormatSpec":
+    """The K2 turn: free text (a ``<think>`` block may open at the start), then optionally
+    ``SECTION_BEGIN (CALL_BEGIN functions.NAME:N ARGUMENT_BEGIN {json} CALL_END)+ SECTION_END``,
+    then ``<|im_end|>``. The section may also open inside reasoning (K2-Thinking does)."""
+    from .base import CallHeader, Edge, FormatSpec, FreeText, JsonArguments, Place
+
+    to_section = Edge(SECTION_BEGIN, "section", "may_call")
+    end_turn = Edge(IM_END, "done", "may_end")
+    places = (
+        Place("start", FreeText("content", "none"), (Edge(THINK_BEGIN, "think", "may_think"), to_section, end_turn),
+              after_text="content"),
+        Place("content", FreeText("content", "none"), (to_section, end_turn)),
+        Place("think", FreeText("think", "text"), (Edge(THINK_END, "content"), to_section, end_turn)),
+        Place("section", None, (Edge(CALL_BEGIN, "header"),), in_section=True),
+        Place("header", CallHeader(CALL_ID_PREFIX + "{name}" + CALL_ID_SEPARATOR + "{index}"),
+              (Edge(ARGUMENT_BEGIN, "arguments"),), in_section=True),
+        Place("arguments", JsonArguments(), (Edge(CALL_END, "after_call"),), in_section=True),
+        Place("after_call", None, (Edge(SECTION_END, "after_section"), Edge(CALL_BEGIN, "header", "parallel")),
+              ends_call=True, in_section=True),
+        Place("after_section", None, (Edge(IM_END, "done"),), in_section=True),
+        Place("done"),
+    )
     return FormatSpec(
         name="kimi_k2",
         stop=IM_END,
-        section_begin=SECTION_BEGIN,
-        section_end=SECTION_END,
-        call=(Token(CALL_BEGIN), CallHeader(CALL_ID_PREFIX + "{name}" + CALL_ID_SEPARATOR + "{index}"),
-              Token(ARGUMENT_BEGIN), JsonArguments(), Token(CALL_END)),
-        structural=TOOL_TOKENS,
-        think_begin=THINK_BEGIN,
-        think_end=THINK_END,
-        assistant_header=IM_ASSISTANT,
+        places=places,
+        start="start",
+        controlled=(*TOOL_TOKENS, THINK_BEGIN, THINK_END),
         first_index=0,
         counter_scope="dialog",
         call_begin=CALL_BEGIN,
+        call_id=CALL_ID_PREFIX + "{name}" + CALL_ID_SEPARATOR + "{index}",
+        resume=resume,
     )

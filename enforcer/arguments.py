@@ -1,0 +1,182 @@
+"""Arguments split one level deep: each declared key with the JSON types its schema admits and
+one value automaton per (key, type), for formats that write every argument separately with its
+key and type (Kimi K3).
+
+A string value is raw text (no quotes, no escapes) under the string keywords of its schema
+(``enum``, ``const``, ``minLength``/``maxLength``, ``pattern``, ``format``); any other value is
+its JSON literal under the schema restricted to that type. Keys come from ``properties`` only
+(required ones always, declared order unless the format allows any order): output never holds
+keys the schema did not declare, so it stays valid whatever ``additionalProperties`` says.
+Top-level keywords that constrain keys together (``minProperties``, ``patternProperties``,
+``dependentRequired``, combinators, ...) raise :class:`UnsupportedSchemaError` with their
+pointer. Cost: one compile per (key, candidate type); cached like JSON schemas.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .automaton import LazyDFA
+from .errors import InvalidSchemaError, UnsupportedSchemaError
+from .json_schema import ANNOTATIONS, SchemaCompiler, SchemaOptions, merge
+from .matcher import CompiledSchema, canonical_json
+from .vocabulary import Vocabulary
+
+VALUE_TYPES = ("string", "number", "boolean", "null", "object", "array")
+"""The type of a split argument (an integer is a ``number``)."""
+
+_TOP_LEVEL = frozenset({"type", "properties", "required", "additionalProperties", "unevaluatedProperties",
+                        "nullable"}) | ANNOTATIONS
+
+
+@dataclass(frozen=True)
+class ArgumentKey:
+    """One declared key: whether it is required, the types its schema admits (in
+    :data:`VALUE_TYPES` order) and a compiled value per type."""
+
+    name: str
+    required: bool
+    types: tuple[str, ...]
+    values: tuple[CompiledSchema, ...]
+
+
+@dataclass(frozen=True)
+class SplitArguments:
+    """The keys of one tool's arguments. Immutable; shared by every matcher."""
+
+    keys: tuple[ArgumentKey, ...]
+
+    def next_keys(self, written: int, any_order: bool) -> list[int]:
+        """Keys that may come next after the keys in the bitmask ``written``: in declared order,
+        any later key up to and including the first required one; in any order, every key not
+        written yet."""
+        if any_order:
+            return [j for j in range(len(self.keys)) if not written >> j & 1]
+        out = []
+        for j in range(written.bit_length(), len(self.keys)):
+            out.append(j)
+            if self.keys[j].required:
+                break
+        return out
+
+    def complete(self, written: int) -> bool:
+        """Every required key is in the bitmask ``written``."""
+        return all(written >> j & 1 for j, key in enumerate(self.keys) if key.required)
+
+
+def arguments_json(arguments: Iterable[tuple[str, str, str]]) -> str:
+    """OpenAI ``arguments`` text from ``(key, type, value text)``: a JSON object with ``", "`` and
+    ``": "`` separators; string values JSON-encoded (non-ASCII kept), every other value exactly
+    as written (``1e2`` stays ``1e2``)."""
+    parts = []
+    for key, json_type, value in arguments:
+        literal = json.dumps(value, ensure_ascii=False) if json_type == "string" else value
+        parts.append(f"{json.dumps(key, ensure_ascii=False)}: {literal}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _top_level(params: dict, compiler: SchemaCompiler) -> dict:
+    """The arguments schema as one object schema (top-level ``$ref`` followed, ``allOf`` merged)."""
+    schema: Any = compiler._deref(params, "")
+    while isinstance(schema, dict) and "allOf" in schema:
+        merged: Any = {k: v for k, v in schema.items() if k != "allOf"}
+        for i, part in enumerate(schema["allOf"]):
+            merged = merge(merged, compiler._deref(part, f"/allOf/{i}"))
+            if merged is None:
+                raise UnsupportedSchemaError("allOf", "", "arguments split one level deep need an allOf "
+                                             "that merges into one object schema")
+        schema = merged
+    if schema is True:
+        return {"type": "object"}
+    if not isinstance(schema, dict):
+        raise InvalidSchemaError("", "the arguments schema admits no object")
+    for key, value in schema.items():
+        if key in _TOP_LEVEL or (key == "minProperties" and value == 0):
+            continue
+        raise UnsupportedSchemaError(key, "", "arguments are split one level deep, so keywords that "
+                                     "relate keys to each other cannot be enforced")
+    if schema.get("unevaluatedProperties", False) is not False:
+        raise UnsupportedSchemaError("unevaluatedProperties", "")
+    return schema
+
+
+def _candidate_types(schema: Any, compiler: SchemaCompiler, pointer: str) -> list[str]:
+    schema = compiler._deref(schema, pointer)
+    if not isinstance(schema, dict):
+        return [] if schema is False else list(VALUE_TYPES)
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema.get("enum", [])
+        found = set()
+        for v in values if isinstance(values, list) else []:
+            found.add("number" if isinstance(v, (int, float)) and not isinstance(v, bool) else
+                      "boolean" if isinstance(v, bool) else "null" if v is None else
+                      "string" if isinstance(v, str) else "array" if isinstance(v, list) else "object")
+        return [t for t in VALUE_TYPES if t in found]
+    declared = schema.get("type")
+    if declared is None or any(k in schema for k in ("anyOf", "oneOf", "allOf", "not", "$ref")):
+        return list(VALUE_TYPES)
+    names = {declared} if isinstance(declared, str) else set(declared)
+    names = {"number" if n == "integer" else n for n in names}
+    if schema.get("nullable") is True:
+        names.add("null")
+    return [t for t in VALUE_TYPES if t in names]
+
+
+def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions) -> SplitArguments:
+    """Split the arguments schema ``params`` (an object schema) by key. Pointers in errors are
+    relative to ``params``. Cached per (schema, options, vocabulary)."""
+    key = (canonical_json(params), options, vocabulary.fingerprint)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    compiler = SchemaCompiler(params, options, raw_strings=True)
+    top = _top_level(params, compiler)
+    properties = top.get("properties", {})
+    if not isinstance(properties, dict):
+        raise InvalidSchemaError("", "'properties' must be an object")
+    required = list(dict.fromkeys(top.get("required", [])))
+    for name in required:
+        if name not in properties:
+            raise InvalidSchemaError("/required", f"required property {name!r} is not declared in 'properties', "
+                                     "and only declared keys are written")
+    keys = []
+    for name, sub in properties.items():
+        pointer = f"/properties/{_escape(name)}"
+        types, values = [], []
+        for json_type in _candidate_types(sub, compiler, pointer):
+            node = compiler.value({"allOf": [sub, {"type": json_type}]}, pointer, 0, ())
+            dfa = LazyDFA(node)
+            if dfa.is_empty:
+                continue
+            types.append(json_type)
+            values.append(CompiledSchema({"allOf": [sub, {"type": json_type}]}, dfa, vocabulary, options))
+        if not types and name in required:
+            raise InvalidSchemaError(pointer, f"no value satisfies the schema of required property {name!r}")
+        keys.append(ArgumentKey(name, name in required, tuple(types), tuple(values)))
+    split = SplitArguments(tuple(k for k in keys if k.types))
+    with _LOCK:
+        _CACHE[key] = split
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return split
+
+
+_CACHE: "OrderedDict[tuple, SplitArguments]" = OrderedDict()
+_LOCK = threading.Lock()
+CACHE_SIZE = 512
+
+
+def clear_cache() -> None:
+    """Forget every cached :class:`SplitArguments`."""
+    with _LOCK:
+        _CACHE.clear()

@@ -1,0 +1,184 @@
+"""Kimi K3 ("XTML"): four control tokens and XML-like tags written as text.
+
+An assistant turn (the generation prompt ends with ``<|open|>think<|sep|>``, or with
+``<|open|>response<|sep|>`` when thinking is off)::
+
+    <|open|>think<|sep|>REASONING<|close|>think<|sep|>
+    <|open|>response<|sep|>CONTENT<|close|>response<|sep|>
+    <|open|>tools<|sep|>
+      <|open|>call tool="NAME" index="N"<|sep|>
+        <|open|>argument key="K" type="T"<|sep|>VALUE<|close|>argument<|sep|>  (per argument)
+      <|close|>call<|sep|>                                                      (per call)
+    <|close|>tools<|sep|>
+    <|close|>message<|sep|><|end_of_msg|>
+
+(back to back in reality). ``N`` counts the calls of the message from 1. ``T`` is one of
+:data:`VALUE_TYPES`; a string VALUE is raw text, any other VALUE its exact JSON literal.
+Attribute values escape ``&`` then ``"``. Tag text is tokenized piece by piece
+(:func:`tag_pieces`): the tag word, then per attribute `` key``, ``="``, the value and ``"``.
+
+Token names only here; ids are read from the tokenizer. The spec for the engine is :func:`spec`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from ..arguments import VALUE_TYPES, arguments_json
+
+if TYPE_CHECKING:
+    from ..vocabulary import Vocabulary
+    from .base import FormatSpec
+
+END_OF_MSG = "<|end_of_msg|>"
+OPEN = "<|open|>"
+CLOSE = "<|close|>"
+SEP = "<|sep|>"
+CONTROL_TOKENS = (END_OF_MSG, OPEN, CLOSE, SEP)
+
+THINK = "think"
+RESPONSE = "response"
+TOOLS = "tools"
+CALL = "call"
+ARGUMENT = "argument"
+MESSAGE = "message"
+JSON_TAG = "json"
+
+FIRST_INDEX = 1
+
+__all__ = ["ARGUMENT", "CALL", "CLOSE", "CONTROL_TOKENS", "END_OF_MSG", "FIRST_INDEX", "JSON_TAG", "MESSAGE", "OPEN",
+           "RESPONSE", "SEP", "THINK", "TOOLS", "VALUE_TYPES", "arguments_json", "call_id", "escape_attribute",
+           "resume", "spec", "tag_pieces", "tag_text", "unescape_attribute", "value_type"]
+
+
+def escape_attribute(value: str) -> str:
+    """An attribute value as the format writes it: ``&`` -> ``&amp;``, then ``"`` -> ``&quot;``."""
+    return value.replace("&", "&amp;").replace('"', "&quot;")
+
+
+def unescape_attribute(value: str) -> str:
+    """Inverse of :func:`escape_attribute`."""
+    return value.replace("&quot;", '"').replace("&amp;", "&")
+
+
+def tag_pieces(tag: str, attributes: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """The text between ``<|open|>`` and ``<|sep|>`` as the pieces the format tokenizes one by
+    one: ``[tag, " k1", '="', v1, '"', ...]`` (values escaped, empty pieces dropped)."""
+    pieces = [tag]
+    for key, value in attributes:
+        pieces += [f" {key}", '="', escape_attribute(value), '"']
+    return [p for p in pieces if p]
+
+
+def tag_text(tag: str, attributes: Iterable[tuple[str, str]] = ()) -> str:
+    """The text between ``<|open|>`` and ``<|sep|>``: ``tag key="value" ...``."""
+    return "".join(tag_pieces(tag, attributes))
+
+
+def call_id(name: str, index: int) -> str:
+    """The OpenAI ``tool_calls[].id`` this project gives a K3 call: ``functions.NAME:N``, as for
+    K2 (K3 itself names a call by its tool and its index in the message)."""
+    return f"functions.{name}:{index}"
+
+
+def value_type(value: object) -> str:
+    """The ``type`` attribute of a Python JSON value."""
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
+    """The place a turn starts in after ``prompt_ids``: inside the think or response body when
+    the prompt ends with that block's open tag, at the first block after
+    ``<|open|>message role="assistant"<|sep|>``; otherwise ``None`` (the spec's start)."""
+    ids = list(prompt_ids)
+    open_id, sep_id = vocabulary.token_id(OPEN), vocabulary.token_id(SEP)
+    if len(ids) < 2 or ids[-1] != sep_id or open_id not in ids:
+        return None
+    begin = len(ids) - 1 - ids[::-1].index(open_id)
+    text = vocabulary.decode_bytes(ids[begin + 1:-1]).decode("utf-8", "replace")
+    if any(t in vocabulary.special_ids for t in ids[begin + 1:-1]):
+        return None
+    if text == THINK:
+        return "think"
+    if text == RESPONSE:
+        return "response"
+    if text == tag_text(MESSAGE, [("role", "assistant")]):
+        return "turn"
+    return None
+
+
+def spec(json_arguments: bool = False, any_order: bool = False) -> "FormatSpec":
+    """The K3 assistant turn as places of the format engine. ``json_arguments``: every call
+    carries its arguments as one ``<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>``
+    block instead of one tag per argument. ``any_order``: argument keys in any order (default:
+    the declared order)."""
+    from .base import ArgumentTag, ArgumentValue, CallTag, Edge, FormatSpec, FreeText, JsonArguments, Place, Word
+
+    def word(name: str, word_text: str, to: str, attributes: tuple = (), in_section: bool = False) -> Place:
+        return Place(name, Word(((word_text, attributes, to, ""),)), (Edge(SEP, None),), in_section=in_section)
+
+    if json_arguments:
+        body = (
+            Place("call", CallTag(CALL, "tool", "index"), (Edge(SEP, "json_open"),), in_section=True),
+            Place("json_open", None, (Edge(OPEN, "json_tag"),), in_section=True),
+            word("json_tag", JSON_TAG, "json_body", (("type", "object"),), in_section=True),
+            Place("json_body", JsonArguments(), (Edge(CLOSE, "json_end"),), in_section=True),
+            word("json_end", JSON_TAG, "json_done", in_section=True),
+            Place("json_done", None, (Edge(CLOSE, "call_end"),), in_section=True),
+        )
+    else:
+        body = (
+            Place("call", CallTag(CALL, "tool", "index"), (Edge(SEP, "call_body"),), in_section=True),
+            Place("call_body", None, (Edge(OPEN, "argument", "more_arguments"),
+                                      Edge(CLOSE, "call_end", "arguments_complete")), in_section=True),
+            Place("argument", ArgumentTag(ARGUMENT, "key", "type"), (Edge(SEP, "value"),), in_section=True),
+            Place("value", ArgumentValue(), (Edge(CLOSE, "value_end"),), in_section=True),
+            word("value_end", ARGUMENT, "call_body", in_section=True),
+        )
+    places = (
+        Place("turn", None, (Edge(OPEN, "block"),)),
+        Place("block", Word(((THINK, (), "think", "may_think"), (RESPONSE, (), "response", ""))), (Edge(SEP, None),)),
+        Place("think", FreeText("think", "text"), (Edge(CLOSE, "think_end"),)),
+        word("think_end", THINK, "after_think"),
+        Place("after_think", None, (Edge(OPEN, "response_open"),)),
+        word("response_open", RESPONSE, "response"),
+        Place("response", FreeText("content", "text"), (Edge(CLOSE, "response_end"),)),
+        word("response_end", RESPONSE, "after_response"),
+        Place("after_response", None, (Edge(OPEN, "tools_open", "may_call"), Edge(CLOSE, "message_end", "may_end"))),
+        word("tools_open", TOOLS, "section", in_section=True),
+        Place("section", None, (Edge(OPEN, "call"),), in_section=True),
+        *body,
+        word("call_end", CALL, "after_call", in_section=True),
+        Place("after_call", None, (Edge(OPEN, "call", "parallel"), Edge(CLOSE, "tools_end")), ends_call=True,
+              in_section=True),
+        word("tools_end", TOOLS, "after_section", in_section=True),
+        Place("after_section", None, (Edge(CLOSE, "message_end"),), in_section=True),
+        word("message_end", MESSAGE, "end"),
+        Place("end", None, (Edge(END_OF_MSG, "done"),)),
+        Place("done"),
+    )
+    return FormatSpec(
+        name="kimi_k3_json" if json_arguments else "kimi_k3",
+        stop=END_OF_MSG,
+        places=places,
+        start="turn",
+        controlled=(OPEN, CLOSE, SEP),
+        first_index=FIRST_INDEX,
+        counter_scope="message",
+        call_id="functions.{name}:{index}",
+        resume=resume,
+        tag_pieces=tag_pieces,
+        any_order=any_order,
+    )
