@@ -5,8 +5,11 @@ key and type (Kimi K3).
 A string value is raw text (no quotes, no escapes) under the string keywords of its schema
 (``enum``, ``const``, ``minLength``/``maxLength``, ``pattern``, ``format``); any other value is
 its JSON literal under the schema restricted to that type. Keys come from ``properties`` only
-(required ones always, declared order unless the format allows any order): output never holds
-keys the schema did not declare, so it stays valid whatever ``additionalProperties`` says.
+(required ones always, declared order unless the format allows any order). Undeclared keys are
+never written: with ``strict=True`` (the default, as for JSON arguments) that is the policy even
+where the schema would allow them (the output stays valid, the choice narrower); with
+``strict=False`` a schema that allows them raises :class:`UnsupportedSchemaError`
+(``additionalProperties``).
 Top-level keywords that constrain keys together (``minProperties``, ``patternProperties``,
 ``dependentRequired``, combinators, ...) raise :class:`UnsupportedSchemaError` with their
 pointer. Cost: one compile per (key, candidate type); cached like JSON schemas.
@@ -22,15 +25,19 @@ from typing import Any, Iterable
 
 from .automaton import LazyDFA
 from .errors import InvalidSchemaError, UnsupportedSchemaError
-from .json_schema import ANNOTATIONS, SchemaCompiler, SchemaOptions, merge
+from .json_schema import SchemaCompiler, SchemaOptions, merge
 from .matcher import CompiledSchema, canonical_json
 from .vocabulary import Vocabulary
 
 VALUE_TYPES = ("string", "number", "boolean", "null", "object", "array")
 """The type of a split argument (an integer is a ``number``)."""
 
-_TOP_LEVEL = frozenset({"type", "properties", "required", "additionalProperties", "unevaluatedProperties",
-                        "nullable"}) | ANNOTATIONS
+_RELATING = frozenset({"minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
+                       "dependencies", "dependentSchemas", "if", "anyOf", "oneOf", "not", "enum", "const",
+                       "unevaluatedProperties", "$dynamicRef", "$recursiveRef"})
+"""Top-level keywords that constrain keys together (or the whole object): not enforceable when
+each argument is written on its own. Other keywords either are handled (``properties``,
+``required``, ``additionalProperties``) or do not apply to objects."""
 
 
 @dataclass(frozen=True)
@@ -105,12 +112,14 @@ def _top_level(params: dict, compiler: SchemaCompiler) -> dict:
     if not isinstance(schema, dict):
         raise InvalidSchemaError("", "the arguments schema admits no object")
     for key, value in schema.items():
-        if key in _TOP_LEVEL or (key == "minProperties" and value == 0):
+        if key not in _RELATING or (key == "minProperties" and value == 0) or \
+                (key == "unevaluatedProperties" and value is False):
             continue
         raise UnsupportedSchemaError(key, "", "arguments are split one level deep, so keywords that "
                                      "relate keys to each other cannot be enforced")
-    if schema.get("unevaluatedProperties", False) is not False:
-        raise UnsupportedSchemaError("unevaluatedProperties", "")
+    types = schema.get("type", "object")
+    if "object" not in ([types] if isinstance(types, str) else types):
+        raise InvalidSchemaError("", "the arguments schema admits no object")
     return schema
 
 
@@ -150,6 +159,9 @@ def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions
     properties = top.get("properties", {})
     if not isinstance(properties, dict):
         raise InvalidSchemaError("", "'properties' must be an object")
+    if not options.strict and top.get("additionalProperties", True) is not False:
+        raise UnsupportedSchemaError("additionalProperties", "", "split arguments are written for declared keys "
+                                     "only; undeclared keys need strict=True (declared keys only) or the JSON block")
     required = list(dict.fromkeys(top.get("required", [])))
     for name in required:
         if name not in properties:

@@ -390,6 +390,19 @@ def test_unsplittable_schema_names_keyword(params: dict, keyword: str, kimi_k3_v
         compile_tools([tool("f", params)], kimi_k3_vocab, format="kimi_k3_json")
 
 
+def test_undeclared_keys_need_strict(kimi_k3_vocab: Any) -> None:
+    """strict=True (default) writes declared keys only; strict=False cannot honour a schema that
+    allows other keys, and says so."""
+    params = {"type": "object", "properties": {"a": {"type": "string"}}}
+    compiled = compile_tools([tool("f", params)], kimi_k3_vocab, format="kimi_k3")
+    assert [k.name for k in compiled.arguments[0].keys] == ["a"]
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_tools([tool("f", params)], kimi_k3_vocab, format="kimi_k3", strict=False)
+    assert info.value.keyword == "additionalProperties"
+    closed = {**params, "additionalProperties": False}
+    compile_tools([tool("f", closed)], kimi_k3_vocab, format="kimi_k3", strict=False)
+
+
 def test_required_key_without_a_value(kimi_k3_vocab: Any) -> None:
     params = {"type": "object", "properties": {"a": False}, "required": ["a"]}
     with pytest.raises(InvalidSchemaError, match="required property 'a'") as info:
