@@ -4,12 +4,12 @@ key and type (Kimi K3).
 
 A string value is raw text (no quotes, no escapes) under the string keywords of its schema
 (``enum``, ``const``, ``minLength``/``maxLength``, ``pattern``, ``format``); any other value is
-its JSON literal under the schema restricted to that type. Keys come from ``properties`` only
-(required ones always, declared order unless the format allows any order). Undeclared keys are
-never written: with ``strict=True`` (the default, as for JSON arguments) that is the policy even
-where the schema would allow them (the output stays valid, the choice narrower); with
-``strict=False`` a schema that allows them raises :class:`UnsupportedSchemaError`
-(``additionalProperties``).
+its JSON literal under the schema restricted to that type. Keys come from ``properties``
+(required ones always, declared order unless the format allows any order), then, where the
+schema allows them, undeclared keys with values under ``additionalProperties`` (with the JSON
+policy: ``strict=True`` closes objects that declare properties unless ``additionalProperties``
+says otherwise). Undeclared keys are never a declared name; they may repeat, as in free-form
+JSON objects.
 Top-level keywords that constrain keys together (``minProperties``, ``patternProperties``,
 ``dependentRequired``, combinators, ...) raise :class:`UnsupportedSchemaError` with their
 pointer. Cost: one compile per (key, candidate type); cached like JSON schemas.
@@ -53,9 +53,19 @@ class ArgumentKey:
 
 @dataclass(frozen=True)
 class SplitArguments:
-    """The keys of one tool's arguments. Immutable; shared by every matcher."""
+    """The keys of one tool's arguments, and ``extra``: the values of undeclared keys (name
+    ``""``; its index in bitmasks is ``len(keys)``) where the schema allows them. Immutable;
+    shared by every matcher."""
 
     keys: tuple[ArgumentKey, ...]
+    extra: ArgumentKey | None = None
+    declared: tuple[str, ...] = ()
+    """Every name in ``properties`` (an undeclared key is none of them)."""
+
+    def extra_allowed(self, written: int, any_order: bool) -> bool:
+        """An undeclared key may come next: in declared order only once every required key is
+        written (after an undeclared key no declared one may follow)."""
+        return self.extra is not None and (any_order or self.complete(written))
 
     def next_keys(self, written: int, any_order: bool) -> list[int]:
         """Keys that may come next after the keys in the bitmask ``written``: in declared order,
@@ -145,45 +155,55 @@ def _candidate_types(schema: Any, compiler: SchemaCompiler, pointer: str) -> lis
     return [t for t in VALUE_TYPES if t in names]
 
 
+def _key(name: str, required: bool, schema: Any, pointer: str, compiler: SchemaCompiler, vocabulary: Vocabulary,
+         options: SchemaOptions) -> ArgumentKey:
+    """One key: the types its schema admits and a compiled value per type."""
+    types, values = [], []
+    for json_type in _candidate_types(schema, compiler, pointer):
+        restricted = {"allOf": [schema, {"type": json_type}]}
+        dfa = LazyDFA(compiler.value(restricted, pointer, 0, ()))
+        if not dfa.is_empty:
+            types.append(json_type)
+            values.append(CompiledSchema(restricted, dfa, vocabulary, options))
+    return ArgumentKey(name, required, tuple(types), tuple(values))
+
+
 def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions) -> SplitArguments:
     """Split the arguments schema ``params`` (an object schema) by key. Pointers in errors are
     relative to ``params``. Cached per (schema, options, vocabulary)."""
-    key = (canonical_json(params), options, vocabulary.fingerprint)
+    cache_key = (canonical_json(params), options, vocabulary.fingerprint)
     with _LOCK:
-        hit = _CACHE.get(key)
+        hit = _CACHE.get(cache_key)
         if hit is not None:
-            _CACHE.move_to_end(key)
+            _CACHE.move_to_end(cache_key)
             return hit
     compiler = SchemaCompiler(params, options, raw_strings=True)
     top = _top_level(params, compiler)
     properties = top.get("properties", {})
     if not isinstance(properties, dict):
         raise InvalidSchemaError("", "'properties' must be an object")
-    if not options.strict and top.get("additionalProperties", True) is not False:
-        raise UnsupportedSchemaError("additionalProperties", "", "split arguments are written for declared keys "
-                                     "only; undeclared keys need strict=True (declared keys only) or the JSON block")
     required = list(dict.fromkeys(top.get("required", [])))
     for name in required:
         if name not in properties:
-            raise InvalidSchemaError("/required", f"required property {name!r} is not declared in 'properties', "
-                                     "and only declared keys are written")
+            raise InvalidSchemaError("/required", f"required property {name!r} is not declared in 'properties'")
     keys = []
     for name, sub in properties.items():
-        pointer = f"/properties/{_escape(name)}"
-        types, values = [], []
-        for json_type in _candidate_types(sub, compiler, pointer):
-            node = compiler.value({"allOf": [sub, {"type": json_type}]}, pointer, 0, ())
-            dfa = LazyDFA(node)
-            if dfa.is_empty:
-                continue
-            types.append(json_type)
-            values.append(CompiledSchema({"allOf": [sub, {"type": json_type}]}, dfa, vocabulary, options))
-        if not types and name in required:
-            raise InvalidSchemaError(pointer, f"no value satisfies the schema of required property {name!r}")
-        keys.append(ArgumentKey(name, name in required, tuple(types), tuple(values)))
-    split = SplitArguments(tuple(k for k in keys if k.types))
+        key = _key(name, name in required, sub, f"/properties/{_escape(name)}", compiler, vocabulary, options)
+        if not key.types and key.required:
+            raise InvalidSchemaError(f"/properties/{_escape(name)}",
+                                     f"no value satisfies the schema of required property {name!r}")
+        keys.append(key)
+    additional = top.get("additionalProperties")
+    if additional is None:
+        additional = not (options.strict and "properties" in top)
+    extra = None
+    if additional is not False:
+        extra = _key("", False, {} if additional is True else additional, "/additionalProperties", compiler,
+                     vocabulary, options)
+    split = SplitArguments(tuple(k for k in keys if k.types), extra if extra is not None and extra.types else None,
+                           tuple(properties))
     with _LOCK:
-        _CACHE[key] = split
+        _CACHE[cache_key] = split
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
     return split

@@ -106,7 +106,7 @@ class ToolCallMatcher(Matcher):
         ``_stack[k]`` is the state after ``k`` tokens, so a text state at ``k`` followed by another
         place means the token at position ``k`` ended that text."""
         tools = self._tools
-        parts: list[tuple[int, int, int]] = []  # (value, start, end); value -1: JSON arguments
+        parts: list[tuple[int, int, int, int]] = []  # (value, start, end, tag start); value -1: JSON
         _, _, counter, tool, _, _, _ = self._stack[-2]
         for pos in range(len(self._stack) - 2, -1, -1):
             place, _, _, _, _, value, start = self._stack[pos]
@@ -115,9 +115,9 @@ class ToolCallMatcher(Matcher):
                 break
             if self._stack[pos + 1][0] != place:
                 if kind == "json":
-                    parts.append((-1, start, pos))
+                    parts.append((-1, start, pos, -1))
                 elif kind == "value":
-                    parts.append((value, start, pos))
+                    parts.append((value, start, pos, self._stack[start - 1][6]))
         parts.reverse()
         self._calls.append((counter, tool, tuple(parts), len(self._tokens)))
 
@@ -184,13 +184,16 @@ class ToolCallMatcher(Matcher):
         data = tools.vocabulary.byte_tokens
         out = []
         for counter, tool, parts, _ in self._calls:
-            texts = [(value, b"".join(data[t] for t in self._tokens[s:e]).decode("utf-8", "replace"))
-                     for value, s, e in parts]
-            if texts and texts[0][0] < 0:
-                args = texts[0][1]
+            def text(s: int, e: int) -> str:
+                return b"".join(data[t] for t in self._tokens[s:e]).decode("utf-8", "replace")
+
+            if parts and parts[0][0] < 0:
+                args = text(parts[0][1], parts[0][2])
             else:
                 keys = tools.arguments[tool].keys
-                args = arguments_json((keys[v >> 3].name, VALUE_TYPES[v & 7], text) for v, text in texts)
+                args = arguments_json(
+                    (keys[v >> 3].name if v >> 3 < len(keys) else tools.extra_key_name(text(tag, s - 1), v & 7),
+                     VALUE_TYPES[v & 7], text(s, e)) for v, s, e, tag in parts)
             name = tools.tool_names[tool]
             out.append({"id": tools.format.call_id.format(name=name, index=counter), "type": "function",
                         "function": {"name": name, "arguments": args}})

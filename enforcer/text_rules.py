@@ -4,6 +4,8 @@
 * :class:`DfaRule` - text whose bytes follow a DFA, in any tokenization (JSON arguments, values).
 * :class:`TokenTrie` - one of a few texts, each in one fixed tokenization, with a payload per
   text (tag words and attributes a format tokenizes piece by piece).
+* :class:`TrieWithFreeText` - a token trie where, from one node on, free text under a DFA may
+  follow instead, then one of several fixed endings (a tag with a free attribute value).
 
 ``step(state, token) -> state | DEAD``, ``accepting(state)``, ``mask(state)`` (packed int32
 words of the text tokens allowed), ``payload(state)``. Rules are immutable once built, shared
@@ -20,7 +22,7 @@ from .automaton import DEAD, DFA, LazyDFA
 from .errors import TokenizerError
 from .masks import MaskTable, TokenIndex, pack_ids
 
-__all__ = ["DEAD", "DfaRule", "FreeRule", "TokenTrie"]
+__all__ = ["DEAD", "DfaRule", "FreeRule", "TokenTrie", "TrieWithFreeText"]
 
 
 class FreeRule:
@@ -92,20 +94,29 @@ class TokenTrie:
         self._masks: dict[int, np.ndarray] = {}
         self._words = index.words
         for ids, payload in options:
-            node = 0
-            for t in ids:
-                nxt = self._children[node].get(t)
-                if nxt is None:
-                    nxt = self._children[node][t] = len(self._children)
-                    self._children.append({})
-                    self._payloads.append(None)
-                node = nxt
+            node = self.path(ids)
             if self._payloads[node] is not None:
                 raise TokenizerError(f"two options have the same tokens {list(ids)} ({self._payloads[node]!r}, "
                                      f"{payload!r})")
             if node == 0:
                 raise TokenizerError("an option of a tag has no tokens")
             self._payloads[node] = payload
+
+    def path(self, ids: Sequence[int]) -> int:
+        """The node that ``ids`` lead to from the root, made if missing (building only)."""
+        node = 0
+        for t in ids:
+            nxt = self._children[node].get(t)
+            if nxt is None:
+                nxt = self._children[node][t] = len(self._children)
+                self._children.append({})
+                self._payloads.append(None)
+            node = nxt
+        return node
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._children)
 
     def step(self, state: int, token: int) -> int:
         return self._children[state].get(token, DEAD)
@@ -127,3 +138,88 @@ class TokenTrie:
     @property
     def is_empty(self) -> bool:
         return not self._children[0]
+
+
+class TrieWithFreeText:
+    """``trie``'s options, or: ``trie`` up to node ``branch``, then text walking ``free`` (an
+    eager DFA, at least one token) ending where it accepts, then one of ``endings`` (a trie
+    whose payloads are this rule's). The free text must not be able to continue with an
+    ending's first token (an ending opens with a byte the free text cannot hold).
+
+    State: ``extra * (trie nodes + 1) + trie node`` (trie node ``n``: the trie path is dead;
+    ``extra`` 0: no free path, ``1 + d``: free text at DFA state ``d``, ``1 + F + e``: ending node
+    ``e``). Both paths run side by side, since an option of the trie and a free text may share a
+    prefix. Masks are cached per state."""
+
+    __slots__ = ("trie", "branch", "free", "endings", "_span", "_free_states", "_masks")
+
+    def __init__(self, trie: TokenTrie, branch: int, free: DfaRule, endings: TokenTrie) -> None:
+        self.trie, self.branch, self.free, self.endings = trie, branch, free, endings
+        self._span = trie.num_nodes + 1
+        self._free_states = free.dfa.num_states
+        self._masks: dict[int, np.ndarray] = {}
+
+    def _split(self, state: int) -> tuple[int, int]:
+        extra, node = divmod(state, self._span)
+        return (node if node < self._span - 1 else DEAD), extra
+
+    def _join(self, node: int, extra: int) -> int:
+        return extra * self._span + (node if node != DEAD else self._span - 1)
+
+    def step(self, state: int, token: int) -> int:
+        node, extra = self._split(state)
+        new_node = self.trie.step(node, token) if node != DEAD else DEAD
+        new_extra = 0
+        if node == self.branch:
+            d = self.free.step(0, token)
+            if d != DEAD:
+                new_extra = 1 + d
+        elif 1 <= extra <= self._free_states:
+            d = self.free.step(extra - 1, token)
+            if d != DEAD:
+                new_extra = 1 + d
+            elif self.free.accepting(extra - 1):
+                e = self.endings.step(0, token)
+                if e != DEAD:
+                    new_extra = 1 + self._free_states + e
+        elif extra:
+            e = self.endings.step(extra - 1 - self._free_states, token)
+            if e != DEAD:
+                new_extra = 1 + self._free_states + e
+        if new_node == DEAD and not new_extra:
+            return DEAD
+        return self._join(new_node, new_extra)
+
+    def accepting(self, state: int) -> bool:
+        node, extra = self._split(state)
+        if node != DEAD and self.trie.accepting(node):
+            return True
+        return extra > self._free_states and self.endings.accepting(extra - 1 - self._free_states)
+
+    def payload(self, state: int) -> Any:
+        node, extra = self._split(state)
+        if node != DEAD and self.trie.accepting(node):
+            return self.trie.payload(node)
+        return self.endings.payload(extra - 1 - self._free_states)
+
+    def mask(self, state: int) -> np.ndarray:
+        hit = self._masks.get(state)
+        if hit is None:
+            node, extra = self._split(state)
+            parts = []
+            if node != DEAD:
+                parts.append(self.trie.mask(node))
+                if node == self.branch:
+                    parts.append(self.free.mask(0))
+            if 1 <= extra <= self._free_states:
+                parts.append(self.free.mask(extra - 1))
+                if self.free.accepting(extra - 1):
+                    parts.append(self.endings.mask(0))
+            elif extra:
+                parts.append(self.endings.mask(extra - 1 - self._free_states))
+            hit = parts[0].copy()
+            for part in parts[1:]:
+                hit |= part
+            hit.setflags(write=False)
+            self._masks[state] = hit
+        return hit

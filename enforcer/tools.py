@@ -21,14 +21,14 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import DFA, alt, compile_node, literal
+from .automaton import DFA, alt, codepoints, compile_node, literal, repeat
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, Word,
                       get_format)
 from .masks import MaskTable, pack_ids, token_index
-from .text_rules import FreeRule, DfaRule, TokenTrie
 from .matcher import CompiledSchema, compile_json_schema, schema_options
 from .matcher import clear_cache as clear_schema_cache
+from .text_rules import DfaRule, FreeRule, TokenTrie, TrieWithFreeText
 from .vocabulary import Vocabulary
 
 TOOL_CHOICES = ("auto", "none", "required")
@@ -145,7 +145,9 @@ class CompiledTools:
         self._torch: dict[tuple, Any] = {}
         self._value_index: dict[tuple[int, int], CompiledSchema] = {}
         for i, split in enumerate(self.arguments):
-            for j, key in enumerate(split.keys if split is not None else ()):
+            if split is None:
+                continue
+            for j, key in enumerate((*split.keys, split.extra) if split.extra else split.keys):
                 for json_type, compiled in zip(key.types, key.values):
                     self._value_index[(i, j * 8 + VALUE_TYPES.index(json_type))] = compiled
 
@@ -179,7 +181,7 @@ class CompiledTools:
             return self.allow_thinking or self.tool_choice in ("auto", "none")
         split = self.arguments[tool]
         if guard == "more_arguments":
-            return bool(self._argument_options(tool, written))
+            return bool(self._argument_options(tool, written)) or split.extra_allowed(written, self.format.any_order)
         return split.complete(written)  # arguments_complete
 
     def exits(self, place: int, tool: int, written: int) -> dict[int, int]:
@@ -244,14 +246,61 @@ class CompiledTools:
             schema = self.schemas[tool]
             return DfaRule(schema.dfa, schema.masks, byte_tokens)
         if kind == "argtag":
-            keys = self.arguments[tool].keys
-            return TokenTrie([(self._encode_tag(text.word, ((text.key_attribute, keys[j].name),
+            split = self.arguments[tool]
+            keys = split.keys
+            trie = TokenTrie([(self._encode_tag(text.word, ((text.key_attribute, keys[j].name),
                                                             (text.type_attribute, json_type))),
                                (j, VALUE_TYPES.index(json_type)))
                               for j in self._argument_options(tool, written) for json_type in keys[j].types],
                              self.index)
+            if not split.extra_allowed(written, self.format.any_order):
+                return trie
+            prefix, endings = self._free_key_pieces(text, split)
+            return TrieWithFreeText(trie, trie.path(prefix), self._free_key_rule(tool, text), endings)
         compiled = self._value_index[(tool, value)]
         return DfaRule(compiled.dfa, compiled.masks, byte_tokens)
+
+    def _free_key_pieces(self, text: ArgumentTag, split: SplitArguments) -> tuple[list[int], TokenTrie]:
+        """The tokens before an undeclared key's text, and its possible endings (one per type
+        of ``additionalProperties``), split around a placeholder value."""
+        endings = []
+        prefix: list[int] = []
+        for json_type in split.extra.types:
+            pieces = self.format.tag_pieces(text.word, [(text.key_attribute, _PLACEHOLDER),
+                                                       (text.type_attribute, json_type)])
+            at = pieces.index(_PLACEHOLDER)
+            prefix = [t for p in pieces[:at] for t in self.vocabulary.encode_text(p)]
+            endings.append(([t for p in pieces[at + 1:] for t in self.vocabulary.encode_text(p)],
+                            (len(split.keys), VALUE_TYPES.index(json_type))))
+        return prefix, TokenTrie(endings, self.index)
+
+    def _free_key_rule(self, tool: int, text: ArgumentTag) -> DfaRule:
+        """The escaped text of an undeclared key of ``tool``: one character or more, never a
+        declared name (cached per tool)."""
+        key = ("free_key", tool)
+        hit = self._rules.get(key)
+        if hit is None:
+            escaped = {char for char, _ in text.escapes}
+            plain = codepoints([(lo, hi) for lo, hi in _without([(0, 0xD7FF), (0xE000, 0x10FFFF)], escaped)])
+            char = alt(plain, *(literal(escape) for _, escape in text.escapes))
+            dfa = compile_node(repeat(char, 1, None))
+            declared = [_escape_text(name, text.escapes) for name in self.arguments[tool].declared]
+            if declared:
+                dfa = dfa.difference(compile_node(alt(*(literal(n) for n in declared))))
+            hit = self._rules.setdefault(key, DfaRule(dfa, MaskTable(dfa, self.index), self.vocabulary.byte_tokens))
+        return hit
+
+    def extra_key_name(self, tag_text: str, type_index: int) -> str:
+        """The undeclared key a complete argument tag names (unescaped)."""
+        text = next(p.text for p in self.places if isinstance(p.text, ArgumentTag))
+        pieces = self.format.tag_pieces(text.word, [(text.key_attribute, _PLACEHOLDER),
+                                                   (text.type_attribute, VALUE_TYPES[type_index])])
+        at = pieces.index(_PLACEHOLDER)
+        before, after = "".join(pieces[:at]), "".join(pieces[at + 1:])
+        value = tag_text[len(before):len(tag_text) - len(after)]
+        for char, escape in reversed(text.escapes):
+            value = value.replace(escape, char)
+        return value
 
     def _callable_names(self) -> list[str]:
         return [self.forced_name] if self.forced_name is not None else list(self.tool_names)
@@ -357,6 +406,31 @@ class CompiledTools:
     def __repr__(self) -> str:
         return (f"CompiledTools(format={self.format.name!r}, tools={list(self.tool_names)}, "
                 f"tool_choice={self.tool_choice!r}, parallel_tool_calls={self.parallel_tool_calls})")
+
+
+_PLACEHOLDER = "\x00"
+"""Stands for an undeclared key while tag pieces are split around it (never escaped)."""
+
+
+def _escape_text(value: str, escapes: Sequence[tuple[str, str]]) -> str:
+    for char, escape in escapes:
+        value = value.replace(char, escape)
+    return value
+
+
+def _without(ranges: list[tuple[int, int]], chars: set[str]) -> list[tuple[int, int]]:
+    """``ranges`` minus the code points of ``chars``."""
+    out = []
+    cut = sorted(ord(c) for c in chars)
+    for lo, hi in ranges:
+        for code in cut:
+            if lo <= code <= hi:
+                if lo < code:
+                    out.append((lo, code - 1))
+                lo = code + 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return out
 
 
 def _kind(text: Any) -> str | None:

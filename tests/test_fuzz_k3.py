@@ -33,7 +33,7 @@ from enforcer.conformance import load_maskbench
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer.formats.kimi_k3 import CLOSE, END_OF_MSG, OPEN, SEP
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls
-from enforcer.text_rules import DfaRule
+from enforcer.text_rules import DfaRule, TrieWithFreeText
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 TOOL_SETS = ("weather", "small_nested", "travel", "cjk")
@@ -117,6 +117,11 @@ class Sampler:
                     go_on = {"after_response": want_call, "call_body": r.random() < more_args_p,
                              "after_call": calls < calls_wanted}.get(place, bool(r.random() < 0.5))
                     want = self.open_id if go_on and self.open_id in controls else self.close_id
+            elif kind == "argtag" and run >= 4 and isinstance(rule, TrieWithFreeText):
+                # an undeclared key's text can run on: end it where an ending may start
+                ends = np.flatnonzero(np.unpackbits(rule.endings.mask(0).view(np.uint8), bitorder="little"))
+                ends = [int(t) for t in ends if self.allowed(int(t))]
+                want = ends[0] if ends else None
             elif kind in ("free", "value", "json") and run >= budget:
                 if controls:
                     want = controls[0]

@@ -390,17 +390,36 @@ def test_unsplittable_schema_names_keyword(params: dict, keyword: str, kimi_k3_v
         compile_tools([tool("f", params)], kimi_k3_vocab, format="kimi_k3_json")
 
 
-def test_undeclared_keys_need_strict(kimi_k3_vocab: Any) -> None:
-    """strict=True (default) writes declared keys only; strict=False cannot honour a schema that
-    allows other keys, and says so."""
-    params = {"type": "object", "properties": {"a": {"type": "string"}}}
-    compiled = compile_tools([tool("f", params)], kimi_k3_vocab, format="kimi_k3")
-    assert [k.name for k in compiled.arguments[0].keys] == ["a"]
-    with pytest.raises(UnsupportedSchemaError) as info:
-        compile_tools([tool("f", params)], kimi_k3_vocab, format="kimi_k3", strict=False)
-    assert info.value.keyword == "additionalProperties"
-    closed = {**params, "additionalProperties": False}
-    compile_tools([tool("f", closed)], kimi_k3_vocab, format="kimi_k3", strict=False)
+def test_undeclared_keys_where_allowed(kimi_k3_vocab: Any) -> None:
+    """Undeclared keys follow the JSON policy (strict closes objects that declare properties
+    unless additionalProperties says otherwise): free key text, escaped, never a declared name,
+    after the declared keys in declared order, value and type under additionalProperties."""
+    v = kimi_k3_vocab
+    closed = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert compile_tools([tool("f", closed)], v, format="kimi_k3").arguments[0].extra is None
+    assert compile_tools([tool("f", closed)], v, format="kimi_k3", strict=False).arguments[0].extra is not None
+    params = {**closed, "additionalProperties": {"type": "integer"}}
+    compiled = compile_tools([tool("f", params)], v, format="kimi_k3")
+    head = opening(v).open("tools").open("call", [("tool", "f"), ("index", "1")])
+    good = K3(v).arg("a", "string", "x").arg('say "hi" & go', "number", "7").arg("zz", "number", "-1")
+    m = compiled.matcher(prompt_ids=prompt(v))
+    assert feed(m, head.ids + good.close("call").close("tools").end().ids, v) is None
+    assert json.loads(m.calls[0]["function"]["arguments"]) == {"a": "x", 'say "hi" & go': 7, "zz": -1}
+    for bad in (K3(v).arg("zz", "string", "x"),  # type outside additionalProperties
+                K3(v).arg("zz", "number", "1.5"),  # value outside it
+                K3(v).arg("zz", "number", "1").arg("a", "string", "x"),  # declared key after an undeclared one
+                "unescaped"):
+        ids = bad.ids if isinstance(bad, K3) else [head.open_id] + [t for p in ("argument", " key", '="', 'q"x"', " type",
+                                                                            '="', "number", '"') for t in v.encode_text(p)]
+        start = len(head.ids)
+        m = compiled.matcher(prompt_ids=prompt(v))
+        refused = feed(m, head.ids + ids, v)
+        assert refused is not None and refused >= start
+    # the declared name cannot come through the free path: its tokens are the declared option's
+    any_order = compile_tools([tool("f", params)], v, format=kimi_k3.spec(any_order=True))
+    m = any_order.matcher(prompt_ids=prompt(v))
+    twice = K3(v).arg("a", "string", "x").arg("a", "string", "y")
+    assert feed(m, head.ids + twice.ids, v) is not None
 
 
 def test_required_key_without_a_value(kimi_k3_vocab: Any) -> None:

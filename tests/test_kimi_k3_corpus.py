@@ -6,8 +6,8 @@ Each object instance becomes ``<|open|>call tool="NAME" index="1"<|sep|>`` + one
 (in the schema's declared order, :class:`~enforcer.conformance.SchemaWalker`; type by
 ``kimi_k3.value_type``; a string raw, anything else ``json.dumps``) + the closing tags; each id
 must be set in ``fill_bitmask`` and accepted. A valid instance must be accepted to the end of the
-message (excluded when it holds keys outside ``properties``, which split arguments never write
-under ``strict=True``, or a bad ``format``, as in the JSON conformance runner); an invalid one, or a mutant jsonschema calls invalid, must be
+message (excluded, as in the JSON conformance runner, when it holds keys that ``strict=True``
+rules out or a bad ``format``); an invalid one, or a mutant jsonschema calls invalid, must be
 refused somewhere. Values K3 cannot carry are skipped and counted: non-object instances.
 """
 
@@ -118,7 +118,6 @@ def test_k3_split_arguments_conformance(corpus_dir: Path, kimi_k3_vocab: Any) ->
                     continue
                 valid = validator.is_valid(data) if not valid else valid
                 ordered, undeclared = walker.walk(data)
-                undeclared = undeclared or any(k not in params.get("properties", {}) for k in data)
                 ok = accepted(compiled.matcher(prompt_ids=writer.prompt()), writer.turn(name, ordered), bitmask)
                 if valid and not ok:
                     if undeclared:

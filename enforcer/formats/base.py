@@ -76,11 +76,14 @@ class JsonArguments:
 class ArgumentTag:
     """One argument's tag, ``word key_attribute="KEY" type_attribute="T"``: a declared key that
     may come next and one of the JSON types its schema admits, forced in the format's
-    tokenization."""
+    tokenization. An undeclared key (where the schema allows one) is free text in which each
+    character of ``escapes`` is written as its escape (applied in order); the rest of the tag
+    stays forced."""
 
     word: str
     key_attribute: str
     type_attribute: str
+    escapes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -46,19 +46,27 @@ JSON_TAG = "json"
 
 FIRST_INDEX = 1
 
-__all__ = ["ARGUMENT", "CALL", "CLOSE", "CONTROL_TOKENS", "END_OF_MSG", "FIRST_INDEX", "JSON_TAG", "MESSAGE", "OPEN",
+__all__ = ["ARGUMENT", "ATTRIBUTE_ESCAPES", "CALL", "CLOSE", "CONTROL_TOKENS", "END_OF_MSG", "FIRST_INDEX", "JSON_TAG", "MESSAGE", "OPEN",
            "RESPONSE", "SEP", "THINK", "TOOLS", "VALUE_TYPES", "arguments_json", "call_id", "escape_attribute",
            "resume", "spec", "tag_pieces", "tag_text", "unescape_attribute", "value_type"]
 
 
+ATTRIBUTE_ESCAPES = (("&", "&amp;"), ('"', "&quot;"))
+"""How an attribute value is escaped, in the order the replacements apply."""
+
+
 def escape_attribute(value: str) -> str:
     """An attribute value as the format writes it: ``&`` -> ``&amp;``, then ``"`` -> ``&quot;``."""
-    return value.replace("&", "&amp;").replace('"', "&quot;")
+    for char, escape in ATTRIBUTE_ESCAPES:
+        value = value.replace(char, escape)
+    return value
 
 
 def unescape_attribute(value: str) -> str:
     """Inverse of :func:`escape_attribute`."""
-    return value.replace("&quot;", '"').replace("&amp;", "&")
+    for char, escape in reversed(ATTRIBUTE_ESCAPES):
+        value = value.replace(escape, char)
+    return value
 
 
 def tag_pieces(tag: str, attributes: Iterable[tuple[str, str]] = ()) -> list[str]:
@@ -143,7 +151,8 @@ def spec(json_arguments: bool = False, any_order: bool = False) -> "FormatSpec":
             Place("call", CallTag(CALL, "tool", "index"), (Edge(SEP, "call_body"),), in_section=True),
             Place("call_body", None, (Edge(OPEN, "argument", "more_arguments"),
                                       Edge(CLOSE, "call_end", "arguments_complete")), in_section=True),
-            Place("argument", ArgumentTag(ARGUMENT, "key", "type"), (Edge(SEP, "value"),), in_section=True),
+            Place("argument", ArgumentTag(ARGUMENT, "key", "type", ATTRIBUTE_ESCAPES), (Edge(SEP, "value"),),
+                  in_section=True),
             Place("value", ArgumentValue(), (Edge(CLOSE, "value_end"),), in_section=True),
             word("value_end", ARGUMENT, "call_body", in_section=True),
         )
