@@ -5,6 +5,7 @@ all libraries judge the same token ids against masks of the same width. An adapt
 
     compile(schema) -> compiled          # JSON-schema mode (plain JSON arguments)
     compile_k2(tools) -> compiled        # Kimi K2 tool-call section (raises Unsupported if it cannot)
+    compile_k3(tools) -> compiled        # Kimi K3 turn from inside the response body (idem; K3 Setup)
     matcher(compiled) -> matcher         # a fresh per-sequence cursor over ``compiled``
     clear_cache()                        # forget compiled grammars, so the next compile is cold
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from enforcer.formats import kimi_k2 as k2
+from enforcer.formats import kimi_k3 as k3
 
 __all__ = [
     "Unsupported",
@@ -62,7 +64,9 @@ class Setup:
     token_bytes: Sequence[bytes | None]
     """Exact bytes of each id (None for special/added ids), from ``enforcer.Vocabulary``."""
     marker_ids: dict[str, int]
-    """K2 marker name -> id, read from the tokenizer."""
+    """K2 marker name -> id, read from the tokenizer (K3: the four control tokens)."""
+    k3_prompt_ids: tuple[int, ...] = ()
+    """K3 only: the generation prompt the turn continues, ending with ``<|open|>response<|sep|>``."""
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any, vocabulary: Any) -> "Setup":
@@ -75,6 +79,27 @@ class Setup:
             stop_id=markers[k2.IM_END],
             token_bytes=vocabulary.byte_tokens,
             marker_ids=markers,
+        )
+
+    @classmethod
+    def for_kimi_k3(cls, tokenizer: Any, vocabulary: Any) -> "Setup":
+        """A Setup for a K3-shaped tokenizer: the control ids by name, ``<|end_of_msg|>`` as the
+        stop id, and the generation prompt ``<|open|>message role="assistant"<|sep|><|open|>response<|sep|>``
+        (tag text piece by piece, as the format tokenizes it)."""
+        markers = {name: vocabulary.token_id(name) for name in k3.CONTROL_TOKENS}
+
+        def tag(word: str, attributes: Sequence[tuple[str, str]] = ()) -> list[int]:
+            text = [t for piece in k3.tag_pieces(word, attributes) for t in vocabulary.encode_text(piece)]
+            return [markers[k3.OPEN], *text, markers[k3.SEP]]
+
+        prompt = tag(k3.MESSAGE, [("role", "assistant")]) + tag(k3.RESPONSE)
+        return cls(
+            tokenizer=tokenizer,
+            vocab_size=vocabulary.vocab_size,
+            stop_id=markers[k3.END_OF_MSG],
+            token_bytes=vocabulary.byte_tokens,
+            marker_ids=markers,
+            k3_prompt_ids=tuple(prompt),
         )
 
 
@@ -92,6 +117,12 @@ class Adapter:
 
     def compile_k2(self, tools: list[dict[str, Any]]) -> Any:
         raise Unsupported(f"{self.name} cannot express the Kimi K2 tool-call section")
+
+    k3_options: dict[str, Any] = {}
+    """The options of :meth:`compile_k3`, for the results file."""
+
+    def compile_k3(self, tools: list[dict[str, Any]]) -> Any:
+        raise Unsupported(f"{self.name} cannot express the Kimi K3 turn (no control-token delimiters)")
 
     def matcher(self, compiled: Any) -> Any:
         raise NotImplementedError
@@ -115,7 +146,10 @@ class Ours(Adapter):
 
         self._enforcer = enforcer
         self.vocabulary = vocabulary
+        self.k3_prompt_ids = setup.k3_prompt_ids
         self.options = {"compile_json_schema": "defaults (strict)", "compile_tools": {"tool_choice": "auto"}}
+        self.k3_options = {"compile_tools": {"format": "kimi_k3", "tool_choice": "auto"},
+                           "matcher": "prompt_ids = the generation prompt (ends <|open|>response<|sep|>)"}
 
     def compile(self, schema: dict[str, Any]) -> Any:
         return self._enforcer.compile_json_schema(schema, self.vocabulary)
@@ -123,9 +157,14 @@ class Ours(Adapter):
     def compile_k2(self, tools: list[dict[str, Any]]) -> Any:
         return self._enforcer.compile_tools(tools, self.vocabulary, format="kimi_k2", tool_choice="auto")
 
+    def compile_k3(self, tools: list[dict[str, Any]]) -> Any:
+        return self._enforcer.compile_tools(tools, self.vocabulary, format="kimi_k3", tool_choice="auto")
+
     def matcher(self, compiled: Any) -> Any:
-        if hasattr(compiled, "stop_token_ids"):  # CompiledTools: the section starts the dialog
-            return compiled.matcher(first_call_index=0)
+        if hasattr(compiled, "stop_token_ids"):
+            if compiled.format.name == "kimi_k3":  # the turn continues the generation prompt
+                return compiled.matcher(prompt_ids=self.k3_prompt_ids)
+            return compiled.matcher(first_call_index=0)  # K2: the section starts the dialog
         return compiled.matcher()
 
     def clear_cache(self) -> None:
@@ -189,6 +228,12 @@ class XGrammar(Adapter):
             "max_threads": 1,
             "kimi": {"reasoning": "disabled", "tool_choice": "auto", "token_markers": token_markers},
         }
+        self.k3_options = {
+            "get_model_structural_tag": {"model": "kimi_k3", "tool_choice": "auto", "reasoning": "disabled",
+                                         "max_whitespace_cnt": WHITESPACE_BOUND, "exclude_special_tokens": True},
+            "markers": "rebound to token ids (_bind_marker_tokens)" if token_markers else "matched as text (as shipped)",
+            "end": "the tag ends with <|close|>message<|sep|>; <|end_of_msg|> is accepted as the stop token",
+        }
 
     def compile(self, schema: dict[str, Any]) -> Any:
         return self.compiler.compile_json_schema(
@@ -211,6 +256,23 @@ class XGrammar(Adapter):
 
     def compile_k2(self, tools: list[dict[str, Any]]) -> Any:
         return self.compiler.compile_structural_tag(self.k2_structural_tag(tools))
+
+    def k3_structural_tag(self, tools: list[dict[str, Any]]) -> Any:
+        """xgrammar's built-in ``kimi_k3`` structural tag: starts inside the response body (thinking
+        off), ends with ``<|close|>message<|sep|>``; ``<|end_of_msg|>`` is the matcher's stop token.
+        ``token_markers``: ``<|open|>``/``<|close|>``/``<|sep|>`` rebound to their ids by the private
+        ``_bind_marker_tokens`` (markers inside the argument schema stay strings, as it documents)."""
+        tag = self._xgr.get_model_structural_tag(
+            "kimi_k3", tools=tools, tool_choice="auto", reasoning="disabled", max_whitespace_cnt=WHITESPACE_BOUND
+        )
+        if self.token_markers:
+            from xgrammar.builtin_structural_tag import _bind_marker_tokens
+
+            tag = _bind_marker_tokens(tag, [k3.OPEN, k3.CLOSE, k3.SEP])
+        return tag
+
+    def compile_k3(self, tools: list[dict[str, Any]]) -> Any:
+        return self.compiler.compile_structural_tag(self.k3_structural_tag(tools))
 
     def matcher(self, compiled: Any) -> _XGrammarMatcher:
         return _XGrammarMatcher(self._xgr.GrammarMatcher(compiled))
@@ -297,6 +359,9 @@ class LLGuidance(Adapter):
             "whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{0,%d}" % WHITESPACE_BOUND,
         }
         self.options = {**self.json_options, "schema": "additionalProperties:false added where absent"}
+        self.k3_options = {**self.json_options, "grammar": "Lark: control tokens as <[id]>, tag text as literals, "
+                           "string values /(?s:.*)/ (enum: literals), other values %json of the property schema, "
+                           "index [0-9]+, <|end_of_msg|> as EOS"}
 
     def _matcher_for(self, grammar: str) -> Any:
         matcher = self._llg.LLMatcher(self.tokenizer, grammar, log_level=0)
@@ -335,6 +400,70 @@ class LLGuidance(Adapter):
 
     def compile_k2(self, tools: list[dict[str, Any]]) -> Any:
         return self._matcher_for(self._llg.LLMatcher.grammar_from_lark(self.k2_lark(tools)))
+
+    def k3_lark(self, tools: list[dict[str, Any]]) -> str:
+        """A Lark grammar for a K3 turn from inside the response body (thinking off).
+
+        Control tokens by id (``<[ID]>``), tag text as literals, one rule per declared argument in
+        declared order (``?`` when not required). A ``string`` value is a lexeme ``/(?s:.*)/`` (raw
+        text: only the ``<|close|>`` id ends it), or its ``enum``/``const`` literals; any other
+        type is ``%json`` of the property's schema. The index is ``[0-9]+`` (a context-free
+        grammar cannot count calls without enumerating them). ``<|end_of_msg|>`` is the EOS.
+        """
+        ids = self.setup.marker_ids
+        o, c, sep = (f"<[{ids[name]}]>" for name in (k3.OPEN, k3.CLOSE, k3.SEP))
+
+        def close(word: str) -> str:
+            return f"{c} {json.dumps(word)} {sep}"
+
+        lines = [
+            f"start: TEXT {close(k3.RESPONSE)} tools? {close(k3.MESSAGE)}",
+            "TEXT: /(?s:.*)/",
+            "INDEX: /[0-9]+/",
+            f"tools: {o} {json.dumps(k3.TOOLS)} {sep} call+ {close(k3.TOOLS)}",
+            f"call: {' | '.join(f'call_{i}' for i in range(len(tools)))}",
+        ]
+        for i, tool in enumerate(tools):
+            function = tool["function"]
+            params = close_objects(function.get("parameters") or {})
+            if params.get("type", "object") != "object" or params.get("additionalProperties", False) is not False:
+                raise Unsupported(f"{function['name']}: arguments must be a closed object to split them")
+            required = set(params.get("required", ()))
+            head = json.dumps(k3.tag_text(k3.CALL, [("tool", function["name"])]) + ' index="')
+            args = []
+            for j, (key, sub) in enumerate((params.get("properties") or {}).items()):
+                args.append(f"arg_{i}_{j}" + ("" if key in required else "?"))
+                lines += self._k3_argument(f"arg_{i}_{j}", key, sub, o, c, sep)
+            lines.append(f"call_{i}: {o} {head} INDEX {json.dumps(chr(34))} {sep} {' '.join(args)} {close(k3.CALL)}")
+        return "\n".join(lines) + "\n"
+
+    def _k3_argument(self, rule: str, key: str, schema: Any, o: str, c: str, sep: str) -> list[str]:
+        """Rules for one argument tag: one alternative per JSON type the property allows."""
+        types = schema.get("type") if isinstance(schema, dict) else None
+        if isinstance(types, str):
+            types = [types]
+        if not types:
+            raise Unsupported(f"argument {key!r}: no 'type', so its type attribute is unknown")
+        alternatives, lines = [], []
+        for n, json_type in enumerate(dict.fromkeys("number" if t == "integer" else t for t in types)):
+            attribute = json.dumps(k3.tag_text(k3.ARGUMENT, [("key", key), ("type", json_type)]))
+            value = f"{rule}_v{n}"
+            if json_type == "string" and ("enum" in schema or "const" in schema):
+                options = schema["enum"] if "enum" in schema else [schema["const"]]
+                lines.append(f"{value}: " + " | ".join(json.dumps(s) for s in options if isinstance(s, str)))
+            elif json_type == "string":
+                if any(k in schema for k in ("pattern", "format", "minLength", "maxLength")):
+                    raise Unsupported(f"argument {key!r}: raw-string constraints are not expressed in this grammar")
+                lines.append(f"{value}: TEXT")
+            else:
+                typed = [t for t in types if ("number" if t == "integer" else t) == json_type]
+                sub = {**schema, "type": typed[0] if len(typed) == 1 else typed, "x-guidance": self.json_options}
+                lines.append(f"{value}: %json {json.dumps(sub)}")
+            alternatives.append(f"{o} {attribute} {sep} {value} {c} {json.dumps(k3.ARGUMENT)} {sep}")
+        return [f"{rule}: " + " | ".join(alternatives), *lines]
+
+    def compile_k3(self, tools: list[dict[str, Any]]) -> Any:
+        return self._matcher_for(self._llg.LLMatcher.grammar_from_lark(self.k3_lark(tools)))
 
     def matcher(self, compiled: Any) -> _LLGuidanceMatcher:
         return _LLGuidanceMatcher(compiled.deep_copy(), self._fill)
