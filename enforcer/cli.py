@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-def load_tokenizer(path: str | None) -> Any:
-    """A Hugging Face tokenizer from ``path``, or the bundled Kimi-shaped test tokenizer."""
+def load_tokenizer(path: str | None, format: str = "kimi_k2") -> Any:
+    """A Hugging Face tokenizer from ``path``, or the bundled Kimi-shaped test tokenizer (K3's
+    control tokens for the K3 formats)."""
     if path is None:
-        from .testing.tokenizers import kimi_k2_tokenizer
+        from .testing.tokenizers import kimi_k2_tokenizer, kimi_k3_tokenizer
 
-        return kimi_k2_tokenizer()
+        return kimi_k3_tokenizer() if format.startswith("kimi_k3") else kimi_k2_tokenizer()
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path, trust_remote_code=True)
@@ -37,7 +38,7 @@ def check(args: argparse.Namespace) -> int:
     document = json.loads(Path(args.file).read_text(encoding="utf-8"))
     kind, entries = _entries(document)
     print(f"loading tokenizer ({args.tokenizer or 'Kimi-shaped test tokenizer'}) ...", flush=True)
-    vocabulary = Vocabulary.from_tokenizer(load_tokenizer(args.tokenizer))
+    vocabulary = Vocabulary.from_tokenizer(load_tokenizer(args.tokenizer, args.format))
     print(f"vocabulary: {vocabulary.vocab_size} ids, fingerprint {vocabulary.fingerprint[:12]}")
     options = {"strict": not args.spec}
     failures = 0
@@ -46,7 +47,9 @@ def check(args: argparse.Namespace) -> int:
         try:
             if kind == "tools":
                 compiled = compile_tools([item], vocabulary, format=args.format, **options)
-                states = sum(s.dfa.nfa_states for s in compiled.schemas if s is not None)
+                states = sum(s.dfa.nfa_states for s in compiled.schemas if s is not None) + \
+                    sum(v.dfa.nfa_states for a in compiled.arguments if a is not None
+                        for k in (*a.keys, *([a.extra] if a.extra else [])) for v in k.values)
             else:
                 compiled = compile_json_schema(item, vocabulary, **options)
                 states = compiled.dfa.nfa_states
@@ -81,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_check = sub.add_parser("check", help="compile an OpenAI tools file or a JSON schema and report")
     p_check.add_argument("file", help="JSON file: a tools list, {\"tools\": [...]}, or a JSON schema")
     p_check.add_argument("--tokenizer", help="Hugging Face tokenizer path (default: Kimi-shaped test tokenizer)")
-    p_check.add_argument("--format", default="kimi_k2", help="tool-call format (default: kimi_k2)")
+    p_check.add_argument("--format", default="kimi_k2",
+                         help="tool-call format: kimi_k2 (default), kimi_k3, kimi_k3_json")
     p_check.add_argument("--spec", action="store_true",
                          help="extra object keys as the JSON Schema spec allows (default: strict)")
     p_demo = sub.add_parser("demo", help="generate an enforced tool call with a small real model")
