@@ -441,21 +441,22 @@ class DFA(_Reading):
         return self.transitions
 
     def ranges(self, state: int) -> list[tuple[int, int, int]]:
-        """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges."""
+        """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges. All states'
+        ranges are found at once on first use (vectorised over the table) and kept."""
         if self._ranges is None:
-            out = []
-            for row in self.rows:
-                rs: list[tuple[int, int, int]] = []
-                b = 0
-                while b < 256:
-                    t = row[b]
-                    e = b
-                    while e + 1 < 256 and row[e + 1] == t:
-                        e += 1
-                    if t != DEAD:
-                        rs.append((b, e, t))
-                    b = e + 1
-                out.append(rs)
+            table = np.asarray(self.transitions)
+            starts_mask = np.ones(table.shape, dtype=bool)
+            starts_mask[:, 1:] = table[:, 1:] != table[:, :-1]
+            rows, starts = np.nonzero(starts_mask)
+            ends = np.full(len(starts), 255, dtype=np.int64)
+            same_row = rows[1:] == rows[:-1]
+            ends[:-1][same_row] = starts[1:][same_row] - 1
+            targets = table[rows, starts]
+            keep = targets != DEAD
+            out: list[list[tuple[int, int, int]]] = [[] for _ in range(table.shape[0])]
+            for r, lo, hi, t in zip(rows[keep].tolist(), starts[keep].tolist(), ends[keep].tolist(),
+                                    targets[keep].tolist()):
+                out[r].append((lo, hi, t))
             self._ranges = out
         return self._ranges[state]
 
@@ -676,13 +677,13 @@ class LazyDFA(_Reading):
     def row(self, state: int) -> list[int]:
         r = self.rows[state]
         if r is None:
-            r = self._build(state)
+            r = self.build(state)
         return r
 
     def array_row(self, state: int) -> np.ndarray:
         """The row of ``state`` as a numpy view (built on demand)."""
         if self.rows[state] is None:
-            self._build(state)
+            self.build(state)
         return self._table[state]
 
     def _build(self, state: int) -> list[int]:
@@ -710,7 +711,7 @@ class LazyDFA(_Reading):
         missing = states[~self._built[states]] if states.size else states
         if missing.size:
             for s in np.unique(missing).tolist():
-                self._build(s)
+                self.build(s)
         return self._table
 
     def __repr__(self) -> str:
