@@ -677,13 +677,13 @@ class LazyDFA(_Reading):
     def row(self, state: int) -> list[int]:
         r = self.rows[state]
         if r is None:
-            r = self.build(state)
+            r = self._build(state)
         return r
 
     def array_row(self, state: int) -> np.ndarray:
         """The row of ``state`` as a numpy view (built on demand)."""
         if self.rows[state] is None:
-            self.build(state)
+            self._build(state)
         return self._table[state]
 
     def _build(self, state: int) -> list[int]:
@@ -711,7 +711,7 @@ class LazyDFA(_Reading):
         missing = states[~self._built[states]] if states.size else states
         if missing.size:
             for s in np.unique(missing).tolist():
-                self.build(s)
+                self._build(s)
         return self._table
 
     def __repr__(self) -> str:
