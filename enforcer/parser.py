@@ -250,8 +250,6 @@ _BODY_NONE, _BODY_PAIRS, _BODY_RAW = range(3)
 _K3_MAX_DEPTH = 64
 """Open elements kept at most; an unreadable tag past it opens no element (bounds the stack)."""
 
-_TAG = re.compile(r'\s*([^\s="]+)((?:\s+[^\s="]+="[^"]*")*)\s*')
-_ATTRIBUTE = re.compile(r'([^\s="]+)="([^"]*)"')
 _INDEX = re.compile(r"[0-9]{1,18}")
 _JSON_WHITESPACE = b" \t\r\n"
 _STRING_ESCAPES = {bytes([b]): json.dumps(chr(b))[1:-1].encode() for b in range(0x80)}
@@ -262,17 +260,6 @@ def _json_string_bytes(data: bytes) -> bytes:
     """UTF-8 bytes as the inside of a JSON string, escaped as ``json.dumps(ensure_ascii=False)``
     escapes. Only ASCII bytes change, so a character split across tokens stays intact."""
     return _MUST_ESCAPE.sub(lambda match: _STRING_ESCAPES[match.group()], data)
-
-
-def _read_tag(text: str) -> tuple[str, dict[str, str]] | None:
-    """``TAG key="v" ...`` -> (TAG, unescaped attributes; the first of a repeated key), or None."""
-    match = _TAG.fullmatch(text)
-    if match is None:
-        return None
-    attributes: dict[str, str] = {}
-    for key, value in _ATTRIBUTE.findall(match.group(2)):
-        attributes.setdefault(key, kimi_k3.unescape_attribute(value))
-    return match.group(1), attributes
 
 
 @dataclass(slots=True)
@@ -374,7 +361,7 @@ class _K3Machine:
         return b"{" if first else b", "
 
     def _open_tag(self, text: str, sink: _Sink) -> None:
-        read = _read_tag(text)
+        read = kimi_k3.read_tag(text)
         if read is None:
             words = text.split(maxsplit=1)
             self._push_ignored(words[0] if words else "")

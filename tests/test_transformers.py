@@ -22,8 +22,10 @@ transformers = pytest.importorskip("transformers")
 
 from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList  # noqa: E402
 
-from enforcer.declarations import render_chat  # noqa: E402
+from enforcer.declarations import encode_chat, render_chat  # noqa: E402
+from enforcer.errors import TokenizerError  # noqa: E402
 from enforcer.formats import kimi_k2 as k2  # noqa: E402
+from enforcer.formats import kimi_k3 as k3  # noqa: E402
 from enforcer.integrations.transformers import ToolCallLogitsProcessor  # noqa: E402
 from enforcer.parser import parse_tool_calls  # noqa: E402
 from enforcer.vocabulary import Vocabulary  # noqa: E402
@@ -67,9 +69,10 @@ MAX_NEW = 96
 
 
 class _Boost(LogitsProcessor):
-    """Adds ``amount`` to the logits of ``ids`` (steers the random model; runs before the enforcer)."""
+    """Adds ``amount`` (one value, or one per id) to the logits of ``ids`` (steers the random
+    model; runs before the enforcer)."""
 
-    def __init__(self, ids: list[int], amount: float = 100.0) -> None:
+    def __init__(self, ids: list[int], amount: Any = 100.0) -> None:
         self.ids = ids
         self.amount = amount
 
@@ -375,3 +378,257 @@ def test_tensor_path_matches_the_numpy_path(kimi_tokenizer: Any, kimi_vocab: Voc
         finite[dtype] = steps
     assert finite[torch.float32] == finite[torch.bfloat16]
     assert all(finite[torch.float32])
+
+
+# --------------------------------------------------------------------------------------------
+# Kimi K3 (XTML): the same processor with format="kimi_k3" on the K3-shaped tokenizer. Prompts
+# come from encode_chat (control tokens by id); the generation prompt opens the think block
+# (thinking=True) or the response block. A random model never closes a block on its own, so
+# the tests boost <|close|> (and <|open|> where they want calls or more arguments).
+
+
+@pytest.fixture(scope="module")
+def k3_tokenizer() -> Any:
+    from enforcer.testing.tokenizers import kimi_k3_tokenizer
+
+    return kimi_k3_tokenizer("fast")
+
+
+@pytest.fixture(scope="module")
+def k3_vocab(k3_tokenizer: Any) -> Vocabulary:
+    return Vocabulary.from_tokenizer(k3_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def k3_model(k3_tokenizer: Any) -> Any:
+    torch.manual_seed(3)
+    config = LlamaConfig(
+        vocab_size=len(k3_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        pad_token_id=k3_tokenizer.pad_token_id,
+        bos_token_id=k3_tokenizer.bos_token_id,
+        eos_token_id=k3_tokenizer.eos_token_id,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def _k3_prompts(vocab: Vocabulary, prompts: list[str], thinking: bool = True,
+                tools: list[dict[str, Any]] = TOOLS) -> list[list[int]]:
+    return [encode_chat([{"role": "user", "content": p}], vocab, tools=tools, thinking=thinking) for p in prompts]
+
+
+def _k3_generate(model: Any, pad: int, proc: ToolCallLogitsProcessor, prompts: list[list[int]],
+                 boost: dict[int, float] | None = None, **kwargs: Any) -> list[list[int]]:
+    """Left-pads the prompt ids by hand and generates; returns each row's new ids."""
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    processors: list[Any] = [_Boost(list(boost), torch.tensor(list(boost.values())))] if boost else []
+    kwargs.setdefault("eos_token_id", proc.stop_token_ids)
+    kwargs.setdefault("max_new_tokens", MAX_NEW)
+    with torch.inference_mode():
+        out = model.generate(input_ids=ids, attention_mask=mask, logits_processor=LogitsProcessorList(processors + [proc]),
+                             pad_token_id=pad, **kwargs)
+    return out[:, width:].tolist()
+
+
+def _k3_tags(ids: list[int], vocab: Vocabulary) -> list[tuple[str, str]]:
+    """Each ``<|open|>TEXT<|sep|>`` / ``<|close|>TEXT<|sep|>`` of ``ids`` as ("open"|"close", TEXT)."""
+    opener = {vocab.token_id(k3.OPEN): "open", vocab.token_id(k3.CLOSE): "close"}
+    sep = vocab.token_id(k3.SEP)
+    tags, start = [], None
+    for i, t in enumerate(ids):
+        if t in opener:
+            start = i
+        elif t == sep and start is not None:
+            tags.append((opener[ids[start]], vocab.decode_bytes(ids[start + 1:i]).decode()))
+            start = None
+    return tags
+
+
+def _check_k3_turn(ids: list[int], vocab: Vocabulary, in_reasoning: bool,
+                   tools: list[dict[str, Any]] = TOOLS) -> dict[str, Any]:
+    """The turn ended with ``<|close|>message<|sep|><|end_of_msg|>``, blocks are balanced and in
+    the template's order, and every call passes the vendor-verifier rule with a K3 id."""
+    stop = vocab.token_id(k3.END_OF_MSG)
+    assert stop in ids, f"the turn did not end within {len(ids)} tokens"
+    turn = _until_stop(ids, stop)
+    tags = _k3_tags(turn, vocab)
+    assert tags[-1] == ("close", "message")
+    blocks = [t for t in tags if t[1] in ("think", "response", "tools")]
+    # the prompt opened the think block (in_reasoning) or the response block
+    expected = ([("close", "think"), ("open", "response")] if in_reasoning else []) + [("close", "response")]
+    assert blocks[:len(expected)] == expected
+    assert blocks[len(expected):] in ([], [("open", "tools"), ("close", "tools")])
+    parsed = parse_tool_calls(turn, vocab, format="kimi_k3", in_reasoning=in_reasoning)
+    declared = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    calls = parsed["tool_calls"] or []
+    for n, call in enumerate(calls, start=1):
+        name = call["function"]["name"]
+        assert name in declared
+        jsonschema.validate(json.loads(call["function"]["arguments"]), declared[name])
+        assert call["id"] == f"functions.{name}:{n}"
+    assert bool(calls) == (("open", "tools") in blocks)
+    return parsed
+
+
+def _check_k3_matcher_ended(proc: ToolCallLogitsProcessor, row: int, vocab: Vocabulary) -> None:
+    matcher = proc.matchers[row]
+    assert proc.errors[row] is None
+    if not matcher.is_finished:
+        assert matcher.accept_token(vocab.token_id(k3.END_OF_MSG)) and matcher.is_finished
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_k3_greedy_required_batch_with_left_padding(k3_model: Any, k3_tokenizer: Any, k3_vocab: Vocabulary,
+                                                    parallel: bool) -> None:
+    proc = ToolCallLogitsProcessor(k3_tokenizer, TOOLS, tool_choice="required", parallel_tool_calls=parallel,
+                                   format="kimi_k3", vocabulary=k3_vocab)
+    assert proc.stop_token_ids == [k3_vocab.token_id(k3.END_OF_MSG)]
+    prompts = _k3_prompts(k3_vocab, PROMPTS)
+    assert len(prompts[0]) < len(prompts[1]), "the first prompt must be left-padded"
+    rows = _k3_generate(k3_model, k3_tokenizer.pad_token_id, proc, prompts,
+                        boost={k3_vocab.token_id(k3.CLOSE): 100.0}, do_sample=False)
+    assert proc.prompt_ids == prompts
+    for row, ids in enumerate(rows):
+        parsed = _check_k3_turn(ids, k3_vocab, in_reasoning=True)
+        assert parsed["tool_calls"], "required: the turn must hold a call"
+        assert len(parsed["tool_calls"]) == 1  # <|close|> is pushed: the section closes after one call
+        _check_k3_matcher_ended(proc, row, k3_vocab)
+
+
+def test_k3_sampling_parallel_calls_without_thinking(k3_model: Any, k3_tokenizer: Any, k3_vocab: Vocabulary) -> None:
+    # <|open|> and <|close|> pushed alike: after each call the sampler picks another call or the end.
+    proc = ToolCallLogitsProcessor(k3_tokenizer, TOOLS, tool_choice="required", format="kimi_k3", vocabulary=k3_vocab)
+    boost = {k3_vocab.token_id(k3.OPEN): 100.0, k3_vocab.token_id(k3.CLOSE): 100.0}
+    prompts = _k3_prompts(k3_vocab, PROMPTS, thinking=False)
+    counts = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        proc.reset()
+        rows = _k3_generate(k3_model, k3_tokenizer.pad_token_id, proc, prompts, boost=boost, do_sample=True,
+                            temperature=1.0, top_k=0, max_new_tokens=4 * MAX_NEW)
+        counts += [len(_check_k3_turn(ids, k3_vocab, in_reasoning=False)["tool_calls"]) for ids in rows]
+    assert min(counts) >= 1 and max(counts) >= 2, counts
+    assert proc.stats.sparse_rows > 0
+
+
+def test_k3_auto_calls_only_when_the_model_wants_to(k3_model: Any, k3_tokenizer: Any, k3_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(k3_tokenizer, TOOLS, tool_choice="auto", parallel_tool_calls=False,
+                                   format="kimi_k3", vocabulary=k3_vocab)
+    open_id, close_id = k3_vocab.token_id(k3.OPEN), k3_vocab.token_id(k3.CLOSE)
+    prompts = _k3_prompts(k3_vocab, PROMPTS)
+    wants = _k3_generate(k3_model, k3_tokenizer.pad_token_id, proc, prompts, boost={open_id: 200.0, close_id: 100.0},
+                         do_sample=False)
+    for ids in wants:
+        assert len(_check_k3_turn(ids, k3_vocab, in_reasoning=True)["tool_calls"]) == 1
+    proc.reset()
+    ends = _k3_generate(k3_model, k3_tokenizer.pad_token_id, proc, prompts, boost={close_id: 100.0}, do_sample=False)
+    for ids in ends:
+        assert _check_k3_turn(ids, k3_vocab, in_reasoning=True)["tool_calls"] == []
+
+
+def test_k3_none_never_opens_tools_even_when_wanted(k3_model: Any, k3_tokenizer: Any, k3_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(k3_tokenizer, TOOLS, tool_choice="none", format="kimi_k3", vocabulary=k3_vocab)
+    boost = {k3_vocab.token_id(k3.OPEN): 200.0, k3_vocab.token_id(k3.CLOSE): 100.0}
+    rows = _k3_generate(k3_model, k3_tokenizer.pad_token_id, proc, _k3_prompts(k3_vocab, PROMPTS), boost=boost,
+                        do_sample=False)
+    for row, ids in enumerate(rows):
+        assert _check_k3_turn(ids, k3_vocab, in_reasoning=True)["tool_calls"] == []
+        _check_k3_matcher_ended(proc, row, k3_vocab)
+
+
+def test_k3_named_tool_choice_and_json_arguments(k3_model: Any, k3_tokenizer: Any, k3_vocab: Vocabulary) -> None:
+    choice = {"type": "function", "function": {"name": "alarm.set-v2"}}
+    boost = {k3_vocab.token_id(k3.CLOSE): 100.0}
+    for fmt in ("kimi_k3", "kimi_k3_json"):
+        proc = ToolCallLogitsProcessor(k3_tokenizer, TOOLS, tool_choice=choice, format=fmt, vocabulary=k3_vocab)
+        torch.manual_seed(1)
+        rows = _k3_generate(k3_model, k3_tokenizer.pad_token_id, proc, _k3_prompts(k3_vocab, PROMPTS), boost=boost,
+                            do_sample=True, top_k=0)
+        for ids in rows:
+            calls = _check_k3_turn(ids, k3_vocab, in_reasoning=True)["tool_calls"]
+            assert [c["function"]["name"] for c in calls] == ["alarm.set-v2"]
+            json_blocks = [t for t in _k3_tags(ids, k3_vocab) if t[1].startswith(k3.JSON_TAG)]
+            assert bool(json_blocks) == (fmt == "kimi_k3_json")
+
+
+class _K3Turn:
+    """K3 ids built by hand: control tokens by id, tag text piece by piece, text as text."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.ids: list[int] = []
+
+    def tag(self, control: str, word: str, attributes: list[tuple[str, str]] = ()) -> "_K3Turn":
+        self.ids.append(self.vocab.token_id(control))
+        for piece in k3.tag_pieces(word, attributes):
+            self.ids += self.vocab.encode_text(piece)
+        self.ids.append(self.vocab.token_id(k3.SEP))
+        return self
+
+    def text(self, value: str) -> "_K3Turn":
+        self.ids += self.vocab.encode_text(value)
+        return self
+
+    def argument(self, key: str, json_type: str, value: str) -> "_K3Turn":
+        return self.tag(k3.OPEN, k3.ARGUMENT, [("key", key), ("type", json_type)]).text(value).tag(k3.CLOSE, k3.ARGUMENT)
+
+
+def test_k3_mask_matches_the_matcher_at_every_step(k3_tokenizer: Any, k3_vocab: Vocabulary) -> None:
+    # Teacher-force a two-call K3 turn (the prompt opened the think block) through __call__.
+    proc = ToolCallLogitsProcessor(k3_tokenizer, TOOLS, tool_choice="auto", format="kimi_k3", vocabulary=k3_vocab)
+    prompt = _k3_prompts(k3_vocab, PROMPTS[:1])[0]
+    t = _K3Turn(k3_vocab).text("plan").tag(k3.CLOSE, k3.THINK).tag(k3.OPEN, k3.RESPONSE).text("Sure.")
+    t.tag(k3.CLOSE, k3.RESPONSE).tag(k3.OPEN, k3.TOOLS)
+    t.tag(k3.OPEN, k3.CALL, [("tool", "get_weather"), ("index", "1")])
+    t.argument("city", "string", "北京").argument("unit", "string", "celsius").tag(k3.CLOSE, k3.CALL)
+    t.tag(k3.OPEN, k3.CALL, [("tool", "alarm.set-v2"), ("index", "2")])
+    t.argument("hour", "number", "7").argument("loud", "boolean", "true").tag(k3.CLOSE, k3.CALL)
+    t.tag(k3.CLOSE, k3.TOOLS).tag(k3.CLOSE, k3.MESSAGE)
+    target = t.ids + [k3_vocab.token_id(k3.END_OF_MSG)]
+    reference = proc.compiled.matcher(prompt_ids=prompt)
+    width = k3_vocab.vocab_size
+    ids = prompt
+    for step, token in enumerate(target):
+        out = _step(proc, [ids], width)
+        allowed = torch.isfinite(out[0]).nonzero().flatten().tolist()
+        assert allowed == sorted(reference.allowed_token_ids()), f"step {step}"
+        if step == 0:  # inside the think body the prompt opened: text or <|close|>, never <|open|>
+            assert k3_vocab.token_id(k3.CLOSE) in allowed and k3_vocab.token_id(k3.OPEN) not in allowed
+        assert token in allowed
+        assert reference.accept_token(token)
+        ids = ids + [token]
+    _step(proc, [ids], width)
+    assert proc.matchers[0].is_finished and reference.is_finished
+    parsed = parse_tool_calls(target, k3_vocab, format="kimi_k3", in_reasoning=True)
+    assert parsed["reasoning_content"] == "plan" and parsed["content"] == "Sure."
+    assert parsed["tool_calls"] == proc.matchers[0].calls
+    assert [c["function"]["arguments"] for c in parsed["tool_calls"]] == [
+        '{"city": "北京", "unit": "celsius"}', '{"hour": 7, "loud": true}']
+
+
+def test_k3_prompt_without_thinking_starts_in_the_response(k3_tokenizer: Any, k3_vocab: Vocabulary) -> None:
+    proc = ToolCallLogitsProcessor(k3_tokenizer, TOOLS, tool_choice="required", format="kimi_k3", vocabulary=k3_vocab)
+    prompt = _k3_prompts(k3_vocab, PROMPTS[:1], thinking=False)[0]
+    close = k3_vocab.token_id(k3.CLOSE)
+    allowed = torch.isfinite(_step(proc, [prompt], k3_vocab.vocab_size)[0]).nonzero().flatten().tolist()
+    assert close in allowed and k3_vocab.token_id(k3.OPEN) not in allowed
+    # the response block is open: <|close|> must name "response", not "think"
+    after = _step(proc, [prompt + [close]], k3_vocab.vocab_size)
+    response = k3_vocab.encode_text(k3.RESPONSE)[0]
+    assert torch.isfinite(after[0]).nonzero().flatten().tolist() == [response]
+
+
+def test_a_format_the_tokenizer_lacks_is_refused(k3_tokenizer: Any, k3_vocab: Vocabulary, kimi_tokenizer: Any,
+                                                 kimi_vocab: Vocabulary) -> None:
+    with pytest.raises(TokenizerError, match="kimi_k2"):
+        ToolCallLogitsProcessor(k3_tokenizer, TOOLS, vocabulary=k3_vocab)
+    with pytest.raises(TokenizerError, match=r"<\|end_of_msg\|>"):
+        ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, format="kimi_k3", vocabulary=kimi_vocab)

@@ -414,3 +414,149 @@ def _token_id(url: str, marker: str) -> int:
         tokens = json.loads(reply.read())["tokens"]
     assert len(tokens) == 1
     return tokens[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Kimi K3: one engine over the K3-shaped tokenizer; the processor detects the format from it.
+
+
+@pytest.fixture(scope="module")
+def tiny_k3_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny random Llama over the K3-shaped tokenizer (``<|end_of_msg|>`` ends a turn). No
+    chat template: prompts are K3 ids from ``encode_chat``. Built in ~10 s."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    from enforcer.testing.tokenizers import kimi_k3_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny_kimi_k3")
+    tokenizer = kimi_k3_tokenizer("fast")
+    tokenizer.eos_token = "<|end_of_msg|>"
+    stop = tokenizer.convert_tokens_to_ids("<|end_of_msg|>")
+    config = LlamaConfig(vocab_size=151_936, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
+                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=stop,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(3)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    GenerationConfig(eos_token_id=stop, pad_token_id=tokenizer.pad_token_id).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def k3_llm(tiny_k3_model: str) -> Any:
+    """An engine with the enforcer from the entry point only."""
+    from vllm import LLM
+
+    if not _entry_point_installed():
+        pytest.skip("the vllm.logits_processors entry point is not installed (pip install -e .)")
+    engine = LLM(model=tiny_k3_model, **{**ENGINE, "max_num_seqs": 24})
+    yield engine
+    _shutdown(engine)
+
+
+def _k3_bias(tokenizer: Any) -> dict[int, float]:
+    """``<|open|>`` and ``<|close|>`` pushed alike (the sampler then picks another argument or
+    call, or the end, at random), closing punctuation a little (JSON literals end; a raw string
+    value ends at ``<|close|>``, which outweighs it)."""
+    ids = {tokenizer.convert_tokens_to_ids(name): 30.0 for name in ("<|open|>", "<|close|>")}
+    for text in ('"', '",', '"}', "}", "]", ","):
+        for token in tokenizer.encode(text, add_special_tokens=False):
+            ids[token] = 12.0
+    return ids
+
+
+def _k3_requests(vocab: Vocabulary, bias: dict[int, float]) -> list[dict[str, Any]]:
+    """12 requests with explicit settings (tool sets, tool_choice values, parallel calls,
+    counters, the JSON-block variant, thinking on and off), 4 declaring their tools in the prompt
+    only, 1 without tools."""
+    from enforcer.declarations import encode_chat
+
+    out = []
+    for i in range(12):
+        tools = load_tools(TOOL_SETS[i % len(TOOL_SETS)])
+        names = [t["function"]["name"] for t in tools]
+        choice: Any = ("required", "auto", "none", {"type": "function", "function": {"name": names[-1]}})[i % 4]
+        settings: dict[str, Any] = {"tools": tools, "tool_choice": choice, "parallel_tool_calls": i % 3 != 1}
+        if i % 3 == 2:
+            settings["format"] = "kimi_k3_json"
+        if i % 5 == 0:
+            settings["first_call_index"] = 3
+        thinking = (i // 4) % 2 == 0
+        prompt = encode_chat([{"role": "user", "content": f"task {i}"}], vocab, tools=tools, thinking=thinking)
+        out.append({"prompt": prompt, "settings": settings, "thinking": thinking, "tools": tools, "seed": i})
+    for i, name in enumerate(TOOL_SETS):
+        prompt = encode_chat([{"role": "user", "content": f"plan {i}"}], vocab, tools=load_tools(name),
+                             thinking=i % 2 == 0)
+        out.append({"prompt": prompt, "settings": None, "thinking": i % 2 == 0, "tools": load_tools(name),
+                    "seed": 50 + i})
+    out.append({"prompt": encode_chat([{"role": "user", "content": "no tools here"}], vocab), "settings": None,
+                "thinking": True, "tools": None, "seed": 99})
+    return out
+
+
+def test_k3_engine_enforces_explicit_and_prompt_declared_tools(k3_llm: Any) -> None:
+    from vllm import SamplingParams
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from enforcer.formats import kimi_k3
+    from enforcer.integrations.k3_prompt import read_tool_declaration as read_k3_declaration
+    from enforcer.integrations.vllm_tool_parser import KimiK3EnforcedParser
+
+    tokenizer = k3_llm.get_tokenizer()
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=151_936)
+    bias = _k3_bias(tokenizer)
+    requests = _k3_requests(vocab, bias)
+    sampling = [SamplingParams(temperature=1.0, seed=r["seed"], max_tokens=MAX_TOKENS, logit_bias=bias,
+                               extra_args={"enforcer": r["settings"]} if r["settings"] else None) for r in requests]
+    outputs = k3_llm.generate([{"prompt_token_ids": r["prompt"]} for r in requests], sampling, use_tqdm=False)
+    finished_with_calls = 0
+    for request, output in zip(requests, outputs):
+        ids = list(output.outputs[0].token_ids)
+        settings, tools = request["settings"], request["tools"]
+        if tools is None:  # nothing holds the model: control tokens back to back, never a K3 turn
+            controls = {vocab.token_id(n) for n in (kimi_k3.OPEN, kimi_k3.CLOSE)}
+            assert any(a in controls and b in controls for a, b in zip(ids, ids[1:])), ids[:40]
+            continue
+        if settings is None:  # the declaration's JSON has its keys sorted: so has the enforced key order
+            tools = read_k3_declaration(request["prompt"], vocab)
+            assert tools == json.loads(json.dumps(request["tools"], sort_keys=True))
+        settings = settings or {}
+        fmt = settings.get("format", "kimi_k3")
+        compiled = compile_tools(tools, vocab, format=fmt, tool_choice=settings.get("tool_choice", "auto"),
+                                 parallel_tool_calls=settings.get("parallel_tool_calls", True))
+        matcher = compiled.matcher(prompt_ids=request["prompt"], first_call_index=settings.get("first_call_index"))
+        for step, token in enumerate(ids):
+            assert matcher.accept_token(token), f"token {token} at step {step} was not allowed ({fmt})"
+        parsed = parse_tool_calls(ids, vocab, format="kimi_k3", in_reasoning=request["thinking"])
+        calls = parsed["tool_calls"]
+        choice = settings.get("tool_choice", "auto")
+        if choice == "none":
+            assert not calls and not matcher.calls
+        if output.outputs[0].finish_reason != "stop":
+            continue
+        assert matcher.is_finished
+        if choice != "auto":
+            assert bool(calls) == (choice != "none")
+        if not calls:
+            continue
+        first = settings.get("first_call_index", 1)
+        for n, call in enumerate(calls):
+            assert vendor_verdict(call, tools) is None, call
+            assert call["id"] == f"functions.{call['function']['name']}:{first + n}"
+            if isinstance(choice, dict):
+                assert call["function"]["name"] == choice["function"]["name"]
+        if not settings.get("parallel_tool_calls", True):
+            assert len(calls) == 1
+        assert calls == matcher.calls
+        # the server's parser reads the same calls from the ids
+        chat = ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], model="m", tools=tools,
+                                     tool_choice="auto")
+        parser = KimiK3EnforcedParser(tokenizer, chat.tools)
+        parser.set_prompt_token_ids(request["prompt"])
+        _, _, read = parser.parse("", chat, enable_auto_tools=True, model_output_token_ids=ids)
+        assert [(c.id, c.name, c.arguments) for c in read] == [
+            (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls]
+        finished_with_calls += 1
+    assert finished_with_calls >= 4, f"only {finished_with_calls} constrained outputs finished with calls"

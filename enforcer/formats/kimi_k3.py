@@ -22,6 +22,7 @@ Token names only here; ids are read from the tokenizer. The spec for the engine 
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from ..arguments import VALUE_TYPES, arguments_json
@@ -48,7 +49,7 @@ FIRST_INDEX = 1
 
 __all__ = ["ARGUMENT", "ATTRIBUTE_ESCAPES", "CALL", "CLOSE", "CONTROL_TOKENS", "END_OF_MSG", "FIRST_INDEX", "JSON_TAG", "MESSAGE", "OPEN",
            "RESPONSE", "SEP", "THINK", "TOOLS", "VALUE_TYPES", "arguments_json", "call_id", "escape_attribute",
-           "resume", "spec", "tag_pieces", "tag_text", "unescape_attribute", "value_type"]
+           "read_tag", "resume", "spec", "tag_pieces", "tag_text", "unescape_attribute", "value_type"]
 
 
 ATTRIBUTE_ESCAPES = (("&", "&amp;"), ('"', "&quot;"))
@@ -76,6 +77,22 @@ def tag_pieces(tag: str, attributes: Iterable[tuple[str, str]] = ()) -> list[str
     for key, value in attributes:
         pieces += [f" {key}", '="', escape_attribute(value), '"']
     return [p for p in pieces if p]
+
+
+_TAG = re.compile(r'\s*([^\s="]+)((?:\s+[^\s="]+="[^"]*")*)\s*')
+_ATTRIBUTE = re.compile(r'([^\s="]+)="([^"]*)"')
+
+
+def read_tag(text: str) -> tuple[str, dict[str, str]] | None:
+    """``TAG key="v" ...`` -> (TAG, unescaped attributes; the first of a repeated key), or None
+    when the text is not a tag."""
+    match = _TAG.fullmatch(text)
+    if match is None:
+        return None
+    attributes: dict[str, str] = {}
+    for key, value in _ATTRIBUTE.findall(match.group(2)):
+        attributes.setdefault(key, unescape_attribute(value))
+    return match.group(1), attributes
 
 
 def tag_text(tag: str, attributes: Iterable[tuple[str, str]] = ()) -> str:

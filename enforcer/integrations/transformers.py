@@ -2,9 +2,16 @@
 
 Usage::
 
-    proc = ToolCallLogitsProcessor(tokenizer, tools, tool_choice="required")
+    proc = ToolCallLogitsProcessor(tokenizer, tools, tool_choice="required")   # Kimi K2
     out = model.generate(**enc, logits_processor=LogitsProcessorList([proc]),
                          eos_token_id=proc.stop_token_ids, pad_token_id=tokenizer.pad_token_id)
+
+Any format of :func:`enforcer.compile_tools` works the same way: ``format="kimi_k3"`` (or
+``"kimi_k3_json"``) with a Kimi K3 tokenizer and prompt ids from
+:func:`enforcer.declarations.encode_chat`; ``stop_token_ids`` is then ``<|end_of_msg|>``, and each
+row's matcher starts where its prompt left the turn (inside ``<|open|>think<|sep|>`` or
+``<|open|>response<|sep|>``). Read the rows back with ``parse_tool_calls(ids, vocabulary,
+format="kimi_k3", in_reasoning=True)`` when the prompt opened the think block.
 
 One processor serves one ``generate()`` call (or call :meth:`ToolCallLogitsProcessor.reset`).
 Making one per request is cheap: the ``Vocabulary`` is cached per tokenizer object, the
@@ -32,6 +39,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from ..formats import FormatSpec
 from ..tools import compile_tools
 from ..vocabulary import Vocabulary
 
@@ -138,7 +146,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
 
     ``tokenizer``: the model's ``transformers`` tokenizer (the format's marker tokens must be in
     it). ``tools``: the OpenAI ``tools`` list. ``tool_choice``, ``parallel_tool_calls``,
-    ``format``: as in :func:`enforcer.compile_tools`. ``vocab_size``: the model's logits width
+    ``format`` (``"kimi_k2"``, ``"kimi_k3"``, ``"kimi_k3_json"`` or a ``FormatSpec``): as in
+    :func:`enforcer.compile_tools`; the stop ids are the compiled format's and each row's
+    matcher starts where its (unpadded) prompt left the turn. ``vocab_size``: the model's logits width
     (default: the tokenizer's id count; wider logits are accepted and their extra ids are never
     allowed). ``vocabulary``: a prebuilt :class:`Vocabulary` to use instead of reading the
     tokenizer. ``pad_token_id``: the id stripped from the start of each prompt row (left padding;
@@ -164,7 +174,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         tools: Sequence[Mapping[str, Any]],
         tool_choice: str | Mapping[str, Any] = "auto",
         parallel_tool_calls: bool = True,
-        format: str = "kimi_k2",
+        format: str | FormatSpec = "kimi_k2",
         vocab_size: int | None = None,
         *,
         vocabulary: Vocabulary | None = None,
@@ -188,7 +198,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         )
         self.stop_token_ids: list[int] = [int(i) for i in self.compiled.stop_token_ids]
         if not self.stop_token_ids:
-            raise ValueError(f"format {format!r} declares no stop token")
+            raise ValueError(f"format {self.compiled.format.name!r} declares no stop token")
         self.pad_token_id = getattr(tokenizer, "pad_token_id", None) if pad_token_id is None else pad_token_id
         self._words = (vocabulary.vocab_size + 31) // 32
         stop_row = np.zeros(self._words, dtype=np.int32)

@@ -1,4 +1,4 @@
-"""vLLM adapter: enforced Kimi K2 tool calls for every request of a vLLM engine.
+"""vLLM adapter: enforced Kimi K2 and Kimi K3 tool calls for every request of a vLLM engine.
 
 :class:`ToolCallLogitsProcessor` is one batch-level logits processor with both of vLLM's
 interfaces: the V1 one (``__init__(vllm_config, device, is_pin_memory)``, ``update_state``,
@@ -9,14 +9,23 @@ interfaces: the V1 one (``__init__(vllm_config, device, is_pin_memory)``, ``upda
 same entry-point group (``vllm.logits_processors``) and the V2 loader refuses a V1-only class,
 which would stop the engine from starting.
 
+The format is a property of the engine's tokenizer, detected once (:func:`detect_format`):
+``<|tool_calls_section_begin|>`` present -> ``kimi_k2``; the four K3 control tokens
+(``<|end_of_msg|>``, ``<|open|>``, ``<|close|>``, ``<|sep|>``) present -> ``kimi_k3``; neither ->
+the processor stays inert for that model.
+
 Per request, ``SamplingParams.extra_args["enforcer"]`` (a dict, or its JSON text; over HTTP
 ``vllm_xargs={"enforcer": "<json>"}``) holds ``tools``, ``tool_choice``,
-``parallel_tool_calls``, ``first_call_index`` and ``enabled``. Without settings the tools are
-read from the prompt's K2 tool declaration, so an unmodified OpenAI client gets enforced calls;
-a request without tools costs one dictionary miss per step. Bad declarations are rejected in
-:meth:`ToolCallLogitsProcessor.validate_params` (vLLM answers HTTP 400 with the reason);
-nothing raises inside ``update_state`` or ``apply``: a row the processor cannot follow is
-released (left unconstrained) or held to the stop token, and the reason is logged once.
+``parallel_tool_calls``, ``first_call_index``, ``enabled`` and ``format`` (``kimi_k2``,
+``kimi_k3`` or ``kimi_k3_json``; default: the engine's). Without settings the tools are read
+from the prompt's tool declaration (K2: the ``tool_declare`` message; K3: the
+``type="tool-declare"`` system message, :mod:`.k3_prompt`), so an unmodified OpenAI client gets
+enforced calls; a request without tools costs one dictionary miss per step. Bad declarations are
+rejected in :meth:`ToolCallLogitsProcessor.validate_params` (vLLM answers HTTP 400 with the
+reason) under the rules of the request's ``format``, K2's when it names none (vLLM validates
+where the engine's tokenizer is not known); nothing raises inside ``update_state`` or
+``apply``: a row the processor cannot follow (including a declaration the engine's format cannot
+compile) is released (left unconstrained) or held to the stop token, and the reason is logged once.
 
 ``ENFORCER_VLLM_DISABLE=1`` in the engine's environment turns every instance into a no-op
 without uninstalling the package.
@@ -30,7 +39,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,16 +54,19 @@ from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Logi
 from ..declarations import read_tool_declaration
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
-from ..formats import kimi_k2
+from ..formats import kimi_k2, kimi_k3
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
+from . import k3_prompt
 
 __all__ = [
     "DISABLE_ENV",
+    "FORMATS",
     "SETTINGS_KEY",
     "BatchEnforcer",
     "RequestSettings",
     "ToolCallLogitsProcessor",
+    "detect_format",
     "load_vocabulary",
     "read_settings",
     "register_tool_parser",
@@ -68,8 +80,12 @@ SETTINGS_KEY = "enforcer"
 DISABLE_ENV = "ENFORCER_VLLM_DISABLE"
 """Set to ``1`` in the engine's environment to turn the processor into a no-op."""
 FORMAT = "kimi_k2"
+"""The format whose rules validate a request's declarations when it names no ``format`` (the
+engine's format is not known where vLLM validates; see the module docstring)."""
+FORMATS = ("kimi_k2", "kimi_k3", "kimi_k3_json")
+"""The formats a request's ``format`` setting may name."""
 
-_SETTING_NAMES = ("tools", "tool_choice", "parallel_tool_calls", "first_call_index", "enabled")
+_SETTING_NAMES = ("tools", "tool_choice", "parallel_tool_calls", "first_call_index", "enabled", "format")
 
 
 def _disabled() -> bool:
@@ -82,13 +98,15 @@ def _disabled() -> bool:
 
 @dataclass(frozen=True)
 class RequestSettings:
-    """What one request asks of the enforcer. ``tools=None``: read them from the prompt."""
+    """What one request asks of the enforcer. ``tools=None``: read them from the prompt;
+    ``format=None``: the engine's."""
 
     tools: list[Any] | None = None
     tool_choice: Any = "auto"
     parallel_tool_calls: bool = True
     first_call_index: int | None = None
     enabled: bool = True
+    format: str | None = None
 
 
 def read_settings(extra_args: Mapping[str, Any] | None) -> RequestSettings | None:
@@ -132,24 +150,39 @@ def read_settings(extra_args: Mapping[str, Any] | None) -> RequestSettings | Non
     first = raw.get("first_call_index")
     if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
         raise ValueError(f"{SETTINGS_KEY}.first_call_index must be an integer >= 0, got {first!r}")
+    fmt = raw.get("format")
+    if fmt is not None and (not isinstance(fmt, str) or fmt not in FORMATS):
+        raise ValueError(f"{SETTINGS_KEY}.format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     return RequestSettings(tools=tools, tool_choice=dict(tool_choice) if isinstance(tool_choice, Mapping)
-                           else tool_choice, first_call_index=first, **flags)
+                           else tool_choice, first_call_index=first, format=fmt, **flags)
 
 
-@functools.lru_cache(maxsize=1)
-def _validation_vocabulary() -> Vocabulary:
-    """256 single-byte tokens plus the K2 markers: enough to compile any declaration and so
-    find every error that does not depend on the model's tokenizer. Built once, ~1 ms."""
-    names = (*kimi_k2.TOOL_TOKENS, kimi_k2.THINK_BEGIN, kimi_k2.THINK_END, kimi_k2.IM_END,
-             kimi_k2.IM_USER, kimi_k2.IM_ASSISTANT, kimi_k2.IM_SYSTEM, kimi_k2.IM_MIDDLE)
+_K2_MARKERS = (*kimi_k2.TOOL_TOKENS, kimi_k2.THINK_BEGIN, kimi_k2.THINK_END, kimi_k2.IM_END,
+               kimi_k2.IM_USER, kimi_k2.IM_ASSISTANT, kimi_k2.IM_SYSTEM, kimi_k2.IM_MIDDLE)
+
+
+@functools.lru_cache(maxsize=2)
+def _validation_vocabulary(family: str = "kimi_k2") -> Vocabulary:
+    """256 single-byte tokens plus the markers of ``family`` (``kimi_k2``: the K2 tool, think
+    and role tokens; ``kimi_k3``: the four control tokens), encoding text byte by byte: enough to
+    compile any declaration and so find every error that does not depend on the model's
+    tokenizer. Built once per family, ~1 ms."""
+    names = kimi_k3.CONTROL_TOKENS if family == "kimi_k3" else _K2_MARKERS
     tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + [None] * len(names)
-    return Vocabulary(tokens, [(name, 256 + i) for i, name in enumerate(names)], source="enforcer.vllm validation")
+    return Vocabulary(tokens, [(name, 256 + i) for i, name in enumerate(names)],
+                      source=f"enforcer.vllm validation ({family})", encoder=lambda text: list(text.encode("utf-8")))
+
+
+def _family(fmt: str) -> str:
+    """The tokenizer family a format needs: ``kimi_k2`` or ``kimi_k3``."""
+    return "kimi_k3" if fmt.startswith("kimi_k3") else "kimi_k2"
 
 
 def validate_settings(settings: RequestSettings) -> None:
-    """Compile the request's tools against a byte vocabulary; ``ValueError`` with the reason
-    (bad name, invalid or unsupported schema with its JSON pointer, bad tool_choice).
-    Cost: the compile (cached by the tools' canonical key), milliseconds for usual tools."""
+    """Compile the request's tools against a byte vocabulary in the request's ``format`` (K2's
+    when it names none); ``ValueError`` with the reason (bad name, invalid or unsupported schema
+    with its JSON pointer, bad tool_choice). Cost: the compile (cached by the tools' canonical
+    key), milliseconds for usual tools."""
     if not settings.enabled:
         return
     tools = settings.tools
@@ -158,8 +191,9 @@ def validate_settings(settings: RequestSettings) -> None:
             raise ValueError(f"{SETTINGS_KEY}.tool_choice {settings.tool_choice!r} is not auto, none, required "
                              "or a named function")
         return  # tools come from the prompt, which validation does not see
+    fmt = settings.format or FORMAT
     try:
-        compile_tools(tools, _validation_vocabulary(), format=FORMAT, tool_choice=settings.tool_choice,
+        compile_tools(tools, _validation_vocabulary(_family(fmt)), format=fmt, tool_choice=settings.tool_choice,
                       parallel_tool_calls=settings.parallel_tool_calls)
     except EnforcerError as exc:
         raise ValueError(f"enforcer: {exc}") from None
@@ -175,12 +209,26 @@ _VOCABULARIES: dict[tuple, Vocabulary] = {}
 _VOCABULARY_LOCK = threading.Lock()
 
 
+def detect_format(tokens: Container[str]) -> str:
+    """The tool-call format of a tokenizer from its token names (``tokenizer.get_vocab()`` or
+    ``Vocabulary.special_tokens``): ``"kimi_k2"`` when it has ``<|tool_calls_section_begin|>``,
+    ``"kimi_k3"`` when it has the four K3 control tokens; ``ValueError`` naming both otherwise.
+    Cost: five lookups."""
+    if kimi_k2.SECTION_BEGIN in tokens:
+        return "kimi_k2"
+    if all(name in tokens for name in kimi_k3.CONTROL_TOKENS):
+        return "kimi_k3"
+    raise ValueError(f"the tokenizer has no {kimi_k2.SECTION_BEGIN} token (not a Kimi K2 model) and not all of "
+                     f"{', '.join(kimi_k3.CONTROL_TOKENS)} (not a Kimi K3 model)")
+
+
 def load_vocabulary(model_config: Any) -> Vocabulary:
     """The :class:`Vocabulary` of the engine's tokenizer, as wide as the model's logits.
 
-    Raises ``ValueError`` when the engine has no tokenizer or the tokenizer lacks the K2 tool
-    tokens (checked before the vocabulary is read), and the vocabulary's own errors. Cached per
-    (tokenizer, revision, width); the first call reads the tokenizer (~0.3 s for 150k ids).
+    Raises ``ValueError`` when the engine has no tokenizer or the tokenizer has neither the K2
+    tool tokens nor the K3 control tokens (:func:`detect_format`, checked before the vocabulary
+    is read), and the vocabulary's own errors. Cached per (tokenizer, revision, width); the
+    first call reads the tokenizer (~0.3 s for 150k ids).
     """
     if getattr(model_config, "skip_tokenizer_init", False):
         raise ValueError("the engine runs without a tokenizer (skip_tokenizer_init)")
@@ -192,8 +240,7 @@ def load_vocabulary(model_config: Any) -> Vocabulary:
             from vllm.tokenizers import cached_tokenizer_from_config
 
             tokenizer = cached_tokenizer_from_config(model_config)
-            if kimi_k2.SECTION_BEGIN not in tokenizer.get_vocab():
-                raise ValueError(f"the tokenizer has no {kimi_k2.SECTION_BEGIN} token (not a Kimi K2 model)")
+            detect_format(tokenizer.get_vocab())
             hit = _VOCABULARIES[key] = Vocabulary.from_tokenizer(tokenizer, vocab_size=max(width, len(tokenizer)))
     return hit
 
@@ -205,15 +252,17 @@ _ACTIVE, _STOPPING, _RELEASED = range(3)
 
 
 class _Row:
-    """One constrained request: its matcher and how many of its output tokens it has seen."""
+    """One constrained request: its matcher, how many of its output tokens it has seen, and
+    its format's stop token as a packed mask row (shared, read-only)."""
 
-    __slots__ = ("matcher", "seen", "state", "name")
+    __slots__ = ("matcher", "seen", "state", "name", "stop")
 
-    def __init__(self, matcher: ToolCallMatcher, name: str) -> None:
+    def __init__(self, matcher: ToolCallMatcher, name: str, stop: np.ndarray) -> None:
         self.matcher = matcher
         self.seen = 0
         self.state = _ACTIVE
         self.name = name
+        self.stop = stop
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,14 +283,21 @@ class BatchEnforcer:
     Engine-neutral: rows are keyed by an int (V1 batch index, V2 request slot). ``add`` makes a
     row from a request's settings and prompt (compiles through the shared LRU of
     :func:`compile_tools`), ``advance`` feeds it the tokens generated since, ``constrain``
-    writes the masks of many rows into the logits. Lifetime: one per processor instance.
+    writes the masks of many rows into the logits. ``format``: the engine's tool-call format
+    (default: :func:`detect_format` on the vocabulary, once; ``ValueError`` when it is neither
+    K2 nor K3); a request's ``format`` setting overrides it for that request.
+    Lifetime: one per processor instance.
     Cost per step and row: one ``accept_token``, one ``fill_bitmask`` (a 19 KB copy for 150k
     ids), one dictionary lookup on the mask bytes, then, on a CPU, writes of the mask's shorter id
     list through numpy, or on other devices one bit unpack and masked fill for all rows.
     """
 
-    def __init__(self, vocabulary: Vocabulary, *, cache_size: int = 512, dense: bool | None = None) -> None:
+    def __init__(self, vocabulary: Vocabulary, *, format: str | None = None, cache_size: int = 512,
+                 dense: bool | None = None) -> None:
+        if format is not None and format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
         self.vocabulary = vocabulary
+        self.format = format or detect_format(vocabulary.special_tokens)
         self.dense = dense
         """Application strategy: None picks by device (sparse on CPU, dense elsewhere)."""
         self.vocab_size = vocabulary.vocab_size
@@ -251,7 +307,7 @@ class BatchEnforcer:
         self._masks: OrderedDict[bytes, _Mask] = OrderedDict()
         self._cache_size = cache_size
         self._device: torch.device | None = None
-        self._stop_words: np.ndarray | None = None
+        self._stop_rows: dict[tuple[int, ...], np.ndarray] = {}
         self._shifts: torch.Tensor | None = None
         self._warned: set[str] = set()
 
@@ -261,30 +317,32 @@ class BatchEnforcer:
             name: str = "") -> bool:
         """Make (or clear) row ``key`` for a new request; True when it is constrained.
 
-        Never raises: a declaration that cannot be compiled (only possible for tools read from
-        the prompt; explicit ones were validated) leaves the row unconstrained and is logged."""
+        Never raises: a declaration that cannot be compiled (tools read from the prompt, or
+        explicit ones validated in another format, or a ``format`` the tokenizer lacks the
+        tokens of) leaves the row unconstrained and is logged."""
         self.rows.pop(key, None)
         try:
             if settings is not None and not settings.enabled:
                 return False
             if settings is None:
                 settings = RequestSettings()
+            fmt = settings.format or self.format
             tools = settings.tools
             prompt = list(prompt_ids) if prompt_ids is not None else None
             if tools is None:
                 if not prompt:
                     return False
-                tools = read_tool_declaration(prompt, self.vocabulary)
+                read = k3_prompt.read_tool_declaration if _family(fmt) == "kimi_k3" else read_tool_declaration
+                tools = read(prompt, self.vocabulary)
                 if not tools:
                     return False
-            compiled = compile_tools(tools, self.vocabulary, format=FORMAT, tool_choice=settings.tool_choice,
+            compiled = compile_tools(tools, self.vocabulary, format=fmt, tool_choice=settings.tool_choice,
                                      parallel_tool_calls=settings.parallel_tool_calls)
             matcher = compiled.matcher(prompt_ids=prompt, first_call_index=settings.first_call_index)
         except Exception as exc:  # noqa: BLE001 - an engine step must never fail for one request
             logger.warning("enforcer: request %s is not constrained: %s", name or key, exc)
             return False
-        self._remember_stop(compiled)
-        self.rows[key] = _Row(matcher, name or str(key))
+        self.rows[key] = _Row(matcher, name or str(key), self._stop_row(compiled))
         return True
 
     def remove(self, key: int) -> None:
@@ -299,12 +357,17 @@ class BatchEnforcer:
         if swap and rb is not None:
             self.rows[a] = rb
 
-    def _remember_stop(self, compiled: CompiledTools) -> None:
-        if self._stop_words is None:
+    def _stop_row(self, compiled: CompiledTools) -> np.ndarray:
+        """The packed mask row of ``compiled``'s stop tokens (one per distinct stop set)."""
+        ids = tuple(compiled.stop_token_ids)
+        stop = self._stop_rows.get(ids)
+        if stop is None:
             stop = np.zeros(self.words, dtype=np.int32)
-            for t in compiled.stop_token_ids:
+            for t in ids:
                 stop.view(np.uint32)[t >> 5] |= np.uint32(1 << (t & 31))
-            self._stop_words = stop
+            stop.setflags(write=False)
+            self._stop_rows[ids] = stop
+        return stop
 
     def advance(self, key: int, tokens: Sequence[int]) -> None:
         """Feed row ``key`` the tokens of ``tokens`` (the whole output so far) it has not seen."""
@@ -373,13 +436,13 @@ class BatchEnforcer:
                 if row.state == _ACTIVE:
                     row.matcher.fill_bitmask(bitmask, i)
                 else:
-                    bitmask[i] = self._stop_words
+                    bitmask[i] = row.stop
                 mask = self._mask(bitmask[i], logits.shape[-1])
                 if mask.count == 0:
                     self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows no "
                                     "token (%s); holding it to the stop token", row.name, row.matcher.error)
                     row.state = _STOPPING
-                    bitmask[i] = self._stop_words
+                    bitmask[i] = row.stop
                     mask = self._mask(bitmask[i], logits.shape[-1])
                 picked.append((logits_row, mask))
             if not (logits.device.type != "cpu" if self.dense is None else self.dense):
@@ -480,7 +543,8 @@ def _settings_or_none(params: SamplingParams, name: str) -> tuple[bool, RequestS
 
 
 class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
-    """Enforces Kimi K2 tool calls, per request, in a vLLM engine (V1 and Model Runner V2).
+    """Enforces Kimi K2 or K3 tool calls (the format of the engine's tokenizer), per request, in
+    a vLLM engine (V1 and Model Runner V2).
 
     Enabled by installing the package (entry point ``vllm.logits_processors``) or explicitly:
     ``LLM(..., logits_processors=[ToolCallLogitsProcessor])`` /
@@ -509,6 +573,7 @@ class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
             logger.info("enforcer: tool calls are not enforced for this model: %s", exc)
             return
         self.core = BatchEnforcer(vocabulary)
+        logger.info("enforcer: enforcing %s tool calls", self.core.format)
         _LIVE[id(vllm_config)] = self
 
     @classmethod
@@ -637,20 +702,26 @@ class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
 # The tool parser plugin (entry point ``vllm.general_plugins``)
 
 TOOL_PARSER_NAME = "kimi_k2_enforced"
+K3_TOOL_PARSER_NAME = "kimi_k3_enforced"
+_TOOL_PARSERS = {TOOL_PARSER_NAME: ("KimiK2EnforcedToolParser", "KimiK2EnforcedParser"),
+                 K3_TOOL_PARSER_NAME: ("KimiK3EnforcedToolParser", "KimiK3EnforcedParser")}
+"""Parser name -> (the registered tool parser class, the id-based parser the lookup routes to),
+both in :mod:`enforcer.integrations.vllm_tool_parser`."""
 
 
 def register_tool_parser() -> None:
-    """Register the ``kimi_k2_enforced`` tool parser (lazily: nothing heavy is imported here)
-    and route the server's parser lookup for that name to the id-based
-    :class:`~enforcer.integrations.vllm_tool_parser.KimiK2EnforcedParser` (vLLM otherwise
+    """Register the ``kimi_k2_enforced`` and ``kimi_k3_enforced`` tool parsers (lazily: nothing
+    heavy is imported here) and route the server's parser lookup for those names to the id-based
+    :class:`~enforcer.integrations.vllm_tool_parser.KimiK2EnforcedParser` /
+    :class:`~enforcer.integrations.vllm_tool_parser.KimiK3EnforcedParser` (vLLM otherwise
     wraps every tool parser in a text-based composition). Runs in every vLLM process;
     idempotent; never raises (a vLLM whose layout changed keeps working without the routing)."""
     try:
         from vllm.parser.parser_manager import ParserManager
         from vllm.tool_parsers import ToolParserManager
 
-        ToolParserManager.register_lazy_module(TOOL_PARSER_NAME, "enforcer.integrations.vllm_tool_parser",
-                                               "KimiK2EnforcedToolParser")
+        for name, (tool_parser, _) in _TOOL_PARSERS.items():
+            ToolParserManager.register_lazy_module(name, "enforcer.integrations.vllm_tool_parser", tool_parser)
         original = ParserManager.__dict__["get_parser"].__func__
         if getattr(original, "_enforcer_routed", False):
             return
@@ -658,14 +729,15 @@ def register_tool_parser() -> None:
         def get_parser(cls: Any, *args: Any, **kwargs: Any) -> Any:
             parser = original(cls, *args, **kwargs)
             name = kwargs.get("tool_parser_name", args[0] if args else None)
-            if parser is None or name != TOOL_PARSER_NAME or getattr(parser, "tool_parser_cls", None) is None:
+            if parser is None or name not in _TOOL_PARSERS or getattr(parser, "tool_parser_cls", None) is None:
                 return parser
-            from .vllm_tool_parser import KimiK2EnforcedParser
+            from . import vllm_tool_parser
 
-            return type("KimiK2EnforcedServerParser", (KimiK2EnforcedParser,),
-                        {"tool_strict_level": getattr(parser, "tool_strict_level", KimiK2EnforcedParser.tool_strict_level)})
+            routed = getattr(vllm_tool_parser, _TOOL_PARSERS[name][1])
+            return type(routed.__name__.replace("Parser", "ServerParser"), (routed,),
+                        {"tool_strict_level": getattr(parser, "tool_strict_level", routed.tool_strict_level)})
 
         get_parser._enforcer_routed = True  # type: ignore[attr-defined]
         ParserManager.get_parser = classmethod(get_parser)  # type: ignore[method-assign]
     except Exception as exc:  # noqa: BLE001 - a plugin must not stop vLLM from starting
-        logger.warning("enforcer: the %s tool parser could not be registered: %r", TOOL_PARSER_NAME, exc)
+        logger.warning("enforcer: the %s tool parsers could not be registered: %r", "/".join(_TOOL_PARSERS), exc)

@@ -1,20 +1,26 @@
-"""vLLM tool parser ``kimi_k2_enforced``: the server's side of enforced Kimi K2 tool calls.
+"""vLLM tool parsers ``kimi_k2_enforced`` and ``kimi_k3_enforced``: the server's side of
+enforced Kimi K2 / Kimi K3 tool calls.
 
-``vllm serve ... --enable-auto-tool-choice --tool-call-parser kimi_k2_enforced`` (registered by
-the package's ``vllm.general_plugins`` entry point, :func:`enforcer.integrations.vllm.register_tool_parser`).
+``vllm serve ... --enable-auto-tool-choice --tool-call-parser kimi_k2_enforced`` (or
+``kimi_k3_enforced``; both registered by the package's ``vllm.general_plugins`` entry point,
+:func:`enforcer.integrations.vllm.register_tool_parser`).
 
-- :class:`KimiK2EnforcedParser` (what the server uses for this name) reads the output by token
-  id with :func:`enforcer.parser.parse_tool_calls` and the streaming parser, so the reply agrees
-  exactly with what the logits processor enforced, and markers never reach ``content`` or
-  ``reasoning``, even when the text spells one.
-- :meth:`KimiK2EnforcedToolParser.adjust_request` copies the request's ``tools``,
-  ``tool_choice`` and ``parallel_tool_calls`` into ``vllm_xargs["enforcer"]``: the processor
-  then enforces exactly what the client asked (``required``, a named function, ``none``), and a
-  declaration it cannot enforce is answered with HTTP 400 and the reason. No structured-output
-  grammar is added: the processor is the only constraint.
-- :class:`KimiK2EnforcedToolParser` alone (if vLLM's parser composition changes and the
-  routing in ``register_tool_parser`` no longer applies) still streams by id; its non-streaming
-  path only sees text, which it re-encodes (text that spells a marker would then count as one).
+- :class:`KimiK2EnforcedParser` / :class:`KimiK3EnforcedParser` (what the server uses for these
+  names) read the output by token id with :func:`enforcer.parser.parse_tool_calls` and the
+  streaming parser, so the reply agrees exactly with what the logits processor enforced, and
+  markers never reach ``content`` or ``reasoning``, even when the text spells one. Generation
+  starts in reasoning when the prompt opened it (K2: an unclosed ``<think>``; K3: the prompt
+  ends with ``<|open|>think<|sep|>``).
+- ``adjust_request`` copies the request's ``tools``, ``tool_choice`` and
+  ``parallel_tool_calls`` (and for K3 ``"format": "kimi_k3"``, so validation applies K3's rules)
+  into ``vllm_xargs["enforcer"]``: the processor then enforces exactly what the client asked
+  (``required``, a named function, ``none``), and a declaration it cannot enforce is answered
+  with HTTP 400 and the reason. No structured-output grammar is added: the processor is the
+  only constraint.
+- :class:`KimiK2EnforcedToolParser` / :class:`KimiK3EnforcedToolParser` alone (if vLLM's parser
+  composition changes and the routing in ``register_tool_parser`` no longer applies) still
+  stream by id; their non-streaming path only sees text, which they re-encode (text that spells
+  a marker would then count as one).
 
 Cost: one :class:`~enforcer.vocabulary.Vocabulary` per tokenizer (cached), then O(1) per token.
 """
@@ -34,11 +40,14 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 from ..formats import kimi_k2
 from ..parser import Delta, StreamingToolCallParser, parse_tool_calls
 from ..vocabulary import Vocabulary
+from . import k3_prompt
 from .vllm import SETTINGS_KEY
 
-__all__ = ["NAME", "KimiK2EnforcedParser", "KimiK2EnforcedToolParser", "enforcer_settings", "vocabulary_for"]
+__all__ = ["K3_NAME", "NAME", "KimiK2EnforcedParser", "KimiK2EnforcedToolParser", "KimiK3EnforcedParser",
+           "KimiK3EnforcedToolParser", "enforcer_settings", "vocabulary_for"]
 
 NAME = "kimi_k2_enforced"
+K3_NAME = "kimi_k3_enforced"
 
 _VOCABULARIES: dict[tuple, Vocabulary] = {}
 _LOCK = threading.Lock()
@@ -73,23 +82,26 @@ def _tool_dict(tool: Any) -> dict[str, Any]:
     return data
 
 
-def enforcer_settings(request: Any) -> str | None:
-    """The JSON text of the enforcer settings a request's tool fields ask for, or None when it
-    declares no tools."""
+def enforcer_settings(request: Any, format: str | None = None) -> str | None:
+    """The JSON text of the enforcer settings a request's tool fields ask for (with ``format``
+    when given), or None when it declares no tools."""
     tools = getattr(request, "tools", None)
     if not tools:
         return None
     parallel = getattr(request, "parallel_tool_calls", None)
-    return json.dumps({
+    settings: dict[str, Any] = {
         "tools": [_tool_dict(tool) for tool in tools],
         "tool_choice": _tool_choice(request),
         "parallel_tool_calls": True if parallel is None else bool(parallel),
-    }, ensure_ascii=False)
+    }
+    if format is not None:
+        settings["format"] = format
+    return json.dumps(settings, ensure_ascii=False)
 
 
-def _add_settings(request: Any) -> Any:
+def _add_settings(request: Any, format: str | None = None) -> Any:
     """Put the settings into ``vllm_xargs`` unless the client sent its own."""
-    settings = enforcer_settings(request)
+    settings = enforcer_settings(request, format)
     xargs = dict(getattr(request, "vllm_xargs", None) or {})
     if settings is not None and SETTINGS_KEY not in xargs and hasattr(request, "vllm_xargs"):
         xargs[SETTINGS_KEY] = settings
@@ -124,7 +136,7 @@ def _delta_message(deltas: Sequence[Delta], include_tools: bool) -> DeltaMessage
 
 
 def _opens_reasoning(prompt_ids: Sequence[int] | None, vocabulary: Vocabulary) -> bool:
-    """Whether the prompt's last assistant header is followed by an unclosed ``<think>``."""
+    """K2: whether the prompt's last assistant header is followed by an unclosed ``<think>``."""
     if not prompt_ids:
         return False
     special = vocabulary.special_tokens
@@ -140,10 +152,18 @@ def _opens_reasoning(prompt_ids: Sequence[int] | None, vocabulary: Vocabulary) -
     return False
 
 
-class KimiK2EnforcedToolParser(ToolParser):
-    """The registered tool parser: request adjustment, id-based streaming, text fallback."""
+_OPENS_REASONING = {"kimi_k2": _opens_reasoning, "kimi_k3": k3_prompt.opens_reasoning}
+"""Parser format -> whether generation after a prompt starts inside reasoning."""
 
-    supports_required_and_named = False  # required/named calls are K2 sections, not JSON lists
+
+class _EnforcedToolParser(ToolParser):
+    """The registered tool parser of one format: request adjustment, id-based streaming, text
+    fallback. ``format``: the parser's format; ``settings_format``: the ``format`` setting
+    ``adjust_request`` adds (None: none, the engine's)."""
+
+    format = "kimi_k2"
+    settings_format: str | None = None
+    supports_required_and_named = False  # required/named calls are the format's tags, not JSON lists
 
     def __init__(self, tokenizer: Any, tools: list[Any] | None = None) -> None:
         super().__init__(tokenizer, tools)
@@ -151,13 +171,13 @@ class KimiK2EnforcedToolParser(ToolParser):
         self._stream: StreamingToolCallParser | None = None
 
     def adjust_request(self, request: Any) -> Any:
-        return _add_settings(request)
+        return _add_settings(request, self.settings_format)
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
-        """Text-only fallback: re-encodes the text (the server routes to the id-based
-        :class:`KimiK2EnforcedParser` instead)."""
+        """Text-only fallback: re-encodes the text (the server routes to the id-based parser
+        instead)."""
         ids = self.model_tokenizer.encode(model_output, add_special_tokens=False)
-        parsed = parse_tool_calls(ids, self.vocabulary)
+        parsed = parse_tool_calls(ids, self.vocabulary, format=self.format)
         calls = [ToolCall(id=c["id"], function=FunctionCall(id=c["id"], name=c["function"]["name"],
                                                             arguments=c["function"]["arguments"]))
                  for c in parsed["tool_calls"]]
@@ -167,16 +187,28 @@ class KimiK2EnforcedToolParser(ToolParser):
                                      previous_token_ids: Sequence[int], current_token_ids: Sequence[int],
                                      delta_token_ids: Sequence[int], request: Any) -> DeltaMessage | None:
         if self._stream is None:
-            self._stream = StreamingToolCallParser(self.vocabulary)
+            self._stream = StreamingToolCallParser(self.vocabulary, self.format)
         return _delta_message(self._stream.feed_many(delta_token_ids), include_tools=True)
 
 
-class KimiK2EnforcedParser(DelegatingParser):
-    """What the server uses for ``--tool-call-parser kimi_k2_enforced``: content, reasoning and
-    tool calls read from the generated ids (streamed and not). One per request, not shared."""
+class KimiK2EnforcedToolParser(_EnforcedToolParser):
+    """The registered ``kimi_k2_enforced`` tool parser."""
+
+
+class KimiK3EnforcedToolParser(_EnforcedToolParser):
+    """The registered ``kimi_k3_enforced`` tool parser (adds ``"format": "kimi_k3"`` to the
+    settings it copies, so explicit tools are validated under K3's rules)."""
+
+    format = "kimi_k3"
+    settings_format = "kimi_k3"
+
+
+class _EnforcedParser(DelegatingParser):
+    """What the server uses for an enforced parser name: content, reasoning and tool calls read
+    from the generated ids (streamed and not). One per request, not shared."""
 
     always_adjust_request = True  # tool_choice="none" must reach the processor too
-    tool_parser_cls = KimiK2EnforcedToolParser
+    tool_parser_cls: type[_EnforcedToolParser] = KimiK2EnforcedToolParser
 
     def __init__(self, tokenizer: Any, tools: list[Any] | None = None, *args: Any, model_config: Any = None,
                  **kwargs: Any) -> None:
@@ -186,22 +218,29 @@ class KimiK2EnforcedParser(DelegatingParser):
         self._prompt_ids: list[int] | None = None
         self._stream: StreamingToolCallParser | None = None
 
+    @property
+    def _format(self) -> str:
+        return self.tool_parser_cls.format
+
+    def _in_reasoning(self, prompt_ids: Sequence[int] | None) -> bool:
+        return _OPENS_REASONING[self._format](prompt_ids, self.vocabulary)
+
     def adjust_request(self, request: Any) -> Any:
-        return _add_settings(super().adjust_request(request))
+        return _add_settings(super().adjust_request(request), self.tool_parser_cls.settings_format)
 
     def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
         self._prompt_ids = list(prompt_token_ids)
 
     def is_reasoning_end(self, input_ids: list[int]) -> bool:
-        return not _opens_reasoning(input_ids, self.vocabulary)
+        return not self._in_reasoning(input_ids)
 
     def parse(self, model_output: str, request: Any, enable_auto_tools: bool = False,
               model_output_token_ids: Sequence[int] = ()) -> tuple[str | None, str | None, list[FunctionCall] | None]:
         """(reasoning, content, tool calls) of a finished output, by token id."""
         if not model_output_token_ids and model_output:
             return super().parse(model_output, request, enable_auto_tools, model_output_token_ids)
-        parsed = parse_tool_calls(model_output_token_ids, self.vocabulary,
-                                  in_reasoning=_opens_reasoning(self._prompt_ids, self.vocabulary))
+        parsed = parse_tool_calls(model_output_token_ids, self.vocabulary, format=self._format,
+                                  in_reasoning=self._in_reasoning(self._prompt_ids))
         calls = None
         if request.tool_choice != "none" and (enable_auto_tools or request.tool_choice != "auto"):
             calls = [FunctionCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
@@ -212,8 +251,8 @@ class KimiK2EnforcedParser(DelegatingParser):
                     prompt_token_ids: list[int] | None = None, *, finished: bool) -> DeltaMessage | None:
         """The delta of the newest ids, by token id."""
         if self._stream is None:
-            opened = _opens_reasoning(prompt_token_ids or self._prompt_ids, self.vocabulary)
-            self._stream = StreamingToolCallParser(self.vocabulary, in_reasoning=opened)
+            opened = self._in_reasoning(prompt_token_ids or self._prompt_ids)
+            self._stream = StreamingToolCallParser(self.vocabulary, self._format, in_reasoning=opened)
         deltas = self._stream.feed_many(delta_token_ids)
         if finished:
             deltas += self._stream.finish()
@@ -223,3 +262,15 @@ class KimiK2EnforcedParser(DelegatingParser):
             if not message.content and not message.tool_calls:
                 return None
         return message
+
+
+class KimiK2EnforcedParser(_EnforcedParser):
+    """The server's parser for ``--tool-call-parser kimi_k2_enforced``."""
+
+    tool_parser_cls = KimiK2EnforcedToolParser
+
+
+class KimiK3EnforcedParser(_EnforcedParser):
+    """The server's parser for ``--tool-call-parser kimi_k3_enforced``."""
+
+    tool_parser_cls = KimiK3EnforcedToolParser
