@@ -82,11 +82,12 @@ class _Boost(LogitsProcessor):
         return scores
 
 
-@pytest.fixture(scope="module")
-def model(kimi_tokenizer: Any) -> Any:
-    torch.manual_seed(0)
+def tiny_llama(tokenizer: Any, seed: int) -> Any:
+    """A randomly initialised 2-layer Llama over ``tokenizer``'s ids (real weights cannot be
+    downloaded here)."""
+    torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(kimi_tokenizer),
+        vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
@@ -94,11 +95,16 @@ def model(kimi_tokenizer: Any) -> Any:
         num_key_value_heads=2,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
-        pad_token_id=kimi_tokenizer.pad_token_id,
-        bos_token_id=kimi_tokenizer.bos_token_id,
-        eos_token_id=kimi_tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def model(kimi_tokenizer: Any) -> Any:
+    return tiny_llama(kimi_tokenizer, 0)
 
 
 def _marker(vocab: Vocabulary, name: str) -> int:
@@ -401,21 +407,7 @@ def k3_vocab(k3_tokenizer: Any) -> Vocabulary:
 
 @pytest.fixture(scope="module")
 def k3_model(k3_tokenizer: Any) -> Any:
-    torch.manual_seed(3)
-    config = LlamaConfig(
-        vocab_size=len(k3_tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        pad_token_id=k3_tokenizer.pad_token_id,
-        bos_token_id=k3_tokenizer.bos_token_id,
-        eos_token_id=k3_tokenizer.eos_token_id,
-    )
-    return LlamaForCausalLM(config).eval()
+    return tiny_llama(k3_tokenizer, 3)
 
 
 def _k3_prompts(vocab: Vocabulary, prompts: list[str], thinking: bool = True,

@@ -57,14 +57,18 @@ def fake_vllm_config(tokenizer_dir: str, width: int) -> Any:
     return SimpleNamespace(model_config=model_config)
 
 
-@pytest.fixture()
-def processor(tokenizer_dir: str, kimi_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def make_processor(tokenizer_dir: str, width: int, monkeypatch: pytest.MonkeyPatch) -> Any:
     from enforcer.integrations.vllm import ToolCallLogitsProcessor
 
     monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
-    proc = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, len(kimi_tokenizer)), torch.device("cpu"), False)
+    proc = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, width), torch.device("cpu"), False)
     assert proc.core is not None
     return proc
+
+
+@pytest.fixture()
+def processor(tokenizer_dir: str, kimi_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    return make_processor(tokenizer_dir, len(kimi_tokenizer), monkeypatch)
 
 
 def params(settings: Any = None, **kwargs: Any) -> Any:
@@ -562,12 +566,7 @@ def k3_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory, k3_tokenizer: Any
 
 @pytest.fixture()
 def k3_processor(k3_tokenizer_dir: str, k3_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from enforcer.integrations.vllm import ToolCallLogitsProcessor
-
-    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
-    proc = ToolCallLogitsProcessor(fake_vllm_config(k3_tokenizer_dir, len(k3_tokenizer)), torch.device("cpu"), False)
-    assert proc.core is not None
-    return proc
+    return make_processor(k3_tokenizer_dir, len(k3_tokenizer), monkeypatch)
 
 
 def k3_prompt_ids(vocab: Any, tools: Any = None, thinking: bool = True, messages: Any = None) -> list[int]:

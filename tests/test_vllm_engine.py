@@ -67,29 +67,34 @@ def _entry_point_installed() -> bool:
 # Models
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A random 2-layer Llama (hidden 128, head size 64) over the Kimi-shaped tokenizer, with
-    ``<|im_end|>`` as its end of turn and the K2 chat template. Built in ~10 s."""
+def save_tiny_model(folder: Any, tokenizer: Any, stop_token: str, seed: int) -> str:
+    """A random 2-layer Llama (hidden 128, head size 64) over ``tokenizer`` saved with it in
+    ``folder``, ``stop_token`` as its end of turn (real weights cannot be downloaded here)."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from enforcer.testing.tokenizers import kimi_k2_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny_kimi")
-    tokenizer = kimi_k2_tokenizer("fast")  # a fresh object: the shared fixture must not change
-    tokenizer.eos_token = "<|im_end|>"
-    tokenizer.chat_template = TEMPLATE.read_text(encoding="utf-8")
-    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    tokenizer.eos_token = stop_token
+    stop = tokenizer.convert_tokens_to_ids(stop_token)
     config = LlamaConfig(vocab_size=151_936, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
                          tie_word_embeddings=True, bos_token_id=None, eos_token_id=stop,
                          pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     GenerationConfig(eos_token_id=stop, pad_token_id=tokenizer.pad_token_id).save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny random Llama over the Kimi-shaped tokenizer, with ``<|im_end|>`` as its end of
+    turn and the K2 chat template. Built in ~10 s."""
+    from enforcer.testing.tokenizers import kimi_k2_tokenizer
+
+    tokenizer = kimi_k2_tokenizer("fast")  # a fresh object: the shared fixture must not change
+    tokenizer.chat_template = TEMPLATE.read_text(encoding="utf-8")
+    return save_tiny_model(tmp_path_factory.mktemp("tiny_kimi"), tokenizer, "<|im_end|>", 0)
 
 
 @pytest.fixture(scope="module")
@@ -424,24 +429,9 @@ def _token_id(url: str, marker: str) -> int:
 def tiny_k3_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The tiny random Llama over the K3-shaped tokenizer (``<|end_of_msg|>`` ends a turn). No
     chat template: prompts are K3 ids from ``encode_chat``. Built in ~10 s."""
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
     from enforcer.testing.tokenizers import kimi_k3_tokenizer
 
-    folder = tmp_path_factory.mktemp("tiny_kimi_k3")
-    tokenizer = kimi_k3_tokenizer("fast")
-    tokenizer.eos_token = "<|end_of_msg|>"
-    stop = tokenizer.convert_tokens_to_ids("<|end_of_msg|>")
-    config = LlamaConfig(vocab_size=151_936, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=stop,
-                         pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(3)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    GenerationConfig(eos_token_id=stop, pad_token_id=tokenizer.pad_token_id).save_pretrained(folder)
-    return str(folder)
+    return save_tiny_model(tmp_path_factory.mktemp("tiny_kimi_k3"), kimi_k3_tokenizer("fast"), "<|end_of_msg|>", 3)
 
 
 @pytest.fixture(scope="module")
