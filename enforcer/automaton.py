@@ -120,12 +120,16 @@ def byte_chars(chars: bytes) -> Node:
     return byte_set((b, b) for b in chars)
 
 
+_SINGLE_BYTES: tuple[Node, ...] = tuple(ByteSet(((b, b),)) for b in range(256))
+"""One shared node per byte value (nodes are immutable)."""
+
+
 def literal(data: bytes | str) -> Node:
     if isinstance(data, str):
         data = data.encode("utf-8")
     if not data:
         return EPSILON
-    return seq(*(ByteSet(((b, b),)) for b in data))
+    return seq(*(_SINGLE_BYTES[b] for b in data))
 
 
 def seq(*parts: Node) -> Node:
@@ -641,33 +645,95 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     return _finalise(np.array(table, dtype=np.int32), np.array(det.accepting, dtype=bool), successors=successors)
 
 
+def is_empty_node(node: Node) -> bool:
+    """Whether ``node`` matches no string at all, read off its structure (exact: a sequence is
+    empty when a part is, a union when every branch is, a graph when no path of non-empty
+    edges joins its start to an accepting state). Linear in the distinct sub-nodes."""
+    memo: dict[int, bool] = {}
+
+    def empty(n: Node) -> bool:
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        if n is NOTHING:
+            out = True
+        elif n is EPSILON:
+            out = False
+        elif isinstance(n, ByteSet):
+            out = not n.ranges
+        elif isinstance(n, Concat):
+            out = any(empty(p) for p in n.parts)
+        elif isinstance(n, Union):
+            out = all(empty(a) for a in n.alternatives)
+        elif isinstance(n, Repeat):
+            out = n.minimum > 0 and empty(n.node)
+        elif isinstance(n, Embedded):
+            out = n.dfa.is_empty
+        elif isinstance(n, Graph):
+            reached = {n.start}
+            stack = [n.start]
+            while stack:
+                src = stack.pop()
+                for a, body, b in n.edges:
+                    if a == src and b not in reached and not empty(body):
+                        reached.add(b)
+                        stack.append(b)
+            out = not (reached & n.accepting)
+        else:  # pragma: no cover - programming error
+            raise TypeError(f"not a Node: {n!r}")
+        memo[id(n)] = out
+        return out
+
+    return empty(node)
+
+
 class LazyDFA(_Reading):
-    """A DFA built on demand: states are created by subset construction the first time a walk
-    reaches them. Compiling costs only the NFA; each new state costs tens of microseconds when
-    first visited, then a list index. Same reading interface as :class:`DFA` (``rows``,
+    """A DFA built on demand: the NFA when first read, then each state by subset construction the
+    first time a walk reaches it. Creating one costs a structural emptiness check; the NFA costs
+    milliseconds for a large schema; each new state tens of microseconds, then a list index. Same reading interface as :class:`DFA` (``rows``,
     ``accepting``, ``transitions``) once :meth:`ensure` / :meth:`row` made the states exist.
     Thread-safe for readers: states are only ever appended, under a lock.
     """
 
     def __init__(self, node: Node) -> None:
-        self._det = _Determiniser(node, trim=True)
+        self._node: Node | None = node
+        self._det: _Determiniser | None = None
         self.rows: list[list[int] | None] = [None]
-        self.accepting = self._det.accepting  # grows with the states
         self._table = np.full((64, 256), DEAD, dtype=np.int32)
         self._built = np.zeros(64, dtype=bool)
-        self._lock = threading.Lock()
-        alive = self._det.alive
-        self.is_empty = alive is not None and not alive[self._det.start]
-        self.nfa_states = len(self._det.edges)
+        self._lock = threading.RLock()
+        self.is_empty = is_empty_node(node)
+
+    def _determiniser(self) -> "_Determiniser":
+        """The NFA and its subset construction, built on first use (a tool set compiles its
+        tools' expressions; each tool's automaton is built when a walk first needs it)."""
+        det = self._det
+        if det is None:
+            with self._lock:
+                if self._det is None:
+                    self._det = _Determiniser(self._node, trim=True)
+                    self._node = None
+                det = self._det
+        return det
+
+    @property
+    def accepting(self) -> list[bool]:
+        """Whether each state created so far accepts (grows with the states)."""
+        return self._determiniser().accepting
 
     @property
     def accepting_list(self) -> list[bool]:
-        return self.accepting
+        return self._determiniser().accepting
+
+    @property
+    def nfa_states(self) -> int:
+        """States of the underlying NFA (builds it)."""
+        return len(self._determiniser().edges)
 
     @property
     def num_states(self) -> int:
         """States created so far."""
-        return len(self._det.sets)
+        return len(self._determiniser().sets)
 
     @property
     def transitions(self) -> np.ndarray:
@@ -687,12 +753,13 @@ class LazyDFA(_Reading):
         return self._table[state]
 
     def _build(self, state: int) -> list[int]:
+        det = self._determiniser()
         with self._lock:
             r = self.rows[state]
             if r is not None:
                 return r
-            r, _ = self._det.row(state, None)
-            n = len(self._det.sets)
+            r, _ = det.row(state, None)
+            n = len(det.sets)
             if n > self._table.shape[0]:
                 size = max(n, 2 * self._table.shape[0])
                 table = np.full((size, 256), DEAD, dtype=np.int32)
@@ -715,6 +782,8 @@ class LazyDFA(_Reading):
         return self._table
 
     def __repr__(self) -> str:
+        if self._det is None:
+            return "LazyDFA(not built yet)"
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import jsonschema
@@ -71,6 +72,21 @@ class SchemaOptions:
             raise ValueError(f"unknown_formats must be 'ignore' or 'error', not {self.unknown_formats!r}")
 
 
+@lru_cache(maxsize=None)
+def _whitespace(spaces: int) -> Node:
+    """Nothing, one space, or a newline and up to ``spaces`` spaces (one shared node per width:
+    nodes are immutable)."""
+    return optional(alt(literal(" "), seq(literal("\n"), repeat(literal(" "), 0, spaces))))
+
+
+@lru_cache(maxsize=None)
+def _comma(spaces: int) -> Node:
+    return seq(literal(","), _whitespace(spaces))
+
+
+_COLON = seq(literal(":"), optional(literal(" ")))
+
+
 def _json_key(value: Any) -> str:
     """Canonical text for JSON equality (1 == 1.0, True != 1)."""
     def norm(v: Any) -> Any:
@@ -108,15 +124,14 @@ class SchemaCompiler:
         level ``level + 1``): nothing, one space, or a newline and up to
         ``indent_width * level`` spaces. Covers compact, ``json.dumps`` default and indented
         output while keeping the automaton small."""
-        spaces = min(self.options.indent_width * level, self.options.max_indent)
-        return optional(alt(literal(" "), seq(literal("\n"), repeat(literal(" "), 0, spaces))))
+        return _whitespace(min(self.options.indent_width * level, self.options.max_indent))
 
     def _comma(self, level: int) -> Node:
-        return seq(literal(","), self.ws(level))
+        return _comma(min(self.options.indent_width * level, self.options.max_indent))
 
     @staticmethod
     def _colon() -> Node:
-        return seq(literal(":"), optional(literal(" ")))
+        return _COLON
 
     # ---- entry --------------------------------------------------------------------------
 
