@@ -144,6 +144,9 @@ class CompiledTools:
         self._masks: dict[tuple, np.ndarray] = {}
         self._torch: dict[tuple, Any] = {}
         self._value_index: dict[tuple[int, int], CompiledSchema] = {}
+        for place, text in enumerate(p.text for p in fmt.places):
+            if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
+                self.rule(self.enter(place, fmt.first_index, -1, 0, 0, 0))
         for i, split in enumerate(self.arguments):
             if split is None:
                 continue

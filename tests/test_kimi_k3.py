@@ -439,3 +439,18 @@ def test_escaped_attribute_values(kimi_k3_vocab: Any) -> None:
     assert feed(m, t.ids, v) is None
     assert m.calls[0]["function"]["name"] == "a&b"
     assert json.loads(m.calls[0]["function"]["arguments"]) == {'say "hi" & go': "x"}
+
+
+def test_vocabulary_without_a_tokenizer_is_refused_at_compile(kimi_k3_vocab: Any, tmp_path: Any) -> None:
+    """K3 tag text is forced in the tokenizer's own tokenization: a vocabulary loaded from disk
+    (no tokenizer to encode with) is refused when compiling, never while decoding."""
+    from enforcer import Vocabulary
+    from enforcer.errors import TokenizerError
+
+    from enforcer.tools import clear_cache
+
+    kimi_k3_vocab.save(tmp_path / "vocab.bin")
+    loaded = Vocabulary.load(tmp_path / "vocab.bin")
+    clear_cache()  # compiled tools are cached by fingerprint: a hit would reuse the encoder
+    with pytest.raises(TokenizerError, match="encode"):
+        compile_tools(TOOLS, loaded, format="kimi_k3")
