@@ -137,6 +137,8 @@ class CompiledTools:
         self.ends_call = tuple(p.ends_call for p in fmt.places)
         self.in_section = tuple(p.in_section for p in fmt.places)
         self.done = next((i for i, p in enumerate(fmt.places) if not p.edges and p.text is None), -1)
+        self._header_template = next((p.text.template for p in fmt.places if isinstance(p.text, CallHeader)), "")
+        self._argument_tag = next((p.text for p in fmt.places if isinstance(p.text, ArgumentTag)), None)
         self._dynamic_exits = tuple(any(e.guard in ("more_arguments", "arguments_complete") for e in p.edges)
                                     for p in fmt.places)
         self._exits: dict[tuple, dict[int, int]] = {}
@@ -263,18 +265,23 @@ class CompiledTools:
         compiled = self._value_index[(tool, value)]
         return DfaRule(compiled.dfa, compiled.masks, byte_tokens)
 
+    def _key_tag_pieces(self, text: ArgumentTag, json_type: str) -> tuple[list[str], list[str]]:
+        """An argument tag's pieces before and after its key value, for values of ``json_type``."""
+        pieces = self.format.tag_pieces(text.word, [(text.key_attribute, _PLACEHOLDER),
+                                                   (text.type_attribute, json_type)])
+        at = pieces.index(_PLACEHOLDER)
+        return pieces[:at], pieces[at + 1:]
+
     def _free_key_pieces(self, text: ArgumentTag, split: SplitArguments) -> tuple[list[int], TokenTrie]:
         """The tokens before an undeclared key's text, and its possible endings (one per type
-        of ``additionalProperties``), split around a placeholder value."""
+        of ``additionalProperties``)."""
+        encode = self.vocabulary.encode_text
         endings = []
         prefix: list[int] = []
         for json_type in split.extra.types:
-            pieces = self.format.tag_pieces(text.word, [(text.key_attribute, _PLACEHOLDER),
-                                                       (text.type_attribute, json_type)])
-            at = pieces.index(_PLACEHOLDER)
-            prefix = [t for p in pieces[:at] for t in self.vocabulary.encode_text(p)]
-            endings.append(([t for p in pieces[at + 1:] for t in self.vocabulary.encode_text(p)],
-                            (len(split.keys), VALUE_TYPES.index(json_type))))
+            before, after = self._key_tag_pieces(text, json_type)
+            prefix = [t for p in before for t in encode(p)]
+            endings.append(([t for p in after for t in encode(p)], (len(split.keys), VALUE_TYPES.index(json_type))))
         return prefix, TokenTrie(endings, self.index)
 
     def _free_key_rule(self, tool: int, text: ArgumentTag) -> DfaRule:
@@ -295,12 +302,9 @@ class CompiledTools:
 
     def extra_key_name(self, tag_text: str, type_index: int) -> str:
         """The undeclared key a complete argument tag names (unescaped)."""
-        text = next(p.text for p in self.places if isinstance(p.text, ArgumentTag))
-        pieces = self.format.tag_pieces(text.word, [(text.key_attribute, _PLACEHOLDER),
-                                                   (text.type_attribute, VALUE_TYPES[type_index])])
-        at = pieces.index(_PLACEHOLDER)
-        before, after = "".join(pieces[:at]), "".join(pieces[at + 1:])
-        value = tag_text[len(before):len(tag_text) - len(after)]
+        text = self._argument_tag
+        before, after = (len("".join(p)) for p in self._key_tag_pieces(text, VALUE_TYPES[type_index]))
+        value = tag_text[before:len(tag_text) - after]
         for char, escape in reversed(text.escapes):
             value = value.replace(escape, char)
         return value
@@ -323,8 +327,7 @@ class CompiledTools:
 
     def tool_from_header(self, text: str, counter: int) -> int:
         """The tool a complete header names (-1 if none)."""
-        template = next(p.text.template for p in self.places if isinstance(p.text, CallHeader))
-        prefix, _, suffix = template.partition("{name}")
+        prefix, _, suffix = self._header_template.partition("{name}")
         prefix, suffix = prefix.format(index=counter), suffix.format(index=counter)
         if text.startswith(prefix) and text.endswith(suffix):
             return self._name_index.get(text[len(prefix):len(text) - len(suffix)], -1)
