@@ -499,13 +499,19 @@ def plot_summaries(path: Path, panels: Sequence[tuple[str, Sequence[dict[str, An
 
 def finish_suite(args: Any, name: str, results: dict[str, Any], profile: Callable[[], dict[str, Any]],
                  panels: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, Any]:
-    """The common tail of a suite: optional profile of ours, optional plot, saved JSON."""
+    """The common tail of a suite: optional profile of ours, then the plot and the JSON (unless
+    ``--no-save``; ``--plot`` insists on the plot)."""
     if args.profile:
         results["profile_ours"] = prof = profile()
         print("\ncProfile of enforcer, cold pass (caches cleared, compile, one pass):\n" + prof["cold"])
         print("cProfile of enforcer, 20 warm passes:\n" + prof["warm"])
-    if args.plot:
-        print(f"\nplot {plot_summaries(RESULTS_DIR / f'{name}-latest.png', panels)}")
+    if args.plot or not args.no_save:  # the plot goes next to the saved JSON
+        try:
+            print(f"\nplot {plot_summaries(RESULTS_DIR / f'{name}-latest.png', panels)}")
+        except ImportError:
+            if args.plot:
+                raise
+            print("\nno plot: matplotlib is not installed (pip install -e .[bench])")
     if not args.no_save:
         print(f"\nsaved {save_results(name, results)}")
     return results

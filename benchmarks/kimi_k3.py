@@ -213,7 +213,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", nargs="*", default=list(DEFAULT_PEERS), help="peer libraries to include")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")
     parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
-    parser.add_argument("--plot", action="store_true", help="also write results/<suite>-latest.png (matplotlib)")
+    parser.add_argument("--plot", action="store_true", help="write results/<suite>-latest.png even with --no-save (saved runs plot when matplotlib is installed)")
 
 
 def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, Any]:
