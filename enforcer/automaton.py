@@ -606,16 +606,19 @@ class _Determiniser:
         succ: set[int] = set()
         outgoing = [e for s in self.sets[i] for e in edges[s]]
         if outgoing:
-            # split the byte axis at every range boundary
+            # split the byte axis at every range boundary; each edge adds its target's closure
+            # to the pieces it covers
             cuts = sorted({lo for lo, _, _ in outgoing} | {hi + 1 for _, hi, _ in outgoing})
-            for k in range(len(cuts) - 1):
-                lo, hi = cuts[k], cuts[k + 1] - 1
-                targets: set[int] = set()
-                for elo, ehi, t in outgoing:
-                    if elo <= lo and hi <= ehi:
-                        targets |= self.closure(t)
+            at = {c: k for k, c in enumerate(cuts)}
+            pieces: list[set[int]] = [set() for _ in range(len(cuts) - 1)]
+            for elo, ehi, t in outgoing:
+                closure = self.closure(t)
+                for k in range(at[elo], at[ehi + 1]):
+                    pieces[k] |= closure
+            for k, targets in enumerate(pieces):
                 if not targets:
                     continue
+                lo, hi = cuts[k], cuts[k + 1] - 1
                 key = frozenset(targets)
                 target = self.index.get(key)
                 if target is None:
