@@ -217,6 +217,38 @@ def run_stream(matcher: Any, ids: Sequence[int], bitmask: Any) -> StreamRun:
     return StreamRun(fill_ns, accept_ns, None, None)
 
 
+def add_timing_arguments(parser: Any, passes_default: str, peers: Sequence[str]) -> None:
+    """The flags every per-token suite takes."""
+    parser.add_argument("--repetitions", type=int, default=None, help="repetitions, each with a cold compile (>= 3)")
+    parser.add_argument("--passes", type=int, default=None, help=f"later passes per repetition ({passes_default})")
+    parser.add_argument("--peers", nargs="*", default=list(peers), help="peer libraries to include")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")
+    parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
+    parser.add_argument("--plot", action="store_true",
+                        help="write results/<suite>-latest.png even with --no-save (saved runs plot when "
+                             "matplotlib is installed)")
+
+
+def probe_verdict(got: int | None, expected: int | None, how: str | None = None) -> str:
+    """A probe's line: the first token a library excluded (``got``) against the first wrong
+    token (``expected``; None for a valid stream)."""
+    note = " (raised)" if how and how.startswith("raised") else ""
+    if got == expected:
+        return "ok (accepted)" if expected is None else f"ok: rejected at {got}{note}"
+    if got is None:
+        return f"WRONG: accepted all (mistake at {expected})"
+    if expected is None:
+        return f"WRONG: refused valid token {got}{note}"
+    return f"WRONG: rejected at {got}, mistake at {expected}{note}"
+
+
+def print_probes(title: str, probe: dict[str, Any], names: Sequence[str]) -> None:
+    """The probe table: one row per probe, one column per library."""
+    print(render_simple(f"\n{title} semantics probes (untimed): first token the mask excludes vs where the "
+                        "mistake starts", ["probe", *names],
+                        [[p, *(probe["results"][n][p]["verdict"] for n in names)] for p in probe["probes"]]))
+
+
 def first_rejection(matcher: Any, ids: Sequence[int], bitmask: Any) -> int | None:
     """Position of the first token that the mask excludes or ``accept_token`` refuses (untimed)."""
     return run_stream(matcher, ids, bitmask).rejected_at

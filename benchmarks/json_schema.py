@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import (
+    add_timing_arguments,
     check_same_vocabulary,
     encode_text,
     Environment,
@@ -367,12 +368,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", type=Path, default=None,
                         help=f"MaskBench directory (default {DEFAULT_CORPUS} when present)")
     parser.add_argument("--limit", type=int, default=None, help="MaskBench schemas to sample (default 40; quick 8)")
-    parser.add_argument("--repetitions", type=int, default=None, help="repetitions, each with a cold compile (>= 3)")
-    parser.add_argument("--passes", type=int, default=None, help="later passes per repetition (default 3; quick 2)")
-    parser.add_argument("--peers", nargs="*", default=list(DEFAULT_PEERS), help="peer libraries to include")
-    parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")
-    parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
-    parser.add_argument("--plot", action="store_true", help="write results/<suite>-latest.png even with --no-save (saved runs plot when matplotlib is installed)")
+    add_timing_arguments(parser, "default 3; quick 2", DEFAULT_PEERS)
     parser.add_argument("--no-deepseek", action="store_true",
                         help="full mode: skip the second pass over DeepSeek-V3's tokenizer")
 

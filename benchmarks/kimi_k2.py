@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from enforcer.formats import kimi_k2 as k2
 
 from . import (
+    add_timing_arguments,
     check_same_vocabulary,
     encode_text,
     Environment,
@@ -37,8 +38,9 @@ from . import (
     measure,
     new_bitmask,
     pin_threads,
+    print_probes,
+    probe_verdict,
     profile_path,
-    render_simple,
     render_table,
 )
 
@@ -192,16 +194,6 @@ def probes(tr: Transcript) -> list[tuple[str, list[int], int | None]]:
     return out
 
 
-def verdict(got: int | None, expected: int | None) -> str:
-    if got == expected:
-        return "ok (accepted)" if expected is None else f"ok: rejected at {got}"
-    if got is None:
-        return f"WRONG: accepted all (mistake at {expected})"
-    if expected is None:
-        return f"WRONG: refused valid token {got}"
-    return f"WRONG: rejected at {got}, mistake at {expected}"
-
-
 def run_probes(env: Environment, adapters: Sequence[Any]) -> dict[str, Any]:
     """Each probe through each library's K2 matcher; the first excluded token against the expected one."""
     tr = Transcript(env)
@@ -213,18 +205,13 @@ def run_probes(env: Environment, adapters: Sequence[Any]) -> dict[str, Any]:
         table[adapter.name] = {}
         for name, ids, expected in cases:
             got = first_rejection(adapter.matcher(compiled), ids, bitmask)
-            table[adapter.name][name] = {"expected": expected, "rejected_at": got, "verdict": verdict(got, expected)}
+            table[adapter.name][name] = {"expected": expected, "rejected_at": got, "verdict": probe_verdict(got, expected)}
     return {"probes": [c[0] for c in cases], "results": table}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="short run")
-    parser.add_argument("--repetitions", type=int, default=None, help="repetitions, each with a cold compile (>= 3)")
-    parser.add_argument("--passes", type=int, default=None, help="later passes per repetition (default 5; quick 2)")
-    parser.add_argument("--peers", nargs="*", default=list(DEFAULT_PEERS), help="peer libraries to include")
-    parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")
-    parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
-    parser.add_argument("--plot", action="store_true", help="write results/<suite>-latest.png even with --no-save (saved runs plot when matplotlib is installed)")
+    add_timing_arguments(parser, "default 5; quick 2", DEFAULT_PEERS)
     parser.add_argument("--tools", type=int, nargs="*", default=None,
                         help=f"tool counts of the matrix (default {MATRIX_TOOLS} in the full mode; none in --quick)")
     parser.add_argument("--calls", type=int, nargs="*", default=None,
@@ -301,10 +288,7 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
         results["matrix"] = run_matrix(env, adapters, sizes, counts, repetitions, passes, 10.0 if quick else 60.0)
     probe = run_probes(env, adapters)
     results["probes"] = probe
-    names = [a.name for a in adapters]
-    print(render_simple("\nK2 semantics probes (untimed): first token the mask excludes vs where the mistake starts",
-                        ["probe", *names],
-                        [[p, *(probe["results"][n][p]["verdict"] for n in names)] for p in probe["probes"]]))
+    print_probes("K2", probe, [a.name for a in adapters])
     if skipped:
         print("\nleft out of the K2 suite: " + "; ".join(f"{k} ({v})" for k, v in skipped.items()))
     ours = env.adapters[0]

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 from enforcer.formats import kimi_k3 as k3
 
 from . import (
+    add_timing_arguments,
     check_same_vocabulary,
     Environment,
     finish_suite,
@@ -41,8 +42,9 @@ from . import (
     measure,
     new_bitmask,
     pin_threads,
+    print_probes,
+    probe_verdict,
     profile_path,
-    render_simple,
     render_table,
 )
 from .kimi_k2 import GET_WEATHER, SHIPMENT_ARGS, TOOLS, WEATHER_ARGS
@@ -174,17 +176,6 @@ def first_rejection(matcher: Any, ids: Sequence[int], bitmask: Any) -> tuple[int
     return None, None
 
 
-def verdict(got: int | None, expected: int | None, how: str | None) -> str:
-    note = " (raised)" if how and how.startswith("raised") else ""
-    if got == expected:
-        return "ok (accepted)" if expected is None else f"ok: rejected at {got}{note}"
-    if got is None:
-        return f"WRONG: accepted all (mistake at {expected})"
-    if expected is None:
-        return f"WRONG: refused valid token {got}{note}"
-    return f"WRONG: rejected at {got}, mistake at {expected}{note}"
-
-
 def run_probes(env: Environment, adapters: Sequence[Any]) -> dict[str, Any]:
     """Each probe through each library's K3 matcher; the first excluded token against the expected one."""
     tr = Transcript(env)
@@ -197,7 +188,7 @@ def run_probes(env: Environment, adapters: Sequence[Any]) -> dict[str, Any]:
         table[adapter.name] = {}
         for name, ids, expected in cases:
             got, how = first_rejection(adapter.matcher(compiled), ids, bitmask)
-            text = verdict(got, expected, how)
+            text = probe_verdict(got, expected, how)
             if name == cases[1][0] and got is not None:
                 text += f" (spelled text from {spelled})"
             table[adapter.name][name] = {"expected": expected, "rejected_at": got, "how": how,
@@ -208,12 +199,7 @@ def run_probes(env: Environment, adapters: Sequence[Any]) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="short run")
-    parser.add_argument("--repetitions", type=int, default=None, help="repetitions, each with a cold compile (>= 3)")
-    parser.add_argument("--passes", type=int, default=None, help="later passes per repetition (default 5; quick 2)")
-    parser.add_argument("--peers", nargs="*", default=list(DEFAULT_PEERS), help="peer libraries to include")
-    parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")
-    parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
-    parser.add_argument("--plot", action="store_true", help="write results/<suite>-latest.png even with --no-save (saved runs plot when matplotlib is installed)")
+    add_timing_arguments(parser, "default 5; quick 2", DEFAULT_PEERS)
 
 
 def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, Any]:
@@ -268,10 +254,7 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
                        f"{repetitions} repetitions x (1 + {passes}) passes", summaries))
     probe = run_probes(env, adapters)
     results["probes"] = probe
-    names = [a.name for a in adapters]
-    print(render_simple("\nK3 semantics probes (untimed): first token the mask excludes vs where the mistake starts",
-                        ["probe", *names],
-                        [[p, *(probe["results"][n][p]["verdict"] for n in names)] for p in probe["probes"]]))
+    print_probes("K3", probe, [a.name for a in adapters])
     print("\nnot applicable to K3: " + "; ".join(f"{k} ({v})" for k, v in NOT_APPLICABLE.items()))
     if skipped:
         print("left out of the K3 suite: " + "; ".join(f"{k} ({v})" for k, v in skipped.items()))
