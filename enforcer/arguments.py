@@ -157,14 +157,30 @@ def _candidate_types(schema: Any, compiler: SchemaCompiler, pointer: str) -> lis
 
 def _key(name: str, required: bool, schema: Any, pointer: str, compiler: SchemaCompiler, vocabulary: Vocabulary,
          options: SchemaOptions) -> ArgumentKey:
-    """One key: the types its schema admits and a compiled value per type."""
+    """One key: the types its schema admits and a compiled value per type. A value schema that
+    refers to nothing outside itself is shared by every key and tool that declares it (its
+    automaton and masks are built once)."""
     types, values = [], []
     for json_type in _candidate_types(schema, compiler, pointer):
         restricted = {"allOf": [schema, {"type": json_type}]}
-        dfa = LazyDFA(compiler.value(restricted, pointer, 0, ()))
-        if not dfa.is_empty:
+        text = canonical_json(restricted)
+        shared = "$ref" not in text
+        cache_key = (text, options, vocabulary.fingerprint)
+        with _LOCK:
+            compiled = _VALUES.get(cache_key) if shared else None
+            if compiled is not None:
+                _VALUES.move_to_end(cache_key)
+        if compiled is None:
+            dfa = LazyDFA(compiler.value(restricted, pointer, 0, ()))
+            compiled = None if dfa.is_empty else CompiledSchema(restricted, dfa, vocabulary, options)
+            if compiled is not None and shared:
+                with _LOCK:
+                    compiled = _VALUES.setdefault(cache_key, compiled)
+                    while len(_VALUES) > CACHE_SIZE * 8:
+                        _VALUES.popitem(last=False)
+        if compiled is not None:
             types.append(json_type)
-            values.append(CompiledSchema(restricted, dfa, vocabulary, options))
+            values.append(compiled)
     return ArgumentKey(name, required, tuple(types), tuple(values))
 
 
@@ -210,11 +226,13 @@ def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions
 
 
 _CACHE: "OrderedDict[tuple, SplitArguments]" = OrderedDict()
+_VALUES: "OrderedDict[tuple, CompiledSchema]" = OrderedDict()
 _LOCK = threading.Lock()
 CACHE_SIZE = 512
 
 
 def clear_cache() -> None:
-    """Forget every cached :class:`SplitArguments`."""
+    """Forget every cached :class:`SplitArguments` and shared value automaton."""
     with _LOCK:
         _CACHE.clear()
+        _VALUES.clear()
