@@ -18,14 +18,13 @@ pointer. Cost: one compile per (key, candidate type); cached like JSON schemas.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .automaton import LazyDFA
 from .errors import InvalidSchemaError, UnsupportedSchemaError
 from .json_schema import SchemaCompiler, SchemaOptions, merge
+from .lru import LRU
 from .matcher import CompiledSchema, canonical_json
 from .vocabulary import Vocabulary
 
@@ -166,18 +165,12 @@ def _key(name: str, required: bool, schema: Any, pointer: str, compiler: SchemaC
         text = canonical_json(restricted)
         shared = "$ref" not in text
         cache_key = (text, options, vocabulary.fingerprint)
-        with _LOCK:
-            compiled = _VALUES.get(cache_key) if shared else None
-            if compiled is not None:
-                _VALUES.move_to_end(cache_key)
+        compiled = _VALUES.get(cache_key) if shared else None
         if compiled is None:
             dfa = LazyDFA(compiler.value(restricted, pointer, 0, ()))
             compiled = None if dfa.is_empty else CompiledSchema(restricted, dfa, vocabulary, options)
             if compiled is not None and shared:
-                with _LOCK:
-                    compiled = _VALUES.setdefault(cache_key, compiled)
-                    while len(_VALUES) > CACHE_SIZE * 8:
-                        _VALUES.popitem(last=False)
+                compiled = _VALUES.put(cache_key, compiled)
         if compiled is not None:
             types.append(json_type)
             values.append(compiled)
@@ -188,11 +181,9 @@ def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions
     """Split the arguments schema ``params`` (an object schema) by key. Pointers in errors are
     relative to ``params``. Cached per (schema, options, vocabulary)."""
     cache_key = (canonical_json(params), options, vocabulary.fingerprint)
-    with _LOCK:
-        hit = _CACHE.get(cache_key)
-        if hit is not None:
-            _CACHE.move_to_end(cache_key)
-            return hit
+    hit = _CACHE.get(cache_key)
+    if hit is not None:
+        return hit
     compiler = SchemaCompiler(params, options, raw_strings=True)
     top = _top_level(params, compiler)
     properties = top.get("properties", {})
@@ -218,21 +209,14 @@ def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions
                      vocabulary, options)
     split = SplitArguments(tuple(k for k in keys if k.types), extra if extra is not None and extra.types else None,
                            tuple(properties))
-    with _LOCK:
-        _CACHE[cache_key] = split
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return split
+    return _CACHE.put(cache_key, split)
 
 
-_CACHE: "OrderedDict[tuple, SplitArguments]" = OrderedDict()
-_VALUES: "OrderedDict[tuple, CompiledSchema]" = OrderedDict()
-_LOCK = threading.Lock()
-CACHE_SIZE = 512
+_CACHE: LRU[SplitArguments] = LRU(512)
+_VALUES: LRU[CompiledSchema] = LRU(4096)
 
 
 def clear_cache() -> None:
     """Forget every cached :class:`SplitArguments` and shared value automaton."""
-    with _LOCK:
-        _CACHE.clear()
-        _VALUES.clear()
+    _CACHE.clear()
+    _VALUES.clear()

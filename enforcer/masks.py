@@ -10,12 +10,10 @@ matcher. A state's mask costs one numpy pass per token byte position over the ca
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import numpy as np
 
 from .automaton import DFA, LazyDFA, codepoints, compile_node, star
+from .lru import LRU
 from .vocabulary import Vocabulary
 
 _WIDE = 64  # states with more live first bytes than this use whole first-byte groups
@@ -142,25 +140,17 @@ class TokenIndex:
         return _ranges_to_positions(self.pair_start[k], self.pair_start[k + 1])
 
 
-_INDEX_CACHE: "OrderedDict[str, TokenIndex]" = OrderedDict()
-_INDEX_LOCK = threading.Lock()
+_INDEX_CACHE: LRU[TokenIndex] = LRU(8)
 
 
 def token_index(vocabulary: Vocabulary) -> TokenIndex:
     """The shared :class:`TokenIndex` of a vocabulary (kept for the 8 most recent ones)."""
-    key = vocabulary.fingerprint
-    with _INDEX_LOCK:
-        hit = _INDEX_CACHE.get(key)
-        if hit is not None:
-            _INDEX_CACHE.move_to_end(key)
-            return hit
+    hit = _INDEX_CACHE.get(vocabulary.fingerprint)
+    if hit is not None:
+        return hit
     index = TokenIndex(vocabulary)
     index.string_body_mask()  # per-vocabulary work, done with the index rather than on a first request
-    with _INDEX_LOCK:
-        _INDEX_CACHE[key] = index
-        while len(_INDEX_CACHE) > 8:
-            _INDEX_CACHE.popitem(last=False)
-    return index
+    return _INDEX_CACHE.put(vocabulary.fingerprint, index)
 
 
 def pack_ids(ids: np.ndarray, words: int) -> np.ndarray:

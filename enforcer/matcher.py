@@ -8,8 +8,6 @@ and vocabulary shares its masks. A matcher is a cursor: microseconds per token.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import fields
 from typing import Any, Iterable, Sequence
 
@@ -18,6 +16,7 @@ import numpy as np
 from .automaton import DEAD, DFA, LazyDFA, compile_node
 from .errors import InvalidSchemaError
 from .json_schema import SchemaCompiler, SchemaOptions
+from .lru import LRU
 from .masks import MaskTable, pack_ids, token_index
 from .vocabulary import Vocabulary
 
@@ -211,16 +210,13 @@ class JsonMatcher(Matcher):
 
 # ---- compilation and cache ------------------------------------------------------------------
 
-_CACHE: "OrderedDict[tuple, CompiledSchema]" = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-CACHE_SIZE = 512
+_CACHE: LRU[CompiledSchema] = LRU(512)
 _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
 
 
 def clear_cache() -> None:
     """Forget every cached :class:`CompiledSchema` (e.g. to measure cold compiles)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
 
 
 def schema_options(options: dict[str, Any]) -> SchemaOptions:
@@ -263,14 +259,8 @@ def compile_json_schema(schema: Any, vocabulary: Vocabulary, **options: Any) -> 
         except json.JSONDecodeError as exc:
             raise InvalidSchemaError("", f"not JSON: {exc}") from None
     key = (canonical_json(schema), opts, vocabulary.fingerprint)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
     compiled = CompiledSchema(schema, compile_schema_dfa(schema, opts), vocabulary, opts)
-    with _CACHE_LOCK:
-        _CACHE[key] = compiled
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return compiled
+    return _CACHE.put(key, compiled)

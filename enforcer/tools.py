@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 import unicodedata
-from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
@@ -25,6 +24,7 @@ from .automaton import DFA, alt, codepoints, compile_node, literal, repeat
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, Word,
                       get_format)
+from .lru import LRU
 from .masks import MaskTable, pack_ids, token_index
 from .matcher import CompiledSchema, compile_json_schema, schema_options
 from .matcher import clear_cache as clear_schema_cache
@@ -449,15 +449,12 @@ def _kind(text: Any) -> str | None:
 
 # ---- compile and cache ------------------------------------------------------------------------
 
-_CACHE: "OrderedDict[tuple, CompiledTools]" = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-CACHE_SIZE = 128
+_CACHE: LRU[CompiledTools] = LRU(128)
 
 
 def clear_cache() -> None:
     """Forget every cached :class:`CompiledTools` and :class:`CompiledSchema`."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
     clear_schema_cache()
     clear_arguments_cache()
 
@@ -499,11 +496,9 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     mode, forced = _parse_tool_choice(tool_choice, names)
     key = (json.dumps(normalized, sort_keys=False, ensure_ascii=False), fmt, mode, forced,
            bool(parallel_tool_calls), bool(allow_thinking), opts, vocabulary.fingerprint)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
     markers = set(vocabulary.special_tokens) | set(fmt.controlled) | {fmt.stop}
     texts = {type(p.text) for p in fmt.places}
     schemas: list[CompiledSchema | None] = []
@@ -526,8 +521,4 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             raise InvalidSchemaError(f"{where}{exc.pointer}", f"in tool {name!r}: {exc.reason}") from None
     compiled = CompiledTools(normalized, vocabulary, fmt, mode, forced, bool(parallel_tool_calls),
                              bool(allow_thinking), schemas, arguments)
-    with _CACHE_LOCK:
-        _CACHE[key] = compiled
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return compiled
+    return _CACHE.put(key, compiled)
