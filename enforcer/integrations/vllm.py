@@ -41,7 +41,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -64,12 +64,16 @@ __all__ = [
     "FORMATS",
     "SETTINGS_KEY",
     "BatchEnforcer",
+    "DraftRows",
     "RequestSettings",
     "ToolCallLogitsProcessor",
+    "AdmissionGuard",
     "detect_format",
+    "install_admission_guard",
     "load_vocabulary",
     "read_settings",
     "register_tool_parser",
+    "unenforceable_reason",
     "validate_settings",
 ]
 
@@ -277,6 +281,16 @@ class _Mask:
     """Number of allowed ids."""
 
 
+class DraftRows(NamedTuple):
+    """One request's logits rows in a speculative step: ``logits_rows[j]`` is sampled after
+    the committed tokens and ``drafts[:j]`` (``drafts`` stops at the first placeholder, so it
+    may be shorter than ``len(logits_rows) - 1``)."""
+
+    key: int
+    logits_rows: list[int]
+    drafts: list[int]
+
+
 class BatchEnforcer:
     """Matchers for the constrained rows of a batch and the masks they produce.
 
@@ -458,6 +472,69 @@ class BatchEnforcer:
                     row.state = _RELEASED
         return logits
 
+    def constrain_drafts(self, logits: torch.Tensor, requests: Sequence["DraftRows"]) -> torch.Tensor:
+        """Mask the rows of requests that own several rows (speculative decoding): row ``j`` of
+        a request gets the mask after its committed tokens and its first ``j`` drafts. A
+        scratch walk advances the matcher by the drafts and rolls it back; nothing of the walk
+        stays. Where the walk stops (a placeholder draft, a draft the matcher refuses, a state
+        that allows nothing) the later rows get the stop-token mask: vLLM rejects such a draft
+        (its own row banned it, or it is a placeholder), so those rows are never sampled, and
+        if something forced the draft in anyway the request is held to the stop token like any
+        refused token. Rows after a draft that ends the turn are left as they are (the turn is
+        over). One-row requests get exactly :meth:`constrain`'s masks.
+
+        Never raises (as :meth:`constrain`). Cost per row: one ``accept_token`` and one
+        ``fill_bitmask`` (drafts), plus the mask lookup and write of :meth:`constrain`."""
+        rows = [r for r in requests if r.key in self.rows and self.rows[r.key].state != _RELEASED]
+        if not rows:
+            return logits
+        try:
+            if logits.shape[-1] > self.vocab_size:
+                raise ValueError(f"logits have {logits.shape[-1]} columns, the vocabulary {self.vocab_size}")
+            if self._device != logits.device:
+                self._masks.clear()
+                self._device = logits.device
+            width = logits.shape[-1]
+            bitmask = self._rows_bitmask(sum(len(r.logits_rows) for r in rows))
+            picked: list[tuple[int, _Mask]] = []
+            for request in rows:
+                row = self.rows[request.key]
+                matcher, walked, walking = row.matcher, 0, row.state == _ACTIVE
+                for j, logits_row in enumerate(request.logits_rows):
+                    if j and walking:
+                        if j > len(request.drafts) or not matcher.accept_token(request.drafts[j - 1]):
+                            walking = False
+                        else:
+                            walked += 1
+                            if matcher.is_finished:
+                                break  # the turn ends with this draft: later rows are free
+                    i = len(picked)
+                    if walking:
+                        matcher.fill_bitmask(bitmask, i)
+                    else:
+                        bitmask[i] = row.stop
+                    mask = self._mask(bitmask[i], width)
+                    if mask.count == 0:
+                        if not walked:  # the committed state itself: as in constrain()
+                            self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows "
+                                            "no token (%s); holding it to the stop token", row.name, matcher.error)
+                            row.state = _STOPPING
+                        walking = False
+                        bitmask[i] = row.stop
+                        mask = self._mask(bitmask[i], width)
+                    picked.append((logits_row, mask))
+                matcher.rollback(walked)
+            if not (logits.device.type != "cpu" if self.dense is None else self.dense):
+                self._apply_sparse(logits, picked)
+            else:
+                self._apply_dense(logits, picked, bitmask)
+        except Exception as exc:  # noqa: BLE001 - never fail the engine step
+            self._warn_once(f"error:{type(exc).__name__}", "enforcer: masking failed (%r); the rows of this step "
+                            "are released", exc)
+            for request in rows:
+                self.rows[request.key].state = _RELEASED
+        return logits
+
     def _rows_bitmask(self, n: int) -> np.ndarray:
         if self._bitmask.shape[0] < n:
             self._bitmask = np.zeros((max(n, 2 * self._bitmask.shape[0]), self.words), dtype=np.int32)
@@ -542,6 +619,54 @@ def _settings_or_none(params: SamplingParams, name: str) -> tuple[bool, RequestS
         return False, None
 
 
+class _V2Request(NamedTuple):
+    """A constrained request's rows in one V2 ``apply`` call."""
+
+    slot: int
+    rows: list[int]
+    """Logits rows by draft position (row 0 first)."""
+    fed: list[int]
+    """The token fed at each row: row 0 the newest committed one, row ``j`` draft ``j - 1``
+    (-1: a placeholder draft, during prefill)."""
+    position: int
+    """Position in the sequence of row 0's token."""
+
+
+def _v2_layout(num_rows: int, slots: list[int], ctx: Any, constrained: Container[int]) -> list[_V2Request]:
+    """The rows of the ``constrained`` slots among ``slots`` (``ctx.idx_mapping_np``). One row
+    per request: the layout is ``slots`` itself, and only those rows' tokens and positions are
+    copied. Otherwise (drafts) ``ctx.expanded_idx_mapping``, ``expanded_local_pos``,
+    ``input_ids`` and ``pos`` of every row come over in one copy (4 ints a row). Raises
+    ``ValueError`` when a request's draft positions are not ``0..k``."""
+    if num_rows == len(slots):
+        mine = [(r, s) for r, s in enumerate(slots) if s in constrained]
+        index = torch.tensor([r for r, _ in mine], dtype=torch.int64, device=ctx.input_ids.device)
+        fed, pos = torch.stack((ctx.input_ids.index_select(0, index).long(),
+                                ctx.pos.index_select(0, index).long())).cpu().tolist()
+        return [_V2Request(s, [r], [t], p) for (r, s), t, p in zip(mine, fed, pos)]
+    host = torch.stack((ctx.expanded_idx_mapping[:num_rows].long(), ctx.expanded_local_pos[:num_rows].long(),
+                        ctx.input_ids[:num_rows].long(), ctx.pos[:num_rows].long())).cpu().tolist()
+    by_slot: dict[int, list[tuple[int, int, int, int]]] = {}
+    for r, (s, j, t, p) in enumerate(zip(*host)):
+        if s in constrained:
+            by_slot.setdefault(s, []).append((j, r, t, p))
+    out = []
+    for s, entries in by_slot.items():
+        entries.sort()
+        if [j for j, _, _, _ in entries] != list(range(len(entries))):
+            raise ValueError(f"the rows of slot {s} have draft positions {[j for j, _, _, _ in entries]}")
+        out.append(_V2Request(s, [r for _, r, _, _ in entries], [t for _, _, t, _ in entries], entries[0][3]))
+    return out
+
+
+def _draft_prefix(tokens: Sequence[int]) -> list[int]:
+    """``tokens`` up to the first placeholder (a negative id)."""
+    for i, token in enumerate(tokens):
+        if token < 0:
+            return list(tokens[:i])
+    return list(tokens)
+
+
 class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
     """Enforces Kimi K2 or K3 tool calls (the format of the engine's tokenizer), per request, in
     a vLLM engine (V1 and Model Runner V2).
@@ -560,6 +685,10 @@ class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         self._pending: dict[int, RequestSettings | None] = {}
         self._prompt_lens: dict[int, int] = {}
         self._outputs: dict[int, list[int]] = {}
+        self._step = 0
+        """V2: steps seen (``apply_staged_writes`` runs once per step, before the forward pass)."""
+        self._drafts: dict[int, tuple[int, list[int]]] = {}
+        """V2: per slot, the step and the drafts its rows were fed at its last ``apply``."""
         if _disabled():
             logger.info("enforcer: %s is set; tool calls are not enforced", DISABLE_ENV)
             return
@@ -638,6 +767,7 @@ class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
             return False
         core.remove(req_idx)
         self._pending.pop(req_idx, None)
+        self._drafts.pop(req_idx, None)
         usable, settings = _settings_or_none(sampling_params, f"in slot {req_idx}")
         if not usable or (settings is not None and not settings.enabled):
             return False
@@ -647,6 +777,7 @@ class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
     def apply_staged_writes(self) -> None:
         """V2: build the matchers of the requests added this step from their prompt (and the
         output a resumed request already has), read back from the device once per request."""
+        self._step += 1
         core, states = self.core, self._v2_states
         if core is None or states is None or not self._pending:
             return
@@ -664,38 +795,171 @@ class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
                 core.advance(slot, ids[prompt_len:])
 
     def _apply_v2(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
-        """V2: one logits row per request (speculative decoding is not supported: those steps
-        are left unconstrained). The token each row was fed is the newest committed output
-        token; it is read from ``ctx.input_ids`` with its position in one small copy."""
-        core = self.core
-        assert core is not None
-        slots = ctx.idx_mapping_np
-        if logits.shape[0] != len(slots):
-            self._v2_release_all("speculative decoding (several logits rows per request) is not supported")
-            return logits
-        mine = [(r, int(s)) for r, s in enumerate(slots.tolist()) if s in core.rows]
-        if not mine:
-            return logits
-        rows = torch.tensor([r for r, _ in mine], dtype=torch.int64, device=ctx.input_ids.device)
-        fed = torch.stack((ctx.input_ids.index_select(0, rows).long(), ctx.pos.index_select(0, rows).long())).cpu()
-        tokens, positions = fed[0].tolist(), fed[1].tolist()
-        targets = []
-        for (r, slot), token, pos in zip(mine, tokens, positions):
-            row = core.rows[slot]
-            k = pos - self._prompt_lens.get(slot, 0)
-            if k == row.seen:
-                core.feed(slot, token)
-            elif k > row.seen:
-                core._release(row, "the processor missed generated tokens")
-            targets.append((r, slot))
-        return core.constrain(logits, targets)
+        """V2: mask the rows of the constrained requests among this call's ``ctx.idx_mapping_np``
+        (one call per step, or several on disjoint groups of whole requests when vLLM verifies
+        drafts in chunks). With speculative decoding a request owns rows ``0..k``: row 0 follows
+        its committed tokens, row ``j`` its first ``j`` drafts (:meth:`BatchEnforcer.constrain_drafts`).
 
-    def _v2_release_all(self, why: str) -> None:
+        The layout (row -> slot, draft position, fed token, position) comes from the device in
+        one small copy per call; committed tokens follow from it (:meth:`_v2_catch_up`)."""
         core = self.core
         assert core is not None
-        for row in core.rows.values():
-            if row.state != _RELEASED:
-                core._release(row, why)
+        slots = ctx.idx_mapping_np.tolist()
+        if not any(s in core.rows for s in slots):
+            return logits
+        try:
+            layout = _v2_layout(logits.shape[0], slots, ctx, core.rows)
+        except Exception as exc:  # noqa: BLE001 - never fail the engine step
+            for slot in slots:
+                if slot in core.rows:
+                    core._release(core.rows[slot], f"the batch layout cannot be read ({exc!r})")
+            return logits
+        requests = []
+        for slot, rows, fed, position in layout:
+            self._v2_catch_up(slot, fed[0], position)
+            drafts = _draft_prefix(fed[1:])
+            self._drafts[slot] = (self._step, drafts)
+            requests.append(DraftRows(slot, rows, drafts))
+        return core.constrain_drafts(logits, requests)
+
+    def _v2_catch_up(self, slot: int, fed: int, position: int) -> None:
+        """Feed slot's matcher the tokens committed since it last saw it: row 0 was fed the
+        newest one, at ``position``; the ones before it are the drafts vLLM accepted from the
+        slot's rows of the previous step, when this processor saw them (with the batch split
+        across ranks another rank may have sampled it: then they are read from the device)."""
+        core = self.core
+        assert core is not None
+        row = core.rows[slot]
+        prompt_len = self._prompt_lens.get(slot, 0)
+        gap = position + 1 - prompt_len - row.seen
+        if gap <= 0:  # prefill, or no new token since the last call
+            return
+        step, accepted = self._drafts.get(slot, (-1, []))
+        if gap == 1 or (step == self._step - 1 and gap - 1 <= len(accepted)):
+            tokens = [*accepted[: gap - 1], fed]
+        else:
+            try:
+                start = prompt_len + row.seen
+                tokens = self._v2_states.all_token_ids.gpu[slot, start: position + 1].tolist()
+            except Exception as exc:  # noqa: BLE001 - never fail the engine step
+                core._release(row, f"its committed tokens cannot be read ({exc!r})")
+                return
+        for token in tokens:
+            core.feed(slot, token)
+
+
+# --------------------------------------------------------------------------------------------
+# Engines the processor cannot act in: requests that ask for enforcement are refused
+
+
+def unenforceable_reason(vllm_config: Any) -> str | None:
+    """Why the processor cannot constrain anything in an engine of ``vllm_config``, or None.
+
+    vLLM 0.32, V1 model runner with speculative decoding: ``build_logitsprocs``
+    (``vllm/v1/sample/logits_processor/__init__.py``) then builds no custom processor at all,
+    and structured-output backends are a closed list (``StructuredOutputsConfig.backend``,
+    ``StructuredOutputManager.grammar_init``), so no plugin can constrain draft rows there.
+    TPUs: ``_load_custom_logitsprocs`` loads none. Cost: a few attribute reads."""
+    spec = getattr(vllm_config, "speculative_config", None)
+    if spec is not None and not getattr(vllm_config, "use_v2_model_runner", False):
+        return (f"speculative decoding ({getattr(spec, 'method', None) or 'on'}) runs on vLLM's V1 model runner "
+                "here, which loads no custom logits processors when speculation is on (build_logitsprocs) and "
+                "takes no structured-output backend from plugins; run Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER=1) "
+                "or turn speculative decoding off")
+    try:
+        from vllm.platforms import current_platform
+
+        if current_platform.is_tpu():
+            return "vLLM loads no custom logits processors on TPUs"
+    except Exception:  # noqa: BLE001 - a platform we cannot ask is not a TPU we know of
+        pass
+    return None
+
+
+class AdmissionGuard:
+    """Refuses, at admission, the requests an engine would leave unenforced although they ask
+    for enforcement (settings, or a prompt that declares tools): never a silently
+    unconstrained tool call. One per vLLM ``InputProcessor`` of an engine with an
+    :func:`unenforceable_reason`; the decision is the processor's own (:meth:`BatchEnforcer.add`
+    on the engine's vocabulary, loaded at the first request, ~0.3 s once), so exactly the
+    requests the processor would have constrained are refused. Thread-safe (vLLM processes
+    inputs on a thread pool)."""
+
+    def __init__(self, model_config: Any, reason: str) -> None:
+        self.model_config = model_config
+        self.reason = reason
+        self._core: BatchEnforcer | None = None
+        self._inert = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_engine(cls, vllm_config: Any) -> "AdmissionGuard | None":
+        """The guard of an engine, or None where the processor can act; logs the limitation
+        as an error when there is one (engine start)."""
+        reason = unenforceable_reason(vllm_config)
+        if reason is None or _disabled():
+            return None
+        logger.error("enforcer: tool calls cannot be enforced in this engine: %s. Requests that ask for "
+                     "enforced tool calls will be refused.", reason)
+        return cls(vllm_config.model_config, reason)
+
+    def refusal(self, params: Any, prompt_ids: Sequence[int] | None) -> str | None:
+        """The message a request is refused with, or None when it asks for no enforcement
+        (no settings and no declaration, ``enabled: false``, a model that is not Kimi's)."""
+        if not isinstance(params, SamplingParams) or _disabled():
+            return None
+        settings = read_settings(params.extra_args)
+        if settings is not None and not settings.enabled:
+            return None
+        with self._lock:
+            if self._core is None and not self._inert:
+                try:
+                    self._core = BatchEnforcer(load_vocabulary(self.model_config))
+                except Exception:  # noqa: BLE001 - the processor is inert for this model too
+                    self._inert = True
+            if self._core is None or not self._core.add(0, settings, prompt_ids, name="at admission"):
+                return None
+            self._core.remove(0)
+        asked = "its enforcer settings" if settings is not None else "the tools its prompt declares"
+        return (f"enforcer: this request asks for enforced tool calls ({asked}), which this engine cannot "
+                f"enforce: {self.reason}. Send {SETTINGS_KEY}={{\"enabled\": false}} to run it unconstrained.")
+
+
+def install_admission_guard() -> None:
+    """Wrap vLLM's ``InputProcessor`` so that each engine gets its :class:`AdmissionGuard`
+    (made, and the limitation logged, when the engine's input processor is built) and each
+    request it refuses fails in ``process_inputs`` with ``VLLMValidationError`` (HTTP 400 on
+    the server, an exception from ``LLM.generate``). Idempotent; never raises."""
+    try:
+        from vllm.exceptions import VLLMValidationError
+        from vllm.v1.engine.input_processor import InputProcessor
+
+        if getattr(InputProcessor.process_inputs, "_enforcer_guarded", False):
+            return
+        original_init, original_process = InputProcessor.__init__, InputProcessor.process_inputs
+
+        @functools.wraps(original_init)
+        def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(self, vllm_config, *args, **kwargs)
+            self._enforcer_guard = AdmissionGuard.for_engine(vllm_config)
+
+        @functools.wraps(original_process)
+        def process_inputs(self: Any, *args: Any, **kwargs: Any) -> Any:
+            request = original_process(self, *args, **kwargs)
+            guard = getattr(self, "_enforcer_guard", None)
+            if guard is not None:
+                message = guard.refusal(request.sampling_params, request.prompt_token_ids)
+                if message is not None:
+                    raise VLLMValidationError(message, parameter="extra_args.enforcer")
+            return request
+
+        process_inputs._enforcer_guarded = True  # type: ignore[attr-defined]
+        InputProcessor.__init__ = __init__  # type: ignore[method-assign]
+        InputProcessor.process_inputs = process_inputs  # type: ignore[method-assign]
+    except Exception as exc:  # noqa: BLE001 - a plugin must not stop vLLM from starting
+        logger.error("enforcer: the admission guard could not be installed (%r): requests that ask for enforced "
+                     "tool calls in an engine that cannot enforce them (speculative decoding on the V1 model "
+                     "runner) will not be refused", exc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -710,12 +974,15 @@ both in :mod:`enforcer.integrations.vllm_tool_parser`."""
 
 
 def register_tool_parser() -> None:
-    """Register the ``kimi_k2_enforced`` and ``kimi_k3_enforced`` tool parsers (lazily: nothing
-    heavy is imported here) and route the server's parser lookup for those names to the id-based
+    """The package's ``vllm.general_plugins`` entry point (runs in every vLLM process):
+    :func:`install_admission_guard`, then register the ``kimi_k2_enforced`` and
+    ``kimi_k3_enforced`` tool parsers (lazily: no parser module is imported here) and route the
+    server's parser lookup for those names to the id-based
     :class:`~enforcer.integrations.vllm_tool_parser.KimiK2EnforcedParser` /
     :class:`~enforcer.integrations.vllm_tool_parser.KimiK3EnforcedParser` (vLLM otherwise
-    wraps every tool parser in a text-based composition). Runs in every vLLM process;
-    idempotent; never raises (a vLLM whose layout changed keeps working without the routing)."""
+    wraps every tool parser in a text-based composition). Idempotent; never raises (a vLLM
+    whose layout changed keeps working without the routing)."""
+    install_admission_guard()
     try:
         from vllm.parser.parser_manager import ParserManager
         from vllm.tool_parsers import ToolParserManager
