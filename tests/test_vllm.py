@@ -404,10 +404,261 @@ def test_v2_add_request_staged_prompt_and_fed_tokens(tokenizer_dir: str, kimi_to
         assert finite_ids(out[1]) == shadow(vocab, WEATHER, prompt, ids[:step], tool_choice="required").allowed_token_ids()
         if step < len(ids):
             fed = ids[step]
-    # speculative decoding (several rows per request) is refused, not raised
-    ctx = SimpleNamespace(idx_mapping_np=np.array([1]), input_ids=torch.tensor([1, 2]), pos=torch.tensor([5, 6]))
+
+
+# --------------------------------------------------------------------------------------------
+# Model Runner V2 with speculative decoding
+
+
+class _SpecRequest:
+    """One request of the simulated MRV2 engine below: its slot, prompt, the tokens it will
+    commit (``script``) and what it has committed."""
+
+    def __init__(self, slot: int, prompt: list[int], script: list[int], settings: Any, tools: Any) -> None:
+        self.slot, self.prompt, self.script, self.settings, self.tools = slot, prompt, script, settings, tools
+        self.committed: list[int] = []
+        self.prefilled = 0  # prompt tokens computed so far
+
+    @property
+    def done(self) -> bool:
+        return len(self.committed) == len(self.script)
+
+
+class _SpecEngine:
+    """The MRV2 side of a speculative step, built the way vLLM 0.32 builds it.
+
+    vLLM's own records are used: ``LogitsContext`` and ``LogitsProcRequestState``
+    (``vllm/v1/worker/gpu/sample/logits_processor/interface.py``) and the chunking of
+    ``RejectionSampler._verify_in_chunks`` (``_iter_request_chunks``). What needs Triton kernels
+    or pinned memory (``RequestState``'s buffers, ``expand_idx_mapping``,
+    ``combine_sampled_and_draft_tokens``, ``gather_draft_sampled``, ``post_update``) cannot run
+    on this CPU-only build, so their effect is reproduced here from their source: a request
+    owns ``1 + drafts`` consecutive rows; row 0 is fed its newest committed token (in prefill,
+    a prompt token) at position ``total_len - 1``, row ``j`` draft ``j - 1`` at the next
+    positions; draft rows of a request whose row 0 is still in its prompt are fed -1
+    (placeholders); a step commits the accepted drafts plus one sampled token into
+    ``all_token_ids`` / ``total_len``."""
+
+    def __init__(self, processor: Any, states: Any, requests: list[_SpecRequest], width: int, seed: int) -> None:
+        self.processor, self.states, self.requests, self.width = processor, states, requests, width
+        self.rng = np.random.default_rng(seed)
+        self.rows_checked = self.drafts_accepted = self.refused_drafts = self.placeholders = 0
+
+    def step(self, check: Any, max_drafts: int = 4, skip_apply: bool = False) -> None:
+        """One engine step: schedule some requests (random order, random draft counts), apply
+        the processor in random chunks, check every row with ``check``, commit 0..k+1 tokens."""
+        from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsContext
+        from vllm.v1.worker.gpu.spec_decode.rejection_sampler import _iter_request_chunks
+
+        rng = self.rng
+        live = [r for r in self.requests if not r.done]
+        batch = [r for r in live if rng.random() < 0.8] or live[:1]
+        rng.shuffle(batch)
+        self.processor.apply_staged_writes()
+        slots, rows_of, fed, pos, local = [], [], [], [], []
+        plans = []
+        for request in batch:
+            prompt_len = len(request.prompt)
+            if request.prefilled < prompt_len:  # a prefill chunk: the last one may carry placeholder drafts
+                chunk = prompt_len - request.prefilled if rng.random() < 0.6 else max(1, (prompt_len - request.prefilled) // 2)
+                request.prefilled += chunk
+                p0 = request.prefilled - 1
+                token0 = request.prompt[p0]
+                drafts = [-1] * int(rng.integers(0, max_drafts + 1)) if request.prefilled == prompt_len else []
+            else:
+                p0 = prompt_len + len(request.committed) - 1
+                token0 = request.committed[-1]
+                ahead = request.script[len(request.committed):]
+                drafts = list(ahead[: int(rng.integers(0, max_drafts + 1))])
+                for j in range(len(drafts)):  # the proposer is wrong now and then
+                    if rng.random() < 0.25:
+                        drafts[j] = int(rng.integers(0, self.width))
+            first = len(fed)
+            slots.append(request.slot)
+            for j, token in enumerate([token0, *drafts]):
+                rows_of.append(request.slot)
+                fed.append(token)
+                pos.append(p0 + j)
+                local.append(j)
+            plans.append((request, p0, drafts, first))
+        cu = np.cumsum([0] + [1 + len(d) for _, _, d, _ in plans])
+        logits = torch.randn(len(fed), self.width)
+        before = logits.clone()
+        if not skip_apply:
+            for start, end in _iter_request_chunks(cu, int(rng.integers(1, len(fed) + 1))):
+                lo, hi = int(cu[start]), int(cu[end])
+                ctx = LogitsContext(
+                    expanded_idx_mapping=torch.tensor(rows_of[lo:hi], dtype=torch.int64),
+                    idx_mapping=torch.tensor(slots[start:end], dtype=torch.int64),
+                    idx_mapping_np=np.array(slots[start:end], dtype=np.int64),
+                    expanded_local_pos=torch.tensor(local[lo:hi], dtype=torch.int32),
+                    input_ids=torch.tensor(fed[lo:hi], dtype=torch.int64),
+                    pos=torch.tensor(pos[lo:hi], dtype=torch.int64),
+                    seq_lens_upper_bound_np=np.array([p + 1 for p in pos[lo:hi]], dtype=np.int32))
+                out = self.processor.apply(logits[lo:hi], ctx)
+                assert out.data_ptr() == logits[lo:hi].data_ptr()  # masked in place
+        for request, p0, drafts, first in plans:
+            allowed_rows = check(request, drafts, logits[first: first + 1 + len(drafts)],
+                                 before[first: first + 1 + len(drafts)], skip_apply)
+            self.rows_checked += 1 + len(drafts)
+            if p0 + 1 < len(request.prompt):
+                continue  # not the last prefill chunk: nothing is sampled
+            # rejection sampling: accept a prefix of the drafts that equals the script, then one
+            # sampled token (the script's next), which the masks must allow
+            ahead = request.script[len(request.committed):]
+            accepted = 0
+            while accepted < len(drafts) and drafts[accepted] == ahead[accepted] and rng.random() < 0.8:
+                accepted += 1
+            new = list(drafts[:accepted]) + [ahead[accepted]] if accepted < len(ahead) else list(drafts[:accepted])
+            for j, token in enumerate(new):
+                assert allowed_rows[j] is None or token in allowed_rows[j], (request.slot, j, token)
+            self.drafts_accepted += accepted
+            self.refused_drafts += sum(1 for d in drafts if d >= 0) - accepted
+            self.placeholders += drafts.count(-1)
+            total = len(request.prompt) + len(request.committed)
+            self.states.all_token_ids.gpu[request.slot, total: total + len(new)] = torch.tensor(new, dtype=torch.int32)
+            request.committed += new
+
+    def flush(self) -> None:
+        """One more call with one row per request, so the processor sees the last commits."""
+        from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsContext
+
+        self.processor.apply_staged_writes()
+        slots = [r.slot for r in self.requests]
+        totals = [len(r.prompt) + len(r.committed) for r in self.requests]
+        ctx = LogitsContext(expanded_idx_mapping=torch.tensor(slots), idx_mapping=torch.tensor(slots),
+                            idx_mapping_np=np.array(slots), expanded_local_pos=torch.zeros(len(slots), dtype=torch.int32),
+                            input_ids=torch.tensor([(r.committed or r.prompt)[-1] for r in self.requests]),
+                            pos=torch.tensor([t - 1 for t in totals]), seq_lens_upper_bound_np=np.array(totals))
+        self.processor.apply(torch.randn(len(slots), self.width), ctx)
+
+
+def _v2_request_state(slots: int, max_len: int, width: int) -> Any:
+    """vLLM's ``LogitsProcRequestState`` over stand-in buffers (the real ones need pinned
+    memory or a GPU)."""
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcRequestState
+
+    return LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=slots, vocab_size=width,
+                                  all_token_ids=_Staged(slots, max_len),
+                                  prompt_len=SimpleNamespace(np=np.zeros(slots, np.int32)),
+                                  prefill_len=SimpleNamespace(np=np.zeros(slots, np.int32)),
+                                  total_len=_Staged(slots, 1))
+
+
+@needs_vllm
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_v2_speculative_rows_follow_the_drafts_of_each_request(tokenizer_dir: str, kimi_tokenizer: Any,
+                                                                monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Random draft sequences (right, wrong, placeholders), commits of 0..k+1 tokens per step,
+    random chunks, requests skipped some steps: every row of a constrained request carries the
+    mask of a reference matcher fed its committed tokens and the drafts before the row; after a
+    placeholder or a refused draft, the stop token; after a draft that ends the turn, nothing.
+    Rows of unconstrained requests are untouched."""
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    width = len(kimi_tokenizer)
+    states = _v2_request_state(8, 1024, width)
+    proc = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, width), states)
+    vocab = proc.core.vocabulary
+    stop = vocab.token_id("<|im_end|>")
+
+    def encode(text: str) -> list[int]:
+        return kimi_tokenizer.encode(text, add_special_tokens=False)
+
+    weather = encode('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
+                     '{"city": "Paris", "unit": "celsius"}<|tool_call_end|><|tool_calls_section_end|><|im_end|>')
+    timed = encode('Let me look.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0'
+                   '<|tool_call_argument_begin|>{"tz": "CET"}<|tool_call_end|><|tool_calls_section_end|><|im_end|>')
+    plain = encode("Hello there, nothing to call.<|im_end|>")
+    prompt = prompt_ids(kimi_tokenizer)
+    declared = prompt_ids(kimi_tokenizer, WEATHER)
+    specs = [  # slot, prompt, script, settings, tools (None: not constrained)
+        (5, prompt, weather, {"tools": WEATHER, "tool_choice": "required"}, WEATHER),
+        (2, prompt, timed, {"tools": WEATHER, "tool_choice": "auto", "parallel_tool_calls": False}, WEATHER),
+        (0, declared, weather, None, WEATHER),                 # tools read from the prompt
+        (7, declared, plain, {"enabled": False}, None),        # opted out
+        (3, prompt, plain, None, None),                        # no tools anywhere
+    ]
+    requests = []
+    for slot, ids, script, settings, tools in specs:
+        states.all_token_ids.gpu[slot, : len(ids)] = torch.tensor(ids)
+        states.prompt_len.np[slot] = states.prefill_len.np[slot] = len(ids)
+        proc.add_request(slot, params(settings))
+        requests.append(_SpecRequest(slot, ids, script, settings, tools))
+    engine = _SpecEngine(proc, states, requests, width, seed)
+
+    def check(request: _SpecRequest, drafts: list[int], rows: torch.Tensor, before: torch.Tensor,
+              skipped: bool) -> list[Any]:
+        """Compare each row with the reference; returns each row's allowed ids (None: free)."""
+        if skipped:
+            return [None] * rows.shape[0]
+        if request.tools is None:
+            assert torch.equal(rows, before), f"slot {request.slot} is not constrained"
+            return [None] * rows.shape[0]
+        settings = request.settings or {}
+        options = {k: settings[k] for k in ("tool_choice", "parallel_tool_calls") if k in settings}
+        reference = shadow(vocab, request.tools, request.prompt, request.committed, **options)
+        allowed, walking, finished = [], True, reference.is_finished
+        for j in range(rows.shape[0]):
+            if j and walking and not finished:
+                draft = drafts[j - 1]
+                walking = draft >= 0 and reference.accept_token(draft)
+                finished = walking and reference.is_finished
+            if finished:
+                assert torch.equal(rows[j], before[j]), f"slot {request.slot} row {j}: the turn was over"
+                allowed.append(None)
+                continue
+            expected = reference.allowed_token_ids() if walking else [stop]
+            assert finite_ids(rows[j]) == expected, f"slot {request.slot} row {j} (drafts {drafts[:j]})"
+            allowed.append(set(expected))
+        return allowed
+
+    for n in range(60):
+        if all(r.done for r in requests):
+            break
+        # now and then another rank samples the batch (it is split across ranks): this
+        # processor sees none of it and must read the committed tokens back
+        engine.step(check, skip_apply=n % 9 == 4)
+    assert all(r.done for r in requests), [(r.slot, len(r.committed), len(r.script)) for r in requests]
+    engine.flush()
+    # the walk did meet every case
+    assert engine.drafts_accepted > 10 and engine.refused_drafts > 3 and engine.placeholders > 0, vars(engine)
+    for slot in (5, 0):
+        calls = proc.core.rows[slot].matcher.calls
+        assert [(c["id"], c["function"]["arguments"]) for c in calls] == [
+            ("functions.get_weather:0", '{"city": "Paris", "unit": "celsius"}')]
+    assert proc.core.rows[2].matcher.calls[0]["function"]["arguments"] == '{"tz": "CET"}'
+    assert sorted(proc.core.rows) == [0, 2, 5]
+
+
+@needs_vllm
+def test_v2_unreadable_layout_releases_the_rows_loudly(tokenizer_dir: str, kimi_tokenizer: Any,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Draft positions that are not 0..k (a layout this version does not know): the rows are
+    released with a warning naming the reason, and nothing raises."""
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsContext
+
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    width = len(kimi_tokenizer)
+    states = _v2_request_state(2, 512, width)
+    proc = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, width), states)
+    prompt = prompt_ids(kimi_tokenizer)
+    states.all_token_ids.gpu[1, : len(prompt)] = torch.tensor(prompt)
+    states.prompt_len.np[1] = states.prefill_len.np[1] = len(prompt)
+    proc.add_request(1, params({"tools": WEATHER, "tool_choice": "required"}))
+    proc.apply_staged_writes()
+    ctx = LogitsContext(expanded_idx_mapping=torch.tensor([1, 1]), idx_mapping=torch.tensor([1]),
+                        idx_mapping_np=np.array([1]), expanded_local_pos=torch.tensor([0, 2], dtype=torch.int32),
+                        input_ids=torch.tensor([prompt[-1], 5]), pos=torch.tensor([len(prompt) - 1, len(prompt)]),
+                        seq_lens_upper_bound_np=np.array([len(prompt) + 1]))
     logits = torch.randn(2, width)
-    assert torch.equal(proc.apply(logits.clone(), ctx), logits)
+    with caplog.at_level("WARNING"):
+        assert torch.equal(proc.apply(logits.clone(), ctx), logits)
+    assert "draft positions [0, 2]" in caplog.text
 
 
 # --------------------------------------------------------------------------------------------
