@@ -662,6 +662,61 @@ def test_v2_unreadable_layout_releases_the_rows_loudly(tokenizer_dir: str, kimi_
 
 
 # --------------------------------------------------------------------------------------------
+# Engines the processor cannot act in
+
+
+def _engine_config(spec: Any, v2: bool) -> Any:
+    return SimpleNamespace(speculative_config=spec, use_v2_model_runner=v2)
+
+
+@needs_vllm
+def test_unenforceable_reason_names_speculation_on_the_v1_runner() -> None:
+    from enforcer.integrations.vllm import unenforceable_reason
+
+    ngram = SimpleNamespace(method="ngram", num_speculative_tokens=3)
+    reason = unenforceable_reason(_engine_config(ngram, v2=False))
+    assert "speculative decoding (ngram)" in reason and "V1 model runner" in reason
+    assert "VLLM_USE_V2_MODEL_RUNNER=1" in reason
+    assert unenforceable_reason(_engine_config(ngram, v2=True)) is None  # MRV2 masks the draft rows
+    assert unenforceable_reason(_engine_config(None, v2=False)) is None
+
+
+@needs_vllm
+def test_admission_guard_refuses_exactly_what_the_processor_would_constrain(
+        tokenizer_dir: str, kimi_tokenizer: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from enforcer.integrations.vllm import AdmissionGuard
+
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
+    config = SimpleNamespace(**vars(_engine_config(SimpleNamespace(method="ngram"), v2=False)),
+                             model_config=fake_vllm_config(tokenizer_dir, len(kimi_tokenizer)).model_config)
+    guard = AdmissionGuard.for_engine(config)
+    assert guard is not None
+    bare, declared = prompt_ids(kimi_tokenizer), prompt_ids(kimi_tokenizer, WEATHER)
+    explicit = guard.refusal(params({"tools": WEATHER, "tool_choice": "required"}), bare)
+    assert "its enforcer settings" in explicit and "speculative decoding (ngram)" in explicit
+    assert 'enforcer={"enabled": false}' in explicit
+    assert "the tools its prompt declares" in guard.refusal(params(), declared)
+    assert guard.refusal(params({"tool_choice": "none"}), declared) is not None  # "none" is enforced too
+    assert guard.refusal(params({"enabled": False}), declared) is None
+    assert guard.refusal(params(), bare) is None  # nothing to enforce: runs
+    assert guard.refusal(params({"tool_choice": "required"}), bare) is None  # no tools anywhere
+    assert guard.refusal(params(), None) is None  # prompt embeddings
+    monkeypatch.setenv("ENFORCER_VLLM_DISABLE", "1")
+    assert guard.refusal(params(), declared) is None
+    assert AdmissionGuard.for_engine(config) is None
+    monkeypatch.delenv("ENFORCER_VLLM_DISABLE")
+    assert AdmissionGuard.for_engine(SimpleNamespace(**{**vars(config), "speculative_config": None})) is None
+    # a model that is not Kimi's: the processor is inert there, so nothing is refused
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]").save_pretrained(tmp_path)
+    other = AdmissionGuard(fake_vllm_config(str(tmp_path), 2).model_config, "test")
+    assert other.refusal(params({"tools": WEATHER}), [0, 1]) is None
+
+
+# --------------------------------------------------------------------------------------------
 # Tool parser
 
 
