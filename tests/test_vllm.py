@@ -665,13 +665,15 @@ def test_v2_unreadable_layout_releases_the_rows_loudly(tokenizer_dir: str, kimi_
 # Engines the processor cannot act in
 
 
-def _engine_config(spec: Any, v2: bool) -> Any:
-    return SimpleNamespace(speculative_config=spec, use_v2_model_runner=v2)
+def _engine_config(spec: Any, v2: bool, async_scheduling: bool = False, processors: Any = None) -> Any:
+    return SimpleNamespace(speculative_config=spec, use_v2_model_runner=v2,
+                           scheduler_config=SimpleNamespace(async_scheduling=async_scheduling),
+                           model_config=SimpleNamespace(logits_processors=processors))
 
 
 @needs_vllm
 def test_unenforceable_reason_names_speculation_on_the_v1_runner() -> None:
-    from enforcer.integrations.vllm import unenforceable_reason
+    from enforcer.integrations.vllm import ToolCallLogitsProcessor, unenforceable_reason
 
     ngram = SimpleNamespace(method="ngram", num_speculative_tokens=3)
     reason = unenforceable_reason(_engine_config(ngram, v2=False))
@@ -679,6 +681,12 @@ def test_unenforceable_reason_names_speculation_on_the_v1_runner() -> None:
     assert "VLLM_USE_V2_MODEL_RUNNER=1" in reason
     assert unenforceable_reason(_engine_config(ngram, v2=True)) is None  # MRV2 masks the draft rows
     assert unenforceable_reason(_engine_config(None, v2=False)) is None
+    # async scheduling on the V1 runner: placeholders unless the processor was passed explicitly
+    reason = unenforceable_reason(_engine_config(None, v2=False, async_scheduling=True))
+    assert "placeholder" in reason and "--logits-processors enforcer.integrations.vllm:ToolCallLogitsProcessor" in reason
+    for named in (["enforcer.integrations.vllm:ToolCallLogitsProcessor"], [ToolCallLogitsProcessor]):
+        assert unenforceable_reason(_engine_config(None, v2=False, async_scheduling=True, processors=named)) is None
+    assert unenforceable_reason(_engine_config(None, v2=True, async_scheduling=True)) is None
 
 
 @needs_vllm
@@ -687,8 +695,8 @@ def test_admission_guard_refuses_exactly_what_the_processor_would_constrain(
     from enforcer.integrations.vllm import AdmissionGuard
 
     monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
-    config = SimpleNamespace(**vars(_engine_config(SimpleNamespace(method="ngram"), v2=False)),
-                             model_config=fake_vllm_config(tokenizer_dir, len(kimi_tokenizer)).model_config)
+    config = SimpleNamespace(**{**vars(_engine_config(SimpleNamespace(method="ngram"), v2=False)),
+                                "model_config": fake_vllm_config(tokenizer_dir, len(kimi_tokenizer)).model_config})
     guard = AdmissionGuard.for_engine(config)
     assert guard is not None
     bare, declared = prompt_ids(kimi_tokenizer), prompt_ids(kimi_tokenizer, WEATHER)

@@ -855,17 +855,30 @@ class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
 def unenforceable_reason(vllm_config: Any) -> str | None:
     """Why the processor cannot constrain anything in an engine of ``vllm_config``, or None.
 
-    vLLM 0.32, V1 model runner with speculative decoding: ``build_logitsprocs``
-    (``vllm/v1/sample/logits_processor/__init__.py``) then builds no custom processor at all,
-    and structured-output backends are a closed list (``StructuredOutputsConfig.backend``,
-    ``StructuredOutputManager.grammar_init``), so no plugin can constrain draft rows there.
+    In vLLM 0.32, on the V1 model runner:
+
+    - with speculative decoding, ``build_logitsprocs``
+      (``vllm/v1/sample/logits_processor/__init__.py``) builds no custom processor at all, and
+      structured-output backends are a closed list (``StructuredOutputsConfig.backend``,
+      ``StructuredOutputManager.grammar_init``), so no plugin can constrain the draft rows;
+    - with async scheduling, the output lists a processor loaded from the entry point sees
+      hold placeholders (``InputBatch.update_async_output_token_ids`` fills them only when
+      custom processors were passed explicitly or a request needs output ids).
+
     TPUs: ``_load_custom_logitsprocs`` loads none. Cost: a few attribute reads."""
-    spec = getattr(vllm_config, "speculative_config", None)
-    if spec is not None and not getattr(vllm_config, "use_v2_model_runner", False):
-        return (f"speculative decoding ({getattr(spec, 'method', None) or 'on'}) runs on vLLM's V1 model runner "
-                "here, which loads no custom logits processors when speculation is on (build_logitsprocs) and "
-                "takes no structured-output backend from plugins; run Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER=1) "
-                "or turn speculative decoding off")
+    if not getattr(vllm_config, "use_v2_model_runner", False):
+        spec = getattr(vllm_config, "speculative_config", None)
+        if spec is not None:
+            return (f"speculative decoding ({getattr(spec, 'method', None) or 'on'}) runs on vLLM's V1 model runner "
+                    "here, which loads no custom logits processors when speculation is on (build_logitsprocs) and "
+                    "takes no structured-output backend from plugins; run Model Runner V2 "
+                    "(VLLM_USE_V2_MODEL_RUNNER=1) or turn speculative decoding off")
+        scheduler = getattr(vllm_config, "scheduler_config", None)
+        if getattr(scheduler, "async_scheduling", False) and not _passed_explicitly(vllm_config):
+            return ("async scheduling on vLLM's V1 model runner gives a logits processor loaded from the entry point "
+                    "placeholder output tokens; pass it explicitly (--logits-processors "
+                    "enforcer.integrations.vllm:ToolCallLogitsProcessor), or run Model Runner V2, or "
+                    "--no-async-scheduling")
     try:
         from vllm.platforms import current_platform
 
@@ -874,6 +887,13 @@ def unenforceable_reason(vllm_config: Any) -> str | None:
     except Exception:  # noqa: BLE001 - a platform we cannot ask is not a TPU we know of
         pass
     return None
+
+
+def _passed_explicitly(vllm_config: Any) -> bool:
+    """The engine's ``logits_processors`` name this processor (class or its FQCN)."""
+    named = getattr(getattr(vllm_config, "model_config", None), "logits_processors", None) or ()
+    return any(p is ToolCallLogitsProcessor or (isinstance(p, type) and issubclass(p, ToolCallLogitsProcessor))
+               or p == f"{__name__}:{ToolCallLogitsProcessor.__name__}" for p in named)
 
 
 class AdmissionGuard:
