@@ -27,6 +27,12 @@ where the engine's tokenizer is not known); nothing raises inside ``update_state
 ``apply``: a row the processor cannot follow (including a declaration the engine's format cannot
 compile) is released (left unconstrained) or held to the stop token, and the reason is logged once.
 
+Under Model Runner V2 with speculative decoding every draft row is masked
+(:meth:`BatchEnforcer.constrain_drafts`). Where the processor cannot act at all (the V1 runner
+with speculation or with async scheduling and the entry point only, TPUs:
+:func:`unenforceable_reason`), the :class:`AdmissionGuard` that the general plugin installs
+refuses each request that asks for enforcement, so none runs silently unconstrained.
+
 ``ENFORCER_VLLM_DISABLE=1`` in the engine's environment turns every instance into a no-op
 without uninstalling the package.
 """
