@@ -553,13 +553,14 @@ def test_v2_speculative_rows_follow_the_drafts_of_each_request(tokenizer_dir: st
     random chunks, requests skipped some steps: every row of a constrained request carries the
     mask of a reference matcher fed its committed tokens and the drafts before the row; after a
     placeholder or a refused draft, the stop token; after a draft that ends the turn, nothing.
-    Rows of unconstrained requests are untouched."""
+    Rows of unconstrained requests are untouched. Seed 2 runs the dense (accelerator) path."""
     from enforcer.integrations.vllm import ToolCallLogitsProcessor
 
     monkeypatch.delenv("ENFORCER_VLLM_DISABLE", raising=False)
     width = len(kimi_tokenizer)
     states = _v2_request_state(8, 1024, width)
     proc = ToolCallLogitsProcessor(fake_vllm_config(tokenizer_dir, width), states)
+    proc.core.dense = seed == 2  # the accelerator path (bit unpack, masked fill), on CPU tensors
     vocab = proc.core.vocabulary
     stop = vocab.token_id("<|im_end|>")
 
