@@ -703,7 +703,7 @@ def test_admission_guard_refuses_exactly_what_the_processor_would_constrain(
     bare, declared = prompt_ids(kimi_tokenizer), prompt_ids(kimi_tokenizer, WEATHER)
     explicit = guard.refusal(params({"tools": WEATHER, "tool_choice": "required"}), bare)
     assert "its enforcer settings" in explicit and "speculative decoding (ngram)" in explicit
-    assert 'enforcer={"enabled": false}' in explicit
+    assert 'extra_args[\'enforcer\'] = {"enabled": false}' in explicit
     assert "the tools its prompt declares" in guard.refusal(params(), declared)
     assert guard.refusal(params({"tool_choice": "none"}), declared) is not None  # "none" is enforced too
     assert guard.refusal(params({"enabled": False}), declared) is None

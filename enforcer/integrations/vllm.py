@@ -948,7 +948,8 @@ class AdmissionGuard:
             self._core.remove(0)
         asked = "its enforcer settings" if settings is not None else "the tools its prompt declares"
         return (f"enforcer: this request asks for enforced tool calls ({asked}), which this engine cannot "
-                f"enforce: {self.reason}. Send {SETTINGS_KEY}={{\"enabled\": false}} to run it unconstrained.")
+                f"enforce: {self.reason}. To run it unconstrained, send extra_args[{SETTINGS_KEY!r}] = "
+                f"{{\"enabled\": false}} (vllm_xargs over HTTP).")
 
 
 def install_admission_guard() -> None:
