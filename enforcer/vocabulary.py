@@ -154,18 +154,19 @@ class Vocabulary:
         ``tokens[i]``: the exact bytes of id ``i``, ``None`` for an id that is not text.
         ``special_tokens``: ``{name: id}`` (or ``(name, id)`` pairs) of the control tokens the
         format needs (K2: ``<|tool_calls_section_begin|>`` ... ``<|im_end|>``); their ids are
-        never text. ``vocab_size``: the logits width (default ``len(tokens)``; wider pads with
-        non-text ids). ``encode``: the tokenizer's text -> ids (nothing special recognised),
+        never text and may lie past ``tokens``. ``vocab_size``: the logits width (default: enough
+        for ``tokens`` and the special ids; wider pads with non-text ids). ``encode``: the tokenizer's text -> ids (nothing special recognised),
         needed only by formats that force tag text in its own tokenization (Kimi K3). Cost: one
         pass over the ids. Raises :class:`TokenizerError` for a special id outside the
         vocabulary or a ``vocab_size`` below ``len(tokens)``.
         """
         listed = list(tokens)
-        width = len(listed) if vocab_size is None else vocab_size
+        pairs = list(special_tokens.items() if isinstance(special_tokens, Mapping) else special_tokens)
+        needed = max([len(listed), *(int(i) + 1 for _, i in pairs)])
+        width = needed if vocab_size is None else vocab_size
         if isinstance(width, bool) or not isinstance(width, int) or width < len(listed):
             raise TokenizerError(f"vocab_size must be an int of at least len(tokens) = {len(listed)}, "
                                  f"got {vocab_size!r}")
-        pairs = special_tokens.items() if isinstance(special_tokens, Mapping) else special_tokens
         return cls(listed + [None] * (width - len(listed)), pairs, source=source, encoder=encode)
 
     @classmethod
