@@ -137,3 +137,29 @@ def test_synopsis_lists_every_option() -> None:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
                     assert flag in usage or name == "demo" and flag in sub.format_help(), (name, flag)
+
+
+def test_bench_writes_to_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``enforcer bench`` points every suite's saving at ``--out`` (default: a folder in the
+    current directory). The suites themselves take minutes: a stand-in main saves one result
+    through the benchmarks' own ``save_results``, as each suite does."""
+    import benchmarks
+    import benchmarks.__main__ as bench_main
+
+    tracked = sorted(benchmarks.RESULTS_DIR.glob("*"))
+    seen: list[list[str]] = []
+
+    def fake_main(argv: list[str]) -> None:
+        seen.append(argv)
+        benchmarks.save_results("probe", {"argv": argv})
+
+    monkeypatch.setattr(bench_main, "main", fake_main)
+    monkeypatch.setattr(benchmarks, "RESULTS_DIR", benchmarks.RESULTS_DIR)  # restored afterwards
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "--quick"]) == 0
+    assert seen == [["--quick"]]
+    assert (tmp_path / "enforcer-bench-results" / "probe-latest.json").is_file()
+    out = tmp_path / "elsewhere"
+    assert main(["bench", "--out", str(out), "--quick"]) == 0
+    assert (out / "probe-latest.json").is_file()
+    assert sorted(Path(benchmarks.__file__).parent.joinpath("results").glob("*")) == tracked  # untouched
