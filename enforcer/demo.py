@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | argparse.Namespace | None = None) -> int:
             vocab_size=model.get_output_embeddings().weight.shape[0],
         )
     except ValueError as exc:  # InvalidToolsError, UnsupportedSchemaError, ... name the problem
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"enforcer demo: error: {exc}", file=sys.stderr)
         return 2
     compile_s = time.perf_counter() - start
     encoded = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
