@@ -17,19 +17,16 @@ pointer. Cost: one compile per (key, candidate type); cached like JSON schemas.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .automaton import LazyDFA
+from .formats.kimi_k3 import VALUE_TYPES, arguments_json
 from .errors import InvalidSchemaError, UnsupportedSchemaError
 from .json_schema import SchemaCompiler, SchemaOptions, merge
 from .lru import LRU
 from .matcher import CompiledSchema, canonical_json
 from .vocabulary import Vocabulary
-
-VALUE_TYPES = ("string", "number", "boolean", "null", "object", "array")
-"""The type of a split argument (an integer is a ``number``)."""
 
 _RELATING = frozenset({"minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
                        "dependencies", "dependentSchemas", "if", "anyOf", "oneOf", "not", "enum", "const",
@@ -82,17 +79,6 @@ class SplitArguments:
     def complete(self, written: int) -> bool:
         """Every required key is in the bitmask ``written``."""
         return all(written >> j & 1 for j, key in enumerate(self.keys) if key.required)
-
-
-def arguments_json(arguments: Iterable[tuple[str, str, str]]) -> str:
-    """OpenAI ``arguments`` text from ``(key, type, value text)``: a JSON object with ``", "`` and
-    ``": "`` separators; string values JSON-encoded (non-ASCII kept), every other value exactly
-    as written (``1e2`` stays ``1e2``)."""
-    parts = []
-    for key, json_type, value in arguments:
-        literal = json.dumps(value, ensure_ascii=False) if json_type == "string" else value
-        parts.append(f"{json.dumps(key, ensure_ascii=False)}: {literal}")
-    return "{" + ", ".join(parts) + "}"
 
 
 def _escape(name: str) -> str:

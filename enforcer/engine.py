@@ -20,6 +20,7 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, arguments_json
 from .automaton import DEAD
+from .ids import as_token_id
 from .matcher import Matcher, write_bitmask_row
 from .tools import CompiledTools
 
@@ -39,7 +40,15 @@ class ToolCallMatcher(Matcher):
     # ---- advancing -----------------------------------------------------------------------
 
     def accept_token(self, token_id: int) -> bool:
-        """Advance by one token; False (and no change) when it is not allowed here."""
+        """Advance by one token; False (and no change) when it is not allowed here, including
+        anything after the stop token and any id that is not an integer in
+        ``range(vocab_size)`` (see :func:`~enforcer.ids.as_token_id`)."""
+        if type(token_id) is not int:
+            token_id = as_token_id(token_id)
+            if token_id is None:
+                return False
+        if not 0 <= token_id < self._tools.vocabulary.vocab_size:
+            return False
         nxt = self._next(self._stack[-1], token_id)
         if nxt is None:
             return False
@@ -128,7 +137,10 @@ class ToolCallMatcher(Matcher):
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array
-        or torch tensor of shape ``(batch, ceil(vocab_size / 32))``)."""
+        or torch tensor of shape ``(batch, ceil(vocab_size / 32))``); bit ``i % 32`` of word
+        ``i // 32`` is set iff ``accept_token(i)`` would return True (after the stop token: no
+        bit). ``ValueError`` before writing for another dtype or shape, or an ``index`` that is
+        not a row (:func:`~enforcer.matcher.check_bitmask`)."""
         words, key = self._mask_words()
         if isinstance(bitmask, np.ndarray):
             write_bitmask_row(bitmask, index, words)
@@ -136,6 +148,7 @@ class ToolCallMatcher(Matcher):
             write_bitmask_row(bitmask, index, words, self._tools.cached_torch(key, words))
 
     def allowed_token_ids(self) -> list[int]:
+        """The ids ``accept_token`` would accept now, ascending (empty after the stop token)."""
         words, _ = self._mask_words()
         return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).tolist()
 

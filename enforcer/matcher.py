@@ -8,6 +8,7 @@ and vocabulary shares its masks. A matcher is a cursor: microseconds per token.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import fields
 from typing import Any, Iterable, Sequence
 
@@ -15,30 +16,52 @@ import numpy as np
 
 from .automaton import DEAD, DFA, LazyDFA, compile_node
 from .errors import InvalidSchemaError
+from .ids import as_token_id
 from .json_schema import SchemaCompiler, SchemaOptions
 from .lru import LRU
 from .masks import MaskTable, pack_ids, token_index
 from .vocabulary import Vocabulary
 
 
-def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray, torch_words: Any = None) -> None:
-    """Copy packed ``words`` into row ``index`` of a numpy or torch int32 bitmask."""
+_INT32 = np.dtype(np.int32)
+
+
+def check_bitmask(bitmask: Any, index: Any, words: int) -> int:
+    """Validate a packed bitmask and a row before anything is written: a numpy array or torch
+    tensor of dtype int32 and shape ``(batch, words)``, ``index`` an int in ``range(batch)``.
+    Returns the row; raises ``ValueError`` naming the problem (API misuse, not a decode-loop
+    state). O(1), well under a microsecond."""
     if isinstance(bitmask, np.ndarray):
-        bitmask[index, : words.shape[0]] = words
-        bitmask[index, words.shape[0]:] = 0
+        if bitmask.dtype is not _INT32 and bitmask.dtype != _INT32:
+            raise ValueError(f"bitmask must have dtype int32, got {bitmask.dtype}")
+    elif type(bitmask).__module__.partition(".")[0] == "torch":
+        if bitmask.dtype is not sys.modules["torch"].int32:
+            raise ValueError(f"bitmask must have dtype int32, got {bitmask.dtype}")
+    else:
+        raise ValueError(f"bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
+    shape = bitmask.shape
+    if len(shape) != 2 or shape[1] != words:
+        raise ValueError(f"bitmask must have shape (batch, {words}) (ceil(vocab_size / 32) int32 words per row), "
+                         f"got {tuple(shape)}")
+    row = index if type(index) is int else as_token_id(index)
+    if row is None or not 0 <= row < shape[0]:
+        raise ValueError(f"index must be an int in [0, {shape[0]}) (a row of the bitmask), got {index!r}")
+    return row
+
+
+def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray, torch_words: Any = None) -> None:
+    """Copy packed ``words`` into row ``index`` of a numpy or torch int32 bitmask of
+    ``words.shape[0]`` columns (checked by :func:`check_bitmask`)."""
+    index = check_bitmask(bitmask, index, words.shape[0])
+    if isinstance(bitmask, np.ndarray):
+        bitmask[index] = words
         return
-    row = bitmask[index]
     src = torch_words
     if src is None:
         import torch
 
         src = torch.from_numpy(np.ascontiguousarray(words))
-    n = src.shape[0]
-    if row.shape[0] == n:
-        row.copy_(src)
-    else:
-        row[:n].copy_(src)
-        row[n:].zero_()
+    bitmask[index].copy_(src)
 
 
 class CompiledSchema:
@@ -104,7 +127,12 @@ class JsonMatcher(Matcher):
         self._rows = compiled.dfa.rows
         self._accepting = compiled.dfa.accepting_list
         self._tokens = compiled.vocabulary.byte_tokens
-        self._stop = frozenset(stop_token_ids)
+        stop = [as_token_id(t) for t in stop_token_ids]
+        size = compiled.vocabulary.vocab_size
+        for given, token in zip(stop_token_ids, stop):
+            if token is None or not 0 <= token < size:
+                raise ValueError(f"stop token ids must be ints in [0, {size}), got {given!r}")
+        self._stop = frozenset(stop)
         self._stop_words = pack_ids(np.array(sorted(self._stop), dtype=np.int64),
                                     compiled.masks.index.words) if self._stop else None
         self._states: list[int] = [0]
@@ -113,9 +141,15 @@ class JsonMatcher(Matcher):
     # ---- advancing -----------------------------------------------------------------------
 
     def accept_token(self, token_id: int) -> bool:
-        """Advance by one token; False (and no change) when the token is not allowed."""
+        """Advance by one token; False (and no change) when the token is not allowed, including
+        anything after the stop token and any id that is not an integer in
+        ``range(vocab_size)`` (see :func:`~enforcer.ids.as_token_id`)."""
         if self._finished:
             return False
+        if type(token_id) is not int:
+            token_id = as_token_id(token_id)
+            if token_id is None:
+                return False
         state = self._states[-1]
         if token_id in self._stop:
             if not self._accepting[state]:
@@ -155,11 +189,13 @@ class JsonMatcher(Matcher):
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array or
-        torch tensor of shape ``(batch, ceil(vocab_size / 32))``)."""
+        torch tensor of shape ``(batch, ceil(vocab_size / 32))``); bit ``i % 32`` of word
+        ``i // 32`` is set iff ``accept_token(i)`` would return True (after the stop token: no
+        bit). ``ValueError`` before writing for another dtype or shape, or an ``index`` that is
+        not a row (:func:`check_bitmask`)."""
         masks = self._compiled.masks
         if self._finished:
-            words = self._stop_words if self._stop_words is not None else np.zeros(masks.index.words, np.int32)
-            write_bitmask_row(bitmask, index, words)
+            write_bitmask_row(bitmask, index, np.zeros(masks.index.words, np.int32))
             return
         state = self._states[-1]
         if self._stop_words is not None and self._accepting[state]:
@@ -170,8 +206,9 @@ class JsonMatcher(Matcher):
             write_bitmask_row(bitmask, index, masks.mask(state), masks.torch_mask(state))
 
     def allowed_token_ids(self) -> list[int]:
+        """The ids ``accept_token`` would accept now, ascending (empty after the stop token)."""
         if self._finished:
-            return sorted(self._stop)
+            return []
         state = self._states[-1]
         ids = self._compiled.masks.allowed(state).tolist()
         if self._stop and self._accepting[state]:

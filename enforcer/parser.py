@@ -17,9 +17,10 @@ Kimi K2 rules (``format="kimi_k2"``):
 - A call is reported once its ``<|tool_call_argument_begin|>`` arrived: its id is the header
   text, its name the id without the ``functions.`` prefix (removed once) and without the
   ``:N`` counter (split on the last ``:``). Arguments are the text generated up to
-  ``<|tool_call_end|>`` (or up to whatever ends the call or the turn), stripped of surrounding
-  whitespace. A call cut off before its arguments began is dropped; a call cut off inside its
-  arguments keeps what was generated, because a stream has already sent it.
+  ``<|tool_call_end|>`` (or up to the marker that ends the call: the section end, the next
+  call), stripped of surrounding whitespace. A call cut off before its arguments began is
+  dropped; a call still open when the turn ends (``<|im_end|>`` or the end of the ids, e.g.
+  ``max_tokens`` reached) is *incomplete* (see below).
 - Content is the text outside reasoning and outside the section.
 
 Kimi K3 rules (``format="kimi_k3"``, :mod:`enforcer.formats.kimi_k3`):
@@ -41,8 +42,20 @@ Kimi K3 rules (``format="kimi_k3"``, :mod:`enforcer.formats.kimi_k3`):
   VALUE JSON-escaped and quoted, any other VALUE its literal as written (leading whitespace
   dropped; an empty literal drops the argument); an argument without a key or with an unknown
   type is ignored. A call whose first child is ``json`` has the json body as its arguments
-  (stripped). A closed call with no argument has ``{}``. A call cut off keeps what was
-  generated (an open string is not closed). Text between the elements of a call is dropped.
+  (stripped). A closed call with no argument has ``{}``. A call closed by a later tag (the next
+  call, another block) counts as closed; a call still open when the turn ends is *incomplete*.
+  Text between the elements of a call is dropped.
+
+Both formats:
+
+- An incomplete call (the turn ended inside it: ``max_tokens`` reached, or an unenforced model
+  ended the turn there) is never one of the ``tool_calls``: it is reported apart, as
+  ``incomplete_tool_call`` in OpenAI's call shape with the arguments as generated (K3: an open
+  string is not closed), so a caller can show or drop it; streamed, its deltas have already
+  gone out and the final delta says ``incomplete_tool_call=index``.
+- Ids are taken by the matchers' contract (:func:`enforcer.ids.as_token_id`): an id that
+  is not an integer in ``range(vocab_size)`` is skipped, as a hole in the vocabulary is; the
+  parsers never raise on generated output.
 
 Cost: O(1) per token (a K3 tag is read once, when its ``<|sep|>`` arrives); a parser holds
 only the text of the current turn. Parsers are cheap, one per sequence, not thread-safe.
@@ -58,6 +71,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .errors import TokenizerError
 from .formats import kimi_k2, kimi_k3
+from .ids import as_token_id
 
 if TYPE_CHECKING:
     from .vocabulary import Vocabulary
@@ -145,6 +159,16 @@ def _new_machine(vocabulary: Vocabulary, format: str, in_reasoning: bool) -> _Ma
 # --------------------------------------------------------------------------------------------
 # The state machine shared by both parsers
 
+
+def _valid_id(token_id: Any, size: int) -> int | None:
+    """``token_id`` as an int in ``range(size)``, or None (the parsers skip it)."""
+    if type(token_id) is not int:
+        token_id = as_token_id(token_id)
+        if token_id is None:
+            return None
+    return token_id if 0 <= token_id < size else None
+
+
 _TEXT, _THINK, _SECTION, _HEADER, _ARGUMENTS, _STOPPED = range(6)
 
 
@@ -156,6 +180,7 @@ class _Sink:
     def call_header(self, index: int, call_id: str, name: str) -> None: ...
     def arguments(self, index: int, data: bytes) -> None: ...
     def call_end(self, index: int) -> None: ...
+    def call_incomplete(self, index: int) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -168,6 +193,7 @@ class _Machine:
             raise TokenizerError("in_reasoning=True but the tokenizer has no think tokens")
         self._read_header = fmt.read_header
         self._token_bytes = vocabulary.token_bytes
+        self._size = vocabulary.vocab_size
         self._mode = _THINK if in_reasoning else _TEXT
         self._header = bytearray()
         self._calls = 0
@@ -178,9 +204,8 @@ class _Machine:
 
     def step(self, token_id: int, sink: _Sink) -> None:
         """Consume one id and report to ``sink`` what it completes."""
-        token_id = int(token_id)  # numpy and torch scalars compare and index like ints after this
         mode = self._mode
-        if mode == _STOPPED:
+        if mode == _STOPPED or (token_id := _valid_id(token_id, self._size)) is None:
             return
         m = self._markers
         if token_id == m.stop:
@@ -226,10 +251,11 @@ class _Machine:
                 sink.arguments(self._calls - 1, data)
 
     def finish(self, sink: _Sink) -> None:
-        """End the turn: close an open call and tell the sink (idempotent)."""
+        """End the turn: a call still in its arguments is incomplete; tell the sink (idempotent)."""
         if self._mode == _STOPPED:
             return
-        self._end_call(sink)
+        if self._mode == _ARGUMENTS:
+            sink.call_incomplete(self._calls - 1)
         self._mode = _STOPPED
         sink.stop()
 
@@ -285,6 +311,7 @@ class _K3Machine:
         self._close = vocabulary.token_id(kimi_k3.CLOSE)
         self._sep = vocabulary.token_id(kimi_k3.SEP)
         self._token_bytes = vocabulary.token_bytes
+        self._size = vocabulary.vocab_size
         first = _Element(_BLOCK_THINK, kimi_k3.THINK) if in_reasoning else _Element(_BLOCK_RESPONSE, kimi_k3.RESPONSE)
         self._stack = [_Element(_ROOT, kimi_k3.MESSAGE), first]
         self._tag: bytearray | None = None
@@ -300,8 +327,7 @@ class _K3Machine:
 
     def step(self, token_id: int, sink: _Sink) -> None:
         """Consume one id and report to ``sink`` what it completes."""
-        token_id = int(token_id)
-        if self._stopped:
+        if self._stopped or (token_id := _valid_id(token_id, self._size)) is None:
             return
         if token_id == self._end:
             self.finish(sink)
@@ -326,11 +352,11 @@ class _K3Machine:
                 self._text(data, sink)
 
     def finish(self, sink: _Sink) -> None:
-        """End the turn: an open call ends as generated, nothing is closed (idempotent)."""
+        """End the turn: an open call is incomplete, as generated (nothing is closed; idempotent)."""
         if self._stopped:
             return
         if any(element.kind == _CALL for element in self._stack):
-            sink.call_end(self._calls - 1)
+            sink.call_incomplete(self._calls - 1)
         self._stopped = True
         sink.stop()
 
@@ -461,6 +487,7 @@ class _Collector(_Sink):
         self.content_bytes = bytearray()
         self.reasoning_bytes = bytearray()
         self.calls: list[tuple[str, str, bytearray]] = []
+        self.incomplete: int | None = None
 
     def content(self, data: bytes) -> None:
         self.content_bytes += data
@@ -474,12 +501,22 @@ class _Collector(_Sink):
     def arguments(self, index: int, data: bytes) -> None:
         self.calls[index][2].extend(data)
 
+    def call_incomplete(self, index: int) -> None:
+        self.incomplete = index
+
     def result(self) -> dict[str, Any]:
-        return {
-            "content": _decode(self.content_bytes) or None,
-            "reasoning_content": _decode(self.reasoning_bytes) or None,
-            "tool_calls": [_tool_call(i, n, _decode(a).strip()) for i, n, a in self.calls],
-        }
+        calls = [_tool_call(i, n, _decode(a).strip()) for i, n, a in self.calls]
+        return _result(_decode(self.content_bytes), _decode(self.reasoning_bytes), calls, self.incomplete)
+
+
+def _result(content: str, reasoning: str, calls: list[dict[str, Any]], incomplete: int | None) -> dict[str, Any]:
+    """The parsers' result; the incomplete call, if any (always the last), apart."""
+    return {
+        "content": content or None,
+        "reasoning_content": reasoning or None,
+        "tool_calls": calls if incomplete is None else calls[:incomplete] + calls[incomplete + 1:],
+        "incomplete_tool_call": None if incomplete is None else calls[incomplete],
+    }
 
 
 def parse_tool_calls(
@@ -489,13 +526,16 @@ def parse_tool_calls(
     *,
     in_reasoning: bool = False,
 ) -> dict[str, Any]:
-    """Split a generated turn into ``{"content", "reasoning_content", "tool_calls"}``.
+    """Split a generated turn into ``{"content", "reasoning_content", "tool_calls",
+    "incomplete_tool_call"}`` (the last is ``None`` unless the turn ended inside a call: see the
+    module docstring).
 
     ``token_ids`` are the generated ids (a trailing stop id and anything after it are fine).
     ``in_reasoning``: K2: the prompt already opened ``<think>`` (K2.5-style prefill); K3: the
     prompt ended with ``<|open|>think<|sep|>`` (True) or ``<|open|>response<|sep|>`` (False).
-    Never raises on malformed output; raises ``TokenizerError`` when the vocabulary lacks a marker and
-    ``ValueError`` for an unknown format. Cost: O(len(token_ids)).
+    Never raises on malformed output (ids outside the vocabulary are skipped); raises
+    ``TokenizerError`` when the vocabulary lacks a marker and ``ValueError`` for an unknown
+    format. Cost: O(len(token_ids)).
     """
     machine = _new_machine(vocabulary, format, in_reasoning)
     collector = _Collector()
@@ -517,15 +557,21 @@ class Delta:
 
     ``tool_call`` is in OpenAI's streaming shape: the first delta of a call is
     ``{"index", "id", "type": "function", "function": {"name", "arguments": ""}}``, later ones
-    ``{"index", "function": {"arguments": fragment}}``.
+    ``{"index", "function": {"arguments": fragment}}``. ``incomplete_tool_call``: the index of
+    the call the turn ended inside (its deltas went out before; the last delta of a turn).
     """
 
     content: str | None = None
     reasoning_content: str | None = None
     tool_call: dict[str, Any] | None = None
+    incomplete_tool_call: int | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        """The ``choices[0].delta`` object of an OpenAI chat-completion chunk."""
+        """The ``choices[0].delta`` object of an OpenAI chat-completion chunk (an
+        ``incomplete_tool_call`` delta is ``{}``: OpenAI reports it as ``finish_reason``
+        ``"length"``)."""
+        if self.incomplete_tool_call is not None:
+            return {}
         if self.tool_call is not None:
             return {"tool_calls": [self.tool_call]}
         if self.reasoning_content is not None:
@@ -586,6 +632,10 @@ class _Streamer(_Sink):
         assert self._arguments is not None
         self._emit_arguments(index, self._arguments.push(b"", final=True))
         self._arguments = None
+
+    def call_incomplete(self, index: int) -> None:
+        self.call_end(index)
+        self.out.append(Delta(incomplete_tool_call=index))
 
     def stop(self) -> None:
         self._emit_reasoning(self._reasoning.decode(b"", True))
@@ -652,8 +702,11 @@ def merge_deltas(deltas: Iterable[Delta]) -> dict[str, Any]:
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
+    incomplete: int | None = None
     for delta in deltas:
-        if delta.content is not None:
+        if delta.incomplete_tool_call is not None:
+            incomplete = delta.incomplete_tool_call
+        elif delta.content is not None:
             content.append(delta.content)
         elif delta.reasoning_content is not None:
             reasoning.append(delta.reasoning_content)
@@ -663,8 +716,5 @@ def merge_deltas(deltas: Iterable[Delta]) -> dict[str, Any]:
             if index not in calls:
                 calls[index] = _tool_call(part["id"], part["function"]["name"], "")
             calls[index]["function"]["arguments"] += part["function"].get("arguments", "")
-    return {
-        "content": "".join(content) or None,
-        "reasoning_content": "".join(reasoning) or None,
-        "tool_calls": [calls[i] for i in sorted(calls)],
-    }
+    ordered = [calls[i] for i in sorted(calls)]
+    return _result("".join(content), "".join(reasoning), ordered, incomplete)

@@ -139,6 +139,37 @@ class Vocabulary:
     # Building
 
     @classmethod
+    def from_token_bytes(
+        cls,
+        tokens: Sequence[bytes | None],
+        special_tokens: Mapping[str, int] | Iterable[tuple[str, int]] = (),
+        *,
+        vocab_size: int | None = None,
+        encode: Callable[[str], list[int]] | None = None,
+        source: str = "token bytes",
+    ) -> "Vocabulary":
+        """A vocabulary from a plain list, without any tokenizer library (as xgrammar's
+        ``TokenizerInfo`` takes an encoded vocabulary).
+
+        ``tokens[i]``: the exact bytes of id ``i``, ``None`` for an id that is not text.
+        ``special_tokens``: ``{name: id}`` (or ``(name, id)`` pairs) of the control tokens the
+        format needs (K2: ``<|tool_calls_section_begin|>`` ... ``<|im_end|>``); their ids are
+        never text and may lie past ``tokens``. ``vocab_size``: the logits width (default: enough
+        for ``tokens`` and the special ids; wider pads with non-text ids). ``encode``: the tokenizer's text -> ids (nothing special recognised),
+        needed only by formats that force tag text in its own tokenization (Kimi K3). Cost: one
+        pass over the ids. Raises :class:`TokenizerError` for a special id outside the
+        vocabulary or a ``vocab_size`` below ``len(tokens)``.
+        """
+        listed = list(tokens)
+        pairs = list(special_tokens.items() if isinstance(special_tokens, Mapping) else special_tokens)
+        needed = max([len(listed), *(int(i) + 1 for _, i in pairs)])
+        width = needed if vocab_size is None else vocab_size
+        if isinstance(width, bool) or not isinstance(width, int) or width < len(listed):
+            raise TokenizerError(f"vocab_size must be an int of at least len(tokens) = {len(listed)}, "
+                                 f"got {vocab_size!r}")
+        return cls(listed + [None] * (width - len(listed)), pairs, source=source, encoder=encode)
+
+    @classmethod
     def from_tokenizer(cls, tokenizer: Any, vocab_size: int | None = None) -> "Vocabulary":
         """Read the exact bytes of every id of ``tokenizer``.
 

@@ -187,6 +187,7 @@ DIALOG = [
             {"id": "call_abc", "type": "function",
              "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
         ],
+        "incomplete_tool_call": None,
     },
     {"role": "tool", "tool_call_id": "call_abc", "content": "18°C"},
     {"role": "assistant", "content": "It is 18°C.", "reasoning_content": "r3"},
@@ -202,6 +203,7 @@ DIALOG = [
             {"id": "functions.get_weather:2", "type": "function",
              "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}},
         ],
+        "incomplete_tool_call": None,
     },
     {"role": "tool", "tool_call_id": "functions.get_weather:2", "content": "20°C"},
     {"role": "tool", "tool_call_id": "search:0", "content": "5°C"},
@@ -297,6 +299,7 @@ def test_rendered_history_calls_parse_back(kimi_tokenizer, kimi_vocab):
             {"id": "functions.get_weather:2", "type": "function",
              "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}},
         ],
+        "incomplete_tool_call": None,
     }
 
 

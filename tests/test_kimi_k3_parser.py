@@ -139,6 +139,7 @@ GOLDEN = {
             '{"filters": {"lang": "日本語", "n": 3}, "tags": ["a", 1.50, false], "query": "tab\\there \\\\ back"}',
         ),
     ],
+    "incomplete_tool_call": None,
 }
 
 
@@ -165,10 +166,10 @@ def test_turn_may_start_at_its_first_open(vocab):
 
 def test_response_prefill_and_text_outside_blocks(vocab):
     ids = turn(vocab, "Hello", *end("response"), "\n", *end("message"), END)
-    assert both(vocab, ids) == {"content": "Hello\n", "reasoning_content": None, "tool_calls": []}
+    assert both(vocab, ids) == {"content": "Hello\n", "reasoning_content": None, "tool_calls": [], "incomplete_tool_call": None}
     # in_reasoning=True: the text up to the think close is reasoning
     ids = turn(vocab, "Hmm", *end("think"), *tag("response"), "Hi", *end("response"), END)
-    assert both(vocab, ids, in_reasoning=True) == {"content": "Hi", "reasoning_content": "Hmm", "tool_calls": []}
+    assert both(vocab, ids, in_reasoning=True) == {"content": "Hi", "reasoning_content": "Hmm", "tool_calls": [], "incomplete_tool_call": None}
 
 
 def test_text_that_spells_control_tokens_stays_text(vocab):
@@ -237,13 +238,18 @@ def test_malformed_structure_is_dropped_not_raised(vocab):
         "content": "ABC",
         "reasoning_content": None,
         "tool_calls": [expected("no_tools_wrapper", 7, '{"n": 5}'), expected("unclosed", 3, '{"s": "abc"}')],
+        "incomplete_tool_call": None,
     }
 
 
-def test_cut_off_call_keeps_what_was_generated(vocab):
+def test_cut_off_call_is_incomplete_with_what_was_generated(vocab):
     ids = turn(vocab, *end("response"), *tag("tools"), *tag('call tool="f" index="1"'),
                *argument("a", "number", "1"), *tag('argument key="b" type="string"'), "Par")
-    assert both(vocab, ids)["tool_calls"] == [expected("f", 1, '{"a": 1, "b": "Par')]
+    result = both(vocab, ids)
+    assert result["tool_calls"] == [] and result["incomplete_tool_call"] == expected("f", 1, '{"a": 1, "b": "Par')
+    closed = both(vocab, ids + turn(vocab, *end("call"), *tag('call tool="g" index="2"')))
+    assert closed["tool_calls"] == [expected("f", 1, '{"a": 1, "b": "Par"}')]
+    assert closed["incomplete_tool_call"] == expected("g", 2, "")
 
 
 def test_every_prefix_parses_and_streams_alike(vocab):
@@ -292,7 +298,7 @@ def test_random_ids_never_raise_and_stream_alike(vocab, pieces):
     ids = turn(vocab, *pieces)
     for in_reasoning in (False, True):
         result = both(vocab, ids, in_reasoning=in_reasoning)
-        assert set(result) == {"content", "reasoning_content", "tool_calls"}
+        assert set(result) == {"content", "reasoning_content", "tool_calls", "incomplete_tool_call"}
 
 
 def test_unknown_format_lists_kimi_k3(vocab):

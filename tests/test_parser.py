@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 
+import numpy
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -117,6 +118,7 @@ def test_single_call(kimi_tokenizer, kimi_vocab):
         "content": "Let me check.",
         "reasoning_content": None,
         "tool_calls": [expected_call("functions.get_weather:0", "get_weather", '{"city": "Paris"}')],
+        "incomplete_tool_call": None,
     }
 
 
@@ -145,6 +147,7 @@ def test_reasoning_then_content(kimi_tokenizer, kimi_vocab):
         "content": "Hello!",
         "reasoning_content": "The user greets me.",
         "tool_calls": [],
+        "incomplete_tool_call": None,
     }
 
 
@@ -159,6 +162,7 @@ def test_section_opened_inside_think_ends_reasoning(kimi_tokenizer, kimi_vocab):
         "content": None,
         "reasoning_content": "I need the weather.",
         "tool_calls": [expected_call("functions.get_weather:0", "get_weather", '{"city": "Oslo"}')],
+        "incomplete_tool_call": None,
     }
 
 
@@ -226,7 +230,7 @@ def test_marker_spelled_in_arguments_is_argument_text(kimi_tokenizer, kimi_vocab
 def test_marker_spelled_in_content_stays_content(kimi_tokenizer, kimi_vocab):
     text = "Write <|tool_calls_section_begin|><|tool_call_begin|> then <think> to start."
     ids = turn(kimi_tokenizer, kimi_vocab, Spelled(text), k2.IM_END)
-    assert both(kimi_vocab, ids) == {"content": text, "reasoning_content": None, "tool_calls": []}
+    assert both(kimi_vocab, ids) == {"content": text, "reasoning_content": None, "tool_calls": [], "incomplete_tool_call": None}
 
 
 def test_stray_markers_never_become_text(kimi_tokenizer, kimi_vocab):
@@ -234,7 +238,7 @@ def test_stray_markers_never_become_text(kimi_tokenizer, kimi_vocab):
         kimi_tokenizer, kimi_vocab,
         "Hello", k2.CALL_END, k2.SECTION_END, k2.ARGUMENT_BEGIN, k2.THINK_END, " world", k2.IM_END,
     )
-    assert both(kimi_vocab, ids) == {"content": "Hello world", "reasoning_content": None, "tool_calls": []}
+    assert both(kimi_vocab, ids) == {"content": "Hello world", "reasoning_content": None, "tool_calls": [], "incomplete_tool_call": None}
 
 
 def test_bare_call_without_section_is_still_a_call(kimi_tokenizer, kimi_vocab):
@@ -254,30 +258,53 @@ def test_stops_at_im_end(kimi_tokenizer, kimi_vocab):
     ids = turn(
         kimi_tokenizer, kimi_vocab, "first", k2.IM_END, "second", k2.SECTION_BEGIN, *call("functions.f:0", "{}")
     )
-    assert both(kimi_vocab, ids) == {"content": "first", "reasoning_content": None, "tool_calls": []}
+    assert both(kimi_vocab, ids) == {"content": "first", "reasoning_content": None, "tool_calls": [], "incomplete_tool_call": None}
 
 
 @pytest.mark.parametrize(
-    ("tail", "calls"),
+    ("tail", "calls", "incomplete"),
     [
-        ((k2.SECTION_BEGIN,), []),
-        ((k2.SECTION_BEGIN, k2.CALL_BEGIN, "functions.get_wea"), []),
-        ((k2.SECTION_BEGIN, k2.CALL_BEGIN, "functions.get_weather:1", k2.CALL_END, k2.SECTION_END), []),
+        ((k2.SECTION_BEGIN,), [], None),
+        ((k2.SECTION_BEGIN, k2.CALL_BEGIN, "functions.get_wea"), [], None),
+        ((k2.SECTION_BEGIN, k2.CALL_BEGIN, "functions.get_weather:1", k2.CALL_END, k2.SECTION_END), [], None),
         (
             (k2.SECTION_BEGIN, k2.CALL_BEGIN, "functions.get_weather:1", k2.ARGUMENT_BEGIN, '{"city": "Par'),
-            [expected_call("functions.get_weather:1", "get_weather", '{"city": "Par')],
+            [], expected_call("functions.get_weather:1", "get_weather", '{"city": "Par'),
+        ),
+        (
+            (k2.SECTION_BEGIN, k2.CALL_BEGIN, "functions.get_weather:1", k2.ARGUMENT_BEGIN, '{"city": "Par',
+             k2.IM_END),
+            [], expected_call("functions.get_weather:1", "get_weather", '{"city": "Par'),
         ),
         (
             (*call("functions.a:0", "{}")[:-1], k2.CALL_BEGIN, "functions.b:1", k2.ARGUMENT_BEGIN, "{}"),
-            [expected_call("functions.a:0", "a", "{}"), expected_call("functions.b:1", "b", "{}")],
+            [expected_call("functions.a:0", "a", "{}")], expected_call("functions.b:1", "b", "{}"),
+        ),
+        (
+            (*call("functions.a:0", "{}")[:-1], k2.SECTION_END),
+            [expected_call("functions.a:0", "a", "{}")], None,
         ),
     ],
-    ids=["section-only", "mid-header", "no-arguments", "mid-arguments", "missing-call-end"],
+    ids=["section-only", "mid-header", "no-arguments", "mid-arguments", "stop-in-arguments", "missing-call-end",
+         "closed-by-section-end"],
 )
-def test_truncated_sections(kimi_tokenizer, kimi_vocab, tail, calls):
+def test_truncated_sections(kimi_tokenizer, kimi_vocab, tail, calls, incomplete):
+    """A call the turn ends inside (max_tokens reached) is never a tool call: it is reported apart."""
     ids = turn(kimi_tokenizer, kimi_vocab, "Checking.", *tail)
     result = both(kimi_vocab, ids)
-    assert result == {"content": "Checking.", "reasoning_content": None, "tool_calls": calls}
+    assert result == {"content": "Checking.", "reasoning_content": None, "tool_calls": calls,
+                      "incomplete_tool_call": incomplete}
+
+
+def test_ids_outside_the_vocabulary_are_skipped(kimi_tokenizer, kimi_vocab):
+    """The parsers' id contract: what is not an integer id in range(vocab_size) is skipped."""
+    ids = turn(kimi_tokenizer, kimi_vocab, "Checking.", k2.SECTION_BEGIN,
+               *call("functions.get_weather:0", '{"city": "Paris"}'), k2.SECTION_END, k2.IM_END)
+    junk = [-1, kimi_vocab.vocab_size, 10**12, 1.5, None, "7", True]
+    noisy = [x for token in ids for x in (token, junk[token % len(junk)])]
+    assert both(kimi_vocab, noisy) == both(kimi_vocab, ids)
+    as_numpy = [numpy.int64(token) for token in ids]
+    assert both(kimi_vocab, as_numpy) == both(kimi_vocab, ids)
 
 
 def test_utf8_is_decoded_once_per_channel(kimi_vocab):
@@ -414,7 +441,8 @@ def check_stream(vocab, ids, chunk_sizes):
     final = parser.finish()
     assert merge_deltas(deltas + final) == batch
     for delta in deltas + final:
-        set_fields = [f for f in (delta.content, delta.reasoning_content, delta.tool_call) if f is not None]
+        set_fields = [f for f in (delta.content, delta.reasoning_content, delta.tool_call,
+                                  delta.incomplete_tool_call) if f is not None]
         assert len(set_fields) == 1
         assert delta.content != "" and delta.reasoning_content != ""
     return deltas, final

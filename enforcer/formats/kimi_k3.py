@@ -22,10 +22,9 @@ Token names only here; ids are read from the tokenizer. The spec for the engine 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Iterable, Sequence
-
-from ..arguments import VALUE_TYPES, arguments_json
 
 if TYPE_CHECKING:
     from ..vocabulary import Vocabulary
@@ -47,9 +46,23 @@ JSON_TAG = "json"
 
 FIRST_INDEX = 1
 
+VALUE_TYPES = ("string", "number", "boolean", "null", "object", "array")
+"""The type of a split argument (an integer is a ``number``)."""
+
 __all__ = ["ARGUMENT", "ATTRIBUTE_ESCAPES", "CALL", "CLOSE", "CONTROL_TOKENS", "END_OF_MSG", "FIRST_INDEX", "JSON_TAG", "MESSAGE", "OPEN",
            "RESPONSE", "SEP", "THINK", "TOOLS", "VALUE_TYPES", "arguments_json", "call_id", "escape_attribute",
            "read_tag", "resume", "spec", "tag_pieces", "tag_text", "unescape_attribute", "value_type"]
+
+
+def arguments_json(arguments: Iterable[tuple[str, str, str]]) -> str:
+    """OpenAI ``arguments`` text from ``(key, type, value text)``: a JSON object with ``", "`` and
+    ``": "`` separators; string values JSON-encoded (non-ASCII kept), every other value exactly
+    as written (``1e2`` stays ``1e2``)."""
+    parts = []
+    for key, json_type, value in arguments:
+        literal = json.dumps(value, ensure_ascii=False) if json_type == "string" else value
+        parts.append(f"{json.dumps(key, ensure_ascii=False)}: {literal}")
+    return "{" + ", ".join(parts) + "}"
 
 
 ATTRIBUTE_ESCAPES = (("&", "&amp;"), ('"', "&quot;"))

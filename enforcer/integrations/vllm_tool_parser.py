@@ -236,7 +236,8 @@ class _EnforcedParser(DelegatingParser):
 
     def parse(self, model_output: str, request: Any, enable_auto_tools: bool = False,
               model_output_token_ids: Sequence[int] = ()) -> tuple[str | None, str | None, list[FunctionCall] | None]:
-        """(reasoning, content, tool calls) of a finished output, by token id."""
+        """(reasoning, content, tool calls) of a finished output, by token id; a call the output
+        was cut off inside (finish reason ``length``) is not among the calls."""
         if not model_output_token_ids and model_output:
             return super().parse(model_output, request, enable_auto_tools, model_output_token_ids)
         parsed = parse_tool_calls(model_output_token_ids, self.vocabulary, format=self._format,
