@@ -11,9 +11,10 @@ the resulting automaton; minimisation is vectorised with numpy. Nodes and DFAs a
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 
@@ -292,13 +293,23 @@ def _reaching(reverse: list[list[int]], targets: Iterable[int]) -> list[bool]:
     return alive
 
 
+class Block(NamedTuple):
+    """An :class:`Embedded` automaton inside an NFA: its state ``s`` is NFA state ``base + s``;
+    its accepting states lead (by epsilon) to NFA state ``end``."""
+
+    base: int
+    dfa: "DFA"
+    end: int
+
+
 class _NFA:
-    __slots__ = ("edges", "eps", "may_dead_end")
+    __slots__ = ("edges", "eps", "may_dead_end", "blocks")
 
     def __init__(self) -> None:
         self.edges: list[list[tuple[int, int, int]]] = []  # state -> [(lo, hi, target)]
         self.eps: list[list[int]] = []
         self.may_dead_end = False  # set when a part could leave states that cannot finish
+        self.blocks: list[Block] = []
 
     def new(self) -> int:
         self.edges.append([])
@@ -359,6 +370,7 @@ class _NFA:
             base = len(self.edges)
             for _ in range(dfa.num_states):
                 self.new()
+            self.blocks.append(Block(base, dfa, end))
             for s in range(dfa.num_states):
                 for lo, hi, t in dfa.ranges(s):
                     self.edges[base + s].append((lo, hi, base + t))
@@ -403,10 +415,13 @@ class DFA(_Reading):
     state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.
     """
 
-    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list")
+    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key")
 
-    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, counted: "CountedRepeat | None" = None) -> None:
         self.transitions = transitions
+        self.counted = counted
+        """Set by :func:`counted_repeat`: the unit and how many units each state may still read."""
+        self._content_key: bytes | None = None
         self.accepting = accepting
         self.transitions.setflags(write=False)
         self.accepting.setflags(write=False)
@@ -439,6 +454,17 @@ class DFA(_Reading):
     @property
     def accepting_list(self) -> list[bool]:
         return self._accepting_list
+
+    @property
+    def content_key(self) -> bytes:
+        """A digest of the table and the accepting states: equal keys, equal automata (state by
+        state), whichever schema built them. Computed once (~1 ms per MB of table)."""
+        if self._content_key is None:
+            digest = hashlib.blake2b(digest_size=16)
+            digest.update(np.ascontiguousarray(self.transitions).tobytes())
+            digest.update(np.packbits(self.accepting).tobytes())
+            self._content_key = digest.digest()
+        return self._content_key
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
         """All rows exist already: the table itself."""
@@ -541,7 +567,22 @@ def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
             block[completes] = (k + 1) * q  # next copy's start state
     accepting = np.zeros(copies * q, dtype=bool)
     accepting[np.arange(minimum, copies) * q] = True
-    return _finalise(table.astype(np.int32), accepting, minimise=False)
+    table = table.astype(np.int32)
+    order = _live_order(table, accepting)
+    if order is None:
+        return _empty_dfa()
+    old = np.array(order, dtype=np.int64)
+    remaining = np.where(old % q == 0, maximum - old // q, -1).astype(np.int32)
+    dfa = _renumbered(table, accepting, order)
+    return DFA(dfa.transitions, dfa.accepting, CountedRepeat(unit, remaining))
+
+
+class CountedRepeat(NamedTuple):
+    """How a :func:`counted_repeat` automaton is made: state ``s`` stands between two units
+    with ``remaining[s]`` more units allowed (``-1``: inside a unit)."""
+
+    unit: "DFA"
+    remaining: np.ndarray
 
 
 def _empty_dfa() -> DFA:
@@ -557,6 +598,9 @@ class _Determiniser:
         self.start = start
         nfa.build(node, start, self.end)
         self.edges, self.eps = nfa.edges, nfa.eps
+        self.blocks = nfa.blocks
+        self._block_of: np.ndarray | None = None
+        self._leaving: dict[int, np.ndarray] = {}
         self.alive: list[bool] | None = None
         if trim and nfa.may_dead_end:
             self._trim()
@@ -597,6 +641,50 @@ class _Determiniser:
         result = frozenset(seen)
         self._closures[state] = result
         return result
+
+    def _edge_bytes(self, states: Iterable[int]) -> np.ndarray:
+        """The bytes on which any of the NFA ``states`` has an edge (bool[256])."""
+        out = np.zeros(256, dtype=bool)
+        for s in states:
+            for lo, hi, _ in self.edges[s]:
+                out[lo:hi + 1] = True
+        return out
+
+    def embedding(self, i: int) -> tuple[Block, int, np.ndarray] | None:
+        """(block, state ``s`` of its DFA, leaving bytes) when the NFA states of DFA state ``i``
+        that read bytes are block state ``s`` plus states outside the block; the leaving bytes
+        are those on which a walk from ``i`` can step off the block: the edges of those other
+        states and, from any accepting state of the block, the edges after the block. A walk
+        over bytes outside them stays in the block and lives exactly as long as a walk of the
+        block's DFA from ``s``. None when no single block state is inside."""
+        if not self.blocks:
+            return None
+        if self._block_of is None:
+            block_of = np.full(len(self.edges), -1, dtype=np.int32)
+            for k, block in enumerate(self.blocks):
+                block_of[block.base:block.base + block.dfa.num_states] = k
+            self._block_of = block_of
+        block_of = self._block_of
+        inside: tuple[int, int] | None = None
+        others = []
+        for s in self.sets[i]:
+            if not self.edges[s]:
+                continue
+            k = int(block_of[s])
+            if k < 0:
+                others.append(s)
+            elif inside is None:
+                inside = (k, s)
+            else:
+                return None
+        if inside is None:
+            return None
+        k, s = inside
+        block = self.blocks[k]
+        after = self._leaving.get(k)
+        if after is None:
+            after = self._leaving[k] = self._edge_bytes(self.closure(block.end))
+        return block, s - block.base, after | self._edge_bytes(others)
 
     def row(self, i: int, max_states: int | None) -> tuple[list[int], list[int]]:
         """Transitions of DFA state ``i`` (creating the states they lead to) and its distinct
@@ -776,6 +864,10 @@ class LazyDFA(_Reading):
             self.rows[state] = r
             return r
 
+    def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
+        """See :meth:`_Determiniser.embedding` (``state`` must exist)."""
+        return self._determiniser().embedding(state)
+
     def ensure(self, states: np.ndarray) -> np.ndarray:
         """Build the rows of ``states``; returns the (possibly reallocated) table."""
         missing = states[~self._built[states]] if states.size else states
@@ -790,13 +882,14 @@ class LazyDFA(_Reading):
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 
-def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,
-              successors: list[list[int]] | None = None) -> DFA:
-    """Drop states that cannot reach acceptance or be reached, then minimise small automata.
-    ``successors`` (distinct targets per state) saves recomputing them when known."""
+def _live_order(transitions: np.ndarray, accepting: np.ndarray,
+                successors: list[list[int]] | None = None) -> list[int] | None:
+    """The states that can reach acceptance and be reached from the start, in visiting order
+    (None when the start cannot reach acceptance). ``successors`` (distinct targets per state)
+    saves recomputing them when known."""
     n = transitions.shape[0]
     if n == 0:
-        return _empty_dfa()
+        return None
     if successors is None:
         # distinct (source, target) edges, vectorised
         flat = transitions.ravel()
@@ -812,7 +905,7 @@ def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = T
             reverse[b].append(a)
     live = _reaching(reverse, np.flatnonzero(accepting).tolist())
     if not live[0]:
-        return _empty_dfa()
+        return None
     # reachability from the start through live states, numbering states in visiting order
     order = [0]
     number = {0: 0}
@@ -823,14 +916,27 @@ def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = T
                 number[t] = len(order)
                 order.append(t)
         k += 1
-    remap = np.full(n + 1, DEAD, dtype=np.int32)
-    for old, new in number.items():
-        remap[old] = new
+    return order
+
+
+def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: list[int]) -> DFA:
+    """The automaton restricted to the states ``order``, state ``order[k]`` becoming ``k``."""
+    remap = np.full(transitions.shape[0] + 1, DEAD, dtype=np.int32)
+    remap[np.array(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int32)
     trans = remap[transitions[order]]  # -1 (dead) indexes the last entry, which is DEAD
-    acc = accepting[order]
+    return DFA(np.ascontiguousarray(trans, dtype=np.int32), accepting[order].copy())
+
+
+def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,
+              successors: list[list[int]] | None = None) -> DFA:
+    """Drop states that cannot reach acceptance or be reached, then minimise small automata."""
+    order = _live_order(transitions, accepting, successors)
+    if order is None:
+        return _empty_dfa()
+    dfa = _renumbered(transitions, accepting, order)
     if not minimise or len(order) > MINIMISE_LIMIT:
-        return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy())
-    return _minimise(trans, acc)
+        return dfa
+    return _minimise(dfa.transitions, dfa.accepting)
 
 
 _HASH_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, size=257, dtype=np.int64) | 1

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .automaton import DFA, LazyDFA, codepoints, compile_node, star
+from .automaton import DFA, Block, LazyDFA, codepoints, compile_node, star
 from .lru import LRU
 from .vocabulary import Vocabulary
 
 _WIDE = 64  # states with more live first bytes than this use whole first-byte groups
 
 # Raw (unescaped) characters of a JSON string: the body of every free string.
-_RAW_STRING_DFA = compile_node(star(codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])))
+_RAW_BODY_CHAR = codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])
+_RAW_STRING_DFA = compile_node(star(_RAW_BODY_CHAR))
+_RAW_CHAR_DFA = compile_node(_RAW_BODY_CHAR)
 _SAFE_BYTES = np.ones(256, dtype=bool)
 _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
@@ -113,16 +115,52 @@ class TokenIndex:
         owners, first = np.unique(owner, return_index=True)
         leaves = np.isin(self.flat[unsafe_at[first]], (0x22, 0x5C))
         self.unsafe_positions = owners
+        self.first_unsafe = self.flat[unsafe_at[first]]
         self.exit_positions = owners[leaves]
+        self.safe = np.ones(len(blobs), dtype=bool)
+        self.safe[owners] = False
         self._string_body_mask: np.ndarray | None = None
+        self._body_chars: np.ndarray | None = None
+        self.shared: LRU[np.ndarray] = LRU(4096)
+        """Masks that depend only on this vocabulary and an automaton's content, shared by every
+        compiled object: per remaining length of a bounded string, per embedded state."""
+
+    def _raw_body_positions(self) -> np.ndarray:
+        safe = np.flatnonzero(self.safe)
+        return walk_positions(self, _RAW_STRING_DFA, 0, safe)
+
+    def body_chars(self) -> np.ndarray:
+        """Per position: the characters a safe token starts when read inside a raw string body
+        from a character boundary (a trailing partial character counts), or -1 when it cannot
+        be read there. Computed once."""
+        if self._body_chars is None:
+            chars = np.full(len(self.ids), -1, dtype=np.int64)
+            lead = ((self.flat < 0x80) | (self.flat >= 0xC0)).astype(np.int64)
+            counts = np.add.reduceat(lead, self.offsets) if len(self.ids) else lead[:0]
+            valid = self._raw_body_positions()
+            chars[valid] = counts[valid]
+            self._body_chars = chars
+        return self._body_chars
+
+    def bounded_body_mask(self, remaining: int) -> np.ndarray:
+        """Packed mask of the safe tokens a raw string body accepts from a character boundary
+        with room for at most ``remaining`` more characters. Shared; ~1 ms per new length."""
+        chars = self.body_chars()
+        remaining = min(remaining, int(chars.max(initial=0)))
+        key = ("bounded", remaining)
+        hit = self.shared.get(key)
+        if hit is None:
+            ids = self.ids[(chars >= 0) & (chars <= remaining)]
+            hit = pack_ids(ids, self.words)
+            hit.setflags(write=False)
+            hit = self.shared.put(key, hit)
+        return hit
 
     def string_body_mask(self) -> np.ndarray:
         """Packed mask of the tokens a free JSON string accepts from a character boundary
         without leaving the string or using an escape (most of the vocabulary). Computed once."""
         if self._string_body_mask is None:
-            safe = np.setdiff1d(np.arange(len(self.ids)), self.unsafe_positions, assume_unique=True)
-            ids = self.ids[walk_positions(self, _RAW_STRING_DFA, 0, safe)]
-            self._string_body_mask = pack_ids(ids, self.words)
+            self._string_body_mask = pack_ids(self.ids[self._raw_body_positions()], self.words)
         return self._string_body_mask
 
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
@@ -163,6 +201,66 @@ def pack_ids(ids: np.ndarray, words: int) -> np.ndarray:
     # sparse: per-word sums of distinct bit values (exact in float64 below 2**53)
     values = np.bincount(ids >> 5, weights=np.left_shift(1, ids & 31).astype(np.float64), minlength=words)
     return values.astype(np.uint32).view(np.int32)
+
+
+def reference_mask(index: TokenIndex, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
+    """The mask of ``state`` by the plain walk over every candidate token: what every shortcut
+    must reproduce bit for bit (the differential tests' oracle)."""
+    return pack_ids(index.ids[walk_positions(index, dfa, state, index.candidates(dfa, state))], index.words)
+
+
+def block_bytes(dfa: DFA) -> np.ndarray:
+    """The bytes some state of ``dfa`` reads (bool[256])."""
+    return (dfa.transitions >= 0).any(axis=0) if dfa.num_states else np.zeros(256, dtype=bool)
+
+
+_RAW_UNITS: LRU[bool] = LRU(64)
+
+
+def _is_raw_char_unit(unit: DFA) -> bool:
+    """Whether ``unit`` reads one character of a raw string body the way a JSON string does
+    over safe bytes (the same live bytes and the same ends from every reachable pair). Its
+    escapes (which start with a backslash, an unsafe byte) do not matter. Cached per automaton."""
+    key = unit.content_key
+    hit = _RAW_UNITS.get(key)
+    if hit is not None:
+        return hit
+    raw = _RAW_CHAR_DFA
+    same = True
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    while stack and same:
+        u, r = stack.pop()
+        u_row = unit.transitions[u][_SAFE_COLUMNS]
+        r_row = raw.transitions[r][_SAFE_COLUMNS]
+        if not np.array_equal(u_row < 0, r_row < 0) or bool(unit.accepting[u]) != bool(raw.accepting[r]):
+            same = False
+            break
+        live = u_row >= 0
+        for pair in set(zip(u_row[live].tolist(), r_row[live].tolist())):
+            if pair not in seen:
+                seen.add(pair)
+                stack.append(pair)
+    return _RAW_UNITS.put(key, same)
+
+
+def safe_part(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
+    """Packed mask of the safe tokens (no quote, backslash or control byte) that ``dfa`` reads
+    from ``state`` without dying. Between two characters of a counted raw-character repeat
+    (``maxLength``), the per-vocabulary mask of its remaining length; otherwise walked once per
+    (automaton content, state) and shared by every compiled object of the vocabulary."""
+    counted = dfa.counted
+    if counted is not None and counted.remaining[state] >= 0 and _is_raw_char_unit(counted.unit):
+        return index.bounded_body_mask(int(counted.remaining[state]))
+    key = ("embedded", dfa.content_key, state)
+    hit = index.shared.get(key)
+    if hit is None:
+        candidates = index.candidates(dfa, state)
+        candidates = candidates[index.safe[candidates]]
+        hit = pack_ids(index.ids[walk_positions(index, dfa, state, candidates)], index.words)
+        hit.setflags(write=False)
+        hit = index.shared.put(key, hit)
+    return hit
 
 
 class MaskTable:
@@ -224,6 +322,9 @@ class MaskTable:
     def _compute(self, state: int) -> np.ndarray:
         index = self.index
         dfa = self.dfa
+        embedding = dfa.embedding(state) if isinstance(dfa, LazyDFA) else None
+        if embedding is not None and not (embedding[2] & _SAFE_BYTES).any():
+            return self._embedded_mask(state, *embedding)
         if self._is_string_body(state):
             # most of the vocabulary stays inside the string: that part is shared by every free
             # string; only tokens that reach a quote or a backslash are walked here
@@ -233,7 +334,20 @@ class MaskTable:
             mask = pack_ids(found, index.words)
             mask |= index.string_body_mask()
             return mask
-        return pack_ids(index.ids[walk_positions(index, dfa, state, index.candidates(dfa, state))], index.words)
+        return reference_mask(index, dfa, state)
+
+    def _embedded_mask(self, state: int, block: Block, inner: int, leaving: np.ndarray) -> np.ndarray:
+        """``state`` stands at state ``inner`` of an embedded automaton that only unsafe bytes
+        (quote, backslash, control) can leave: the safe tokens' part of the mask depends on that
+        automaton alone and is shared (:func:`safe_part`); the unsafe tokens whose first unsafe
+        byte can be read there are walked here (usually a few hundred)."""
+        index = self.index
+        readable = leaving | block_bytes(block.dfa)
+        unsafe = index.unsafe_positions[readable[index.first_unsafe]]
+        unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
+        mask = pack_ids(index.ids[walk_positions(index, self.dfa, state, unsafe)], index.words)
+        mask |= safe_part(index, block.dfa, inner)
+        return mask
 
     def _is_string_body(self, state: int) -> bool:
         """Whether the raw-character automaton of a free string embeds at ``state``: the
