@@ -470,6 +470,10 @@ class DFA(_Reading):
         """All rows exist already: the table itself."""
         return self.transitions
 
+    def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
+        """(table, built flags as uint8) for the compiled walk: every row is built."""
+        return self.transitions, np.ones(self.num_states, dtype=np.uint8)
+
     def ranges(self, state: int) -> list[tuple[int, int, int]]:
         """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges. All states'
         ranges are found at once on first use (vectorised over the table) and kept."""
@@ -863,6 +867,12 @@ class LazyDFA(_Reading):
             self._built[state] = True
             self.rows[state] = r
             return r
+
+    def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
+        """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt
+        states are not read)."""
+        with self._lock:
+            return self._table, self._built.view(np.uint8)
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist)."""

@@ -16,10 +16,30 @@ import pytest
 
 from enforcer import compile_json_schema
 from enforcer.conformance import load_maskbench, make_encoder, spread_sample
-from enforcer.masks import MaskTable, reference_mask, token_index
+from enforcer import masks
+from enforcer.automaton import alt, codepoints, compile_node, literal, repeat, seq
+from enforcer.masks import MaskTable, pack_ids, reference_mask, token_index
 from enforcer.matcher import clear_cache
 from enforcer.arguments import split_arguments
 from enforcer.json_schema import SchemaOptions
+
+
+def test_compiled_walk_is_built() -> None:
+    """The package's build compiles the walk (``pip install -e .`` or ``python setup.py
+    build_ext --inplace``); without it every mask would take the numpy reference walk."""
+    assert masks.walk_tokens is not None
+
+
+def test_compiled_walk_matches_reference_on_every_state(kimi_vocab) -> None:
+    """The prefix-sharing walk against the numpy walk from every state of a fully built DFA
+    with many byte classes (digits, letters, escapes, UTF-8)."""
+    index = token_index(kimi_vocab)
+    dfa = compile_node(seq(literal('"'), repeat(alt(codepoints([(0x20, 0x7E), (0xA0, 0x2FFF)]),
+                                                   literal("\\n")), 0, 6), literal('" ,')))
+    for state in range(dfa.num_states):
+        candidates = index.candidates(dfa, state)
+        assert np.array_equal(masks.walk_mask(index, dfa, state, candidates),
+                              pack_ids(index.ids[masks.walk_positions(index, dfa, state, candidates)], index.words))
 
 
 def assert_table_matches_reference(table: MaskTable) -> int:
