@@ -21,6 +21,12 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 DEAD = -1
+ROW_LIST_BYTES = 2_104
+"""A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
+SUBSET_BYTES = 300
+"""About what one lazily built state's NFA subset (a frozenset and its index entry) takes."""
+NFA_STATE_BYTES = 250
+"""About what one NFA state (its edge and epsilon lists) takes."""
 DEFAULT_MAX_STATES = 200_000
 MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
@@ -455,6 +461,11 @@ class DFA(_Reading):
     def accepting_list(self) -> list[bool]:
         return self._accepting_list
 
+    def memory_size_bytes(self) -> int:
+        """Bytes held: the table, plus its list form once a walk made it."""
+        rows = self.num_states * ROW_LIST_BYTES if self._rows is not None else 0
+        return int(self.transitions.nbytes + self.accepting.nbytes) + rows
+
     @property
     def content_key(self) -> bytes:
         """A digest of the table and the accepting states: equal keys, equal automata (state by
@@ -867,6 +878,14 @@ class LazyDFA(_Reading):
             self._built[state] = True
             self.rows[state] = r
             return r
+
+    def memory_size_bytes(self) -> int:
+        """Bytes held (estimate for the Python parts): the table, the rows built so far as lists,
+        the subsets of the states created and the NFA once built."""
+        det = self._det
+        nfa = len(det.edges) * NFA_STATE_BYTES + len(det.sets) * SUBSET_BYTES if det is not None else 0
+        built = sum(1 for r in self.rows if r is not None)
+        return int(self._table.nbytes + self._built.nbytes) + built * ROW_LIST_BYTES + nfa
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt

@@ -215,6 +215,13 @@ class TokenIndex:
 _INDEX_CACHE: LRU[TokenIndex] = LRU(8)
 
 
+def clear_shared_masks() -> None:
+    """Forget the masks every vocabulary shares between compiled objects (per-length string
+    bodies, embedded automata); the vocabularies' token tables themselves stay."""
+    for index in _INDEX_CACHE.values():
+        index.shared.clear()
+
+
 def token_index(vocabulary: Vocabulary) -> TokenIndex:
     """The shared :class:`TokenIndex` of a vocabulary (kept for the 8 most recent ones)."""
     hit = _INDEX_CACHE.get(vocabulary.fingerprint)
@@ -310,6 +317,11 @@ class MaskTable:
         self._masks: dict[int, np.ndarray] = {}
         self._allowed: dict[int, np.ndarray] = {}
         self._torch: dict[int, object] = {}
+        self._bytes = 0
+
+    def memory_size_bytes(self) -> int:
+        """Bytes of the masks computed so far (packed words, id lists and torch copies)."""
+        return self._bytes
 
     def allowed(self, state: int) -> np.ndarray:
         """Sorted token ids allowed from ``state`` (int64)."""
@@ -317,6 +329,7 @@ class MaskTable:
         if hit is None:
             bits = np.unpackbits(self.mask(state).view(np.uint8), bitorder="little")
             hit = self._allowed[state] = np.flatnonzero(bits).astype(np.int64)
+            self._bytes += hit.nbytes
         return hit
 
     def mask(self, state: int) -> np.ndarray:
@@ -325,6 +338,8 @@ class MaskTable:
         if hit is None:
             hit = self._compute(state)
             hit.setflags(write=False)
+            if state not in self._masks:
+                self._bytes += hit.nbytes
             self._masks[state] = hit
         return hit
 
@@ -339,6 +354,7 @@ class MaskTable:
             import torch
 
             hit = self._torch[state] = torch.from_numpy(self.mask(state).copy())
+            self._bytes += hit.numel() * 4
         return hit
 
     def precompute(self) -> None:

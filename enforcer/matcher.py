@@ -16,8 +16,8 @@ import numpy as np
 from .automaton import DEAD, DFA, LazyDFA, compile_node
 from .errors import InvalidSchemaError
 from .json_schema import SchemaCompiler, SchemaOptions
-from .lru import LRU
-from .masks import MaskTable, pack_ids, token_index
+from .lru import COMPILED, LRU
+from .masks import MaskTable, clear_shared_masks, pack_ids, token_index
 from .vocabulary import Vocabulary
 
 
@@ -54,6 +54,11 @@ class CompiledSchema:
     @property
     def num_states(self) -> int:
         return self.dfa.num_states
+
+    def memory_size_bytes(self) -> int:
+        """Bytes held: the automaton (estimate for its Python parts) and the masks computed so
+        far. Grows as new states are reached; what the cache limit counts."""
+        return self.dfa.memory_size_bytes() + self.masks.memory_size_bytes()
 
     def precompute(self) -> "CompiledSchema":
         """Build every state and its mask now rather than on first use (what peers do at
@@ -210,13 +215,15 @@ class JsonMatcher(Matcher):
 
 # ---- compilation and cache ------------------------------------------------------------------
 
-_CACHE: LRU[CompiledSchema] = LRU(512)
+_CACHE: LRU[CompiledSchema] = LRU(512, COMPILED, CompiledSchema.memory_size_bytes)
 _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
 
 
 def clear_cache() -> None:
-    """Forget every cached :class:`CompiledSchema` (e.g. to measure cold compiles)."""
+    """Forget every cached :class:`CompiledSchema` and the masks shared between compiled
+    objects (e.g. to measure cold compiles)."""
     _CACHE.clear()
+    clear_shared_masks()
 
 
 def schema_options(options: dict[str, Any]) -> SchemaOptions:
