@@ -343,6 +343,10 @@ class MaskTable:
             self._masks[state] = hit
         return hit
 
+    def cached(self, state: int) -> np.ndarray | None:
+        """The mask of ``state`` if it was computed already (no work)."""
+        return self._masks.get(state)
+
     def is_empty(self, state: int) -> bool:
         """No token is allowed from ``state``."""
         return not self.mask(state).any()

@@ -87,6 +87,11 @@ class Matcher:
     def rollback(self, num_tokens: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def mask_words(self, compute: bool = True) -> np.ndarray | None:  # pragma: no cover - abstract
+        """The packed int32 row of the allowed tokens; with ``compute=False``, None when it is
+        not computed yet (what :func:`enforcer.batch.fill_bitmasks` hands to worker threads)."""
+        raise NotImplementedError
+
     def accept_tokens(self, token_ids: Sequence[int]) -> bool:
         """Accept tokens in order; on the first refusal undo them all and return False."""
         done = 0
@@ -158,19 +163,23 @@ class JsonMatcher(Matcher):
 
     # ---- masks ---------------------------------------------------------------------------
 
+    def mask_words(self, compute: bool = True) -> np.ndarray | None:
+        masks = self._compiled.masks
+        if self._finished:
+            return self._stop_words if self._stop_words is not None else np.zeros(masks.index.words, np.int32)
+        state = self._states[-1]
+        words = masks.mask(state) if compute else masks.cached(state)
+        if words is not None and self._stop_words is not None and self._accepting[state]:
+            words = words | self._stop_words
+        return words
+
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array or
         torch tensor of shape ``(batch, ceil(vocab_size / 32))``)."""
         masks = self._compiled.masks
-        if self._finished:
-            words = self._stop_words if self._stop_words is not None else np.zeros(masks.index.words, np.int32)
-            write_bitmask_row(bitmask, index, words)
-            return
         state = self._states[-1]
-        if self._stop_words is not None and self._accepting[state]:
-            write_bitmask_row(bitmask, index, masks.mask(state) | self._stop_words)
-        elif isinstance(bitmask, np.ndarray):
-            write_bitmask_row(bitmask, index, masks.mask(state))
+        if isinstance(bitmask, np.ndarray) or self._finished or (self._stop_words is not None and self._accepting[state]):
+            write_bitmask_row(bitmask, index, self.mask_words())
         else:
             write_bitmask_row(bitmask, index, masks.mask(state), masks.torch_mask(state))
 

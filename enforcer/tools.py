@@ -346,10 +346,18 @@ class CompiledTools:
                     if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
         return pack_ids(np.concatenate([self.index.all_text_ids, np.array(specials, dtype=np.int64)]), self.words)
 
+    def _mask_key(self, state: tuple) -> tuple:
+        place, tstate, _, tool, written, _, _ = state
+        return (place, self._rule_key(state), tstate, (tool, written) if self._dynamic_exits[place] else None)
+
+    def cached_mask(self, state: tuple) -> np.ndarray | None:
+        """The mask at ``state`` if it was computed already (no work)."""
+        return self._masks.get(self._mask_key(state))
+
     def mask(self, state: tuple) -> tuple[np.ndarray, tuple]:
         """(packed allowed-token words, cache key) at ``state``; cached per key."""
         place, tstate, _, tool, written, _, _ = state
-        key = (place, self._rule_key(state), tstate, (tool, written) if self._dynamic_exits[place] else None)
+        key = self._mask_key(state)
         hit = self._masks.get(key)
         if hit is None:
             exits = self.exits(place, tool, written)
