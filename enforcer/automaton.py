@@ -11,10 +11,12 @@ the resulting automaton; minimisation is vectorised with numpy. Nodes and DFAs a
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+from array import array
 import threading
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -25,8 +27,6 @@ ROW_LIST_BYTES = 2_104
 """A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
 SUBSET_BYTES = 300
 """About what one lazily built state's NFA subset (a frozenset and its index entry) takes."""
-NFA_STATE_BYTES = 250
-"""About what one NFA state (its edge and epsilon lists) takes."""
 DEFAULT_MAX_STATES = 200_000
 MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
@@ -309,26 +309,41 @@ class Block(NamedTuple):
 
 
 class _NFA:
-    __slots__ = ("edges", "eps", "may_dead_end", "blocks")
+    """Thompson NFA held in flat integer arrays (no Python object per state or edge, so a large
+    NFA adds nothing to the collector's work). The states of an embedded DFA are a numbered
+    range with no stored edges: they are read off the DFA's table when a walk needs them."""
+
+    __slots__ = ("num_states", "edge_src", "edge_lo", "edge_hi", "edge_dst", "eps_src", "eps_dst",
+                 "may_dead_end", "blocks")
 
     def __init__(self) -> None:
-        self.edges: list[list[tuple[int, int, int]]] = []  # state -> [(lo, hi, target)]
-        self.eps: list[list[int]] = []
+        self.num_states = 0
+        self.edge_src, self.edge_lo, self.edge_hi, self.edge_dst = (array("i") for _ in range(4))
+        self.eps_src, self.eps_dst = array("i"), array("i")
         self.may_dead_end = False  # set when a part could leave states that cannot finish
         self.blocks: list[Block] = []
 
     def new(self) -> int:
-        self.edges.append([])
-        self.eps.append([])
-        return len(self.edges) - 1
+        self.num_states += 1
+        return self.num_states - 1
+
+    def _edge(self, src: int, lo: int, hi: int, dst: int) -> None:
+        self.edge_src.append(src)
+        self.edge_lo.append(lo)
+        self.edge_hi.append(hi)
+        self.edge_dst.append(dst)
+
+    def _eps(self, src: int, dst: int) -> None:
+        self.eps_src.append(src)
+        self.eps_dst.append(dst)
 
     def build(self, node: Node, start: int, end: int) -> None:
         """Add ``node`` between ``start`` and ``end``."""
         if isinstance(node, ByteSet):
             for lo, hi in node.ranges:
-                self.edges[start].append((lo, hi, end))
+                self._edge(start, lo, hi, end)
         elif node is EPSILON:
-            self.eps[start].append(end)
+            self._eps(start, end)
         elif node is NOTHING:
             self.may_dead_end = True
         elif isinstance(node, Concat):
@@ -348,41 +363,36 @@ class _NFA:
                 cur = nxt
             if node.maximum is None:
                 loop = self.new()
-                self.eps[cur].append(loop)
+                self._eps(cur, loop)
                 back = self.new()
                 self.build(node.node, loop, back)
-                self.eps[back].append(loop)
-                self.eps[loop].append(end)
+                self._eps(back, loop)
+                self._eps(loop, end)
             else:
-                self.eps[cur].append(end)
+                self._eps(cur, end)
                 for _ in range(node.maximum - node.minimum):
                     nxt = self.new()
                     self.build(node.node, cur, nxt)
-                    self.eps[nxt].append(end)
+                    self._eps(nxt, end)
                     cur = nxt
         elif isinstance(node, Graph):
             if not _graph_is_trim(node):
                 self.may_dead_end = True
             local = [self.new() for _ in range(node.num_states)]
-            self.eps[start].append(local[node.start])
+            self._eps(start, local[node.start])
             for a in node.accepting:
-                self.eps[local[a]].append(end)
+                self._eps(local[a], end)
             for src, sub, dst in node.edges:
                 self.build(sub, local[src], local[dst])
         elif isinstance(node, Embedded):
             dfa = node.dfa
             if dfa.is_empty:
                 self.may_dead_end = True
-            base = len(self.edges)
-            for _ in range(dfa.num_states):
-                self.new()
+            base = self.num_states
+            self.num_states += dfa.num_states
             self.blocks.append(Block(base, dfa, end))
-            for s in range(dfa.num_states):
-                for lo, hi, t in dfa.ranges(s):
-                    self.edges[base + s].append((lo, hi, base + t))
-                if dfa.accepting[s]:
-                    self.eps[base + s].append(end)
-            self.eps[start].append(base)
+            if dfa.num_states:
+                self._eps(start, base)
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {node!r}")
 
@@ -448,10 +458,11 @@ class DFA(_Reading):
     def rows(self) -> list[list[int]]:
         """Transitions as nested Python lists: the fastest form for byte-by-byte walks."""
         if self._rows is None:
-            self._rows = self.transitions.tolist()
+            # tuples of ints: the collector stops tracking them, so large tables cost no pauses
+            self._rows = [tuple(r) for r in self.transitions.tolist()]
         return self._rows
 
-    def row(self, state: int) -> list[int]:
+    def row(self, state: int) -> Sequence[int]:
         return self.rows[state]
 
     def array_row(self, state: int) -> np.ndarray:
@@ -600,6 +611,16 @@ class CountedRepeat(NamedTuple):
     remaining: np.ndarray
 
 
+def concat_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
 def _empty_dfa() -> DFA:
     return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
 
@@ -612,33 +633,107 @@ class _Determiniser:
         start, self.end = nfa.new(), nfa.new()
         self.start = start
         nfa.build(node, start, self.end)
-        self.edges, self.eps = nfa.edges, nfa.eps
+        self.num_nfa_states = nfa.num_states
         self.blocks = nfa.blocks
-        self._block_of: np.ndarray | None = None
-        self._leaving: dict[int, np.ndarray] = {}
-        self.alive: list[bool] | None = None
+        self._block_bases = [b.base for b in self.blocks]
+        self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
+        edge_src = np.frombuffer(nfa.edge_src, dtype=np.int32)
+        edge_dst = np.frombuffer(nfa.edge_dst, dtype=np.int32)
+        edge_lo = np.frombuffer(nfa.edge_lo, dtype=np.int32)
+        edge_hi = np.frombuffer(nfa.edge_hi, dtype=np.int32)
+        eps_src = np.frombuffer(nfa.eps_src, dtype=np.int32)
+        eps_dst = np.frombuffer(nfa.eps_dst, dtype=np.int32)
         if trim and nfa.may_dead_end:
-            self._trim()
+            alive = self._alive(edge_src, edge_dst, eps_src, eps_dst)
+            keep, keep_eps = alive[edge_dst], alive[eps_dst]
+            edge_src, edge_dst, edge_lo, edge_hi = edge_src[keep], edge_dst[keep], edge_lo[keep], edge_hi[keep]
+            eps_src, eps_dst = eps_src[keep_eps], eps_dst[keep_eps]
+        # per-state slices (CSR), in the order the edges were added
+        order = np.argsort(edge_src, kind="stable")
+        self._edge_start = np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._edge_lo, self._edge_hi, self._edge_dst = edge_lo[order], edge_hi[order], edge_dst[order]
+        order = np.argsort(eps_src, kind="stable")
+        self._eps_start = np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._eps_dst = eps_dst[order]
+        self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
+        self._epsilons: dict[int, tuple[int, ...]] = {}
+        self._leaving: dict[int, np.ndarray] = {}
         self._closures: dict[int, frozenset[int]] = {}
         first = self.closure(start)
         self.index: dict[frozenset[int], int] = {first: 0}
         self.sets: list[frozenset[int]] = [first]
         self.accepting: list[bool] = [self.end in first]
 
-    def _trim(self) -> None:
-        """Drop NFA edges into states that cannot reach the end: then every non-empty subset
-        can reach acceptance, so lazily built DFA states need no later trimming."""
-        n = len(self.edges)
-        reverse: list[list[int]] = [[] for _ in range(n)]
-        for s in range(n):
-            for _, _, t in self.edges[s]:
-                reverse[t].append(s)
-            for t in self.eps[s]:
-                reverse[t].append(s)
-        alive = _reaching(reverse, [self.end])
-        self.edges = [[e for e in es if alive[e[2]]] for es in self.edges]
-        self.eps = [[t for t in ts if alive[t]] for ts in self.eps]
-        self.alive = alive
+    def memory_size_bytes(self) -> int:
+        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset."""
+        arrays = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst))
+        return arrays + 16 * self.num_nfa_states + SUBSET_BYTES * (len(self.sets) + len(self._closures))
+
+    def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
+               eps_dst: np.ndarray) -> np.ndarray:
+        """Which NFA states can reach the end (bool array). An embedded DFA is trimmed already:
+        its states live exactly when the state after it does (its start stands for it here)."""
+        n = self.num_nfa_states
+        sources = np.concatenate([edge_src, eps_src, np.array([b.base for b in self.blocks], dtype=np.int32)])
+        targets = np.concatenate([edge_dst, eps_dst, np.array([b.end for b in self.blocks], dtype=np.int32)])
+        order = np.argsort(targets, kind="stable")
+        preds = sources[order]
+        starts = np.searchsorted(targets[order], np.arange(n + 1))
+        alive = np.zeros(n, dtype=bool)
+        alive[self.end] = True
+        frontier = np.array([self.end], dtype=np.int64)
+        while frontier.size:  # breadth-first over predecessors, one numpy step per level
+            lo, hi = starts[frontier], starts[frontier + 1]
+            found = preds[concat_ranges(lo, hi)]
+            found = np.unique(found[~alive[found]])
+            alive[found] = True
+            frontier = found.astype(np.int64)
+        for block in self.blocks:
+            alive[block.base:block.base + block.dfa.num_states] = alive[block.base]
+        return alive
+
+    def _block_at(self, s: int) -> tuple[Block, int] | None:
+        """The block NFA state ``s`` belongs to and its DFA state (None: not a block state)."""
+        k = bisect.bisect_right(self._block_bases, s) - 1
+        if k < 0 or s >= self._block_ends[k]:
+            return None
+        block = self.blocks[k]
+        return block, s - block.base
+
+    def edges_of(self, s: int) -> Sequence[tuple[int, int, int]]:
+        """``(lo, hi, target)`` byte edges of NFA state ``s`` (made on first use; a block
+        state's from its DFA's row)."""
+        hit = self._edges.get(s)
+        if hit is not None:
+            return hit
+        at = self._block_at(s)
+        if at is None:
+            a, b = self._edge_start[s], self._edge_start[s + 1]
+            hit = tuple(zip(self._edge_lo[a:b].tolist(), self._edge_hi[a:b].tolist(), self._edge_dst[a:b].tolist()))
+        else:
+            block, local = at
+            row = block.dfa.transitions[local]
+            starts = np.flatnonzero(np.diff(row, prepend=DEAD - 1))
+            ends = np.append(starts[1:] - 1, 255)
+            targets = row[starts]
+            live = targets >= 0
+            hit = tuple((lo, hi, block.base + t) for lo, hi, t in
+                        zip(starts[live].tolist(), ends[live].tolist(), targets[live].tolist()))
+        self._edges[s] = hit
+        return hit
+
+    def eps_of(self, s: int) -> Sequence[int]:
+        hit = self._epsilons.get(s)
+        if hit is not None:
+            return hit
+        at = self._block_at(s)
+        if at is None:
+            hit = tuple(self._eps_dst[self._eps_start[s]:self._eps_start[s + 1]].tolist())
+        else:
+            block, local = at
+            hit = (block.end,) if block.dfa.accepting[local] else ()
+        self._epsilons[s] = hit
+        return hit
 
     def closure(self, state: int) -> frozenset[int]:
         hit = self._closures.get(state)
@@ -646,10 +741,10 @@ class _Determiniser:
             return hit
         seen = {state}
         stack = [state]
-        eps = self.eps
+        eps_of = self.eps_of
         while stack:
             s = stack.pop()
-            for t in eps[s]:
+            for t in eps_of(s):
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
@@ -661,7 +756,7 @@ class _Determiniser:
         """The bytes on which any of the NFA ``states`` has an edge (bool[256])."""
         out = np.zeros(256, dtype=bool)
         for s in states:
-            for lo, hi, _ in self.edges[s]:
+            for lo, hi, _ in self.edges_of(s):
                 out[lo:hi + 1] = True
         return out
 
@@ -674,40 +769,32 @@ class _Determiniser:
         block's DFA from ``s``. None when no single block state is inside."""
         if not self.blocks:
             return None
-        if self._block_of is None:
-            block_of = np.full(len(self.edges), -1, dtype=np.int32)
-            for k, block in enumerate(self.blocks):
-                block_of[block.base:block.base + block.dfa.num_states] = k
-            self._block_of = block_of
-        block_of = self._block_of
-        inside: tuple[int, int] | None = None
+        inside: int | None = None
         others = []
         for s in self.sets[i]:
-            if not self.edges[s]:
+            if not self.edges_of(s):
                 continue
-            k = int(block_of[s])
-            if k < 0:
+            if self._block_at(s) is None:
                 others.append(s)
-            elif inside is None:
-                inside = (k, s)
-            else:
+            elif inside is not None:
                 return None
+            else:
+                inside = s
         if inside is None:
             return None
-        k, s = inside
-        block = self.blocks[k]
-        after = self._leaving.get(k)
+        block, local = self._block_at(inside)
+        after = self._leaving.get(block.base)
         if after is None:
-            after = self._leaving[k] = self._edge_bytes(self.closure(block.end))
-        return block, s - block.base, after | self._edge_bytes(others)
+            after = self._leaving[block.base] = self._edge_bytes(self.closure(block.end))
+        return block, local, after | self._edge_bytes(others)
 
     def row(self, i: int, max_states: int | None) -> tuple[list[int], list[int]]:
         """Transitions of DFA state ``i`` (creating the states they lead to) and its distinct
         successors."""
-        edges = self.edges
+        edges_of = self.edges_of
         row = [DEAD] * 256
         succ: set[int] = set()
-        outgoing = [e for s in self.sets[i] for e in edges[s]]
+        outgoing = [e for s in self.sets[i] for e in edges_of(s)]
         if outgoing:
             # split the byte axis at every range boundary; each edge adds its target's closure
             # to the pieces it covers
@@ -834,7 +921,7 @@ class LazyDFA(_Reading):
     @property
     def nfa_states(self) -> int:
         """States of the underlying NFA (builds it)."""
-        return len(self._determiniser().edges)
+        return self._determiniser().num_nfa_states
 
     @property
     def num_states(self) -> int:
@@ -846,7 +933,7 @@ class LazyDFA(_Reading):
         """Rows of the states built so far (rows of unbuilt states are meaningless)."""
         return self._table
 
-    def row(self, state: int) -> list[int]:
+    def row(self, state: int) -> Sequence[int]:
         r = self.rows[state]
         if r is None:
             r = self._build(state)
@@ -858,7 +945,7 @@ class LazyDFA(_Reading):
             self._build(state)
         return self._table[state]
 
-    def _build(self, state: int) -> list[int]:
+    def _build(self, state: int) -> Sequence[int]:
         det = self._determiniser()
         with self._lock:
             r = self.rows[state]
@@ -876,14 +963,14 @@ class LazyDFA(_Reading):
             self.rows.extend([None] * (n - len(self.rows)))
             self._table[state] = r
             self._built[state] = True
-            self.rows[state] = r
+            r = self.rows[state] = tuple(r)  # immutable: the collector stops tracking it
             return r
 
     def memory_size_bytes(self) -> int:
         """Bytes held (estimate for the Python parts): the table, the rows built so far as lists,
         the subsets of the states created and the NFA once built."""
         det = self._det
-        nfa = len(det.edges) * NFA_STATE_BYTES + len(det.sets) * SUBSET_BYTES if det is not None else 0
+        nfa = det.memory_size_bytes() if det is not None else 0
         built = sum(1 for r in self.rows if r is not None)
         return int(self._table.nbytes + self._built.nbytes) + built * ROW_LIST_BYTES + nfa
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .automaton import DFA, Block, LazyDFA, codepoints, compile_node, star
+from .automaton import DFA, Block, LazyDFA, codepoints, compile_node, concat_ranges, star
 from .lru import LRU
 from .vocabulary import Vocabulary
 
@@ -31,16 +31,6 @@ _SAFE_BYTES = np.ones(256, dtype=bool)
 _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
-
-
-def _ranges_to_positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return offsets + np.arange(total, dtype=np.int64)
 
 
 _SMALL_WALK = 192  # below this many candidates a plain loop beats numpy's per-call overhead
@@ -203,13 +193,13 @@ class TokenIndex:
         row = dfa.array_row(state)
         live = np.flatnonzero(row >= 0)
         if live.size > _WIDE:
-            return _ranges_to_positions(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
+            return concat_ranges(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
         keys = [live * 257]  # single-byte tokens
         for b0 in live.tolist():
             second = np.flatnonzero(dfa.array_row(int(row[b0])) >= 0)
             keys.append(b0 * 257 + 1 + second)
         k = np.concatenate(keys)
-        return _ranges_to_positions(self.pair_start[k], self.pair_start[k + 1])
+        return concat_ranges(self.pair_start[k], self.pair_start[k + 1])
 
 
 _INDEX_CACHE: LRU[TokenIndex] = LRU(8)
