@@ -308,37 +308,86 @@ class Block(NamedTuple):
     end: int
 
 
+_FRAGMENT_MIN_STATES = 16
+"""Sub-expressions with fewer NFA states are rebuilt at each use (copying costs more)."""
+
+
+class _Fragment(NamedTuple):
+    """Where one build of a sub-expression put its states, edges and blocks in the NFA."""
+
+    first_state: int
+    first_edge: int
+    first_eps: int
+    first_block: int
+    last_state: int
+    last_edge: int
+    last_eps: int
+    last_block: int
+    start: int
+    end: int
+    node: Node  # keeps the node alive while its id keys the fragment
+
+
 class _NFA:
     """Thompson NFA held in flat integer arrays (no Python object per state or edge, so a large
     NFA adds nothing to the collector's work). The states of an embedded DFA are a numbered
     range with no stored edges: they are read off the DFA's table when a walk needs them."""
 
-    __slots__ = ("num_states", "edge_src", "edge_lo", "edge_hi", "edge_dst", "eps_src", "eps_dst",
-                 "may_dead_end", "blocks")
+    __slots__ = ("num_states", "edges", "eps", "may_dead_end", "blocks", "_fragments")
 
     def __init__(self) -> None:
         self.num_states = 0
-        self.edge_src, self.edge_lo, self.edge_hi, self.edge_dst = (array("i") for _ in range(4))
-        self.eps_src, self.eps_dst = array("i"), array("i")
+        self.edges = array("i")  # (source, lo, hi, target) per byte edge
+        self.eps = array("i")  # (source, target) per epsilon edge
         self.may_dead_end = False  # set when a part could leave states that cannot finish
         self.blocks: list[Block] = []
+        self._fragments: dict[int, _Fragment] = {}
 
     def new(self) -> int:
         self.num_states += 1
         return self.num_states - 1
 
     def _edge(self, src: int, lo: int, hi: int, dst: int) -> None:
-        self.edge_src.append(src)
-        self.edge_lo.append(lo)
-        self.edge_hi.append(hi)
-        self.edge_dst.append(dst)
+        self.edges.extend((src, lo, hi, dst))
 
     def _eps(self, src: int, dst: int) -> None:
-        self.eps_src.append(src)
-        self.eps_dst.append(dst)
+        self.eps.extend((src, dst))
 
     def build(self, node: Node, start: int, end: int) -> None:
-        """Add ``node`` between ``start`` and ``end``."""
+        """Add ``node`` between ``start`` and ``end``. A sub-expression used in several places
+        (a ``$ref`` definition, a shared value) is built once; later uses copy its states and
+        edges with numpy, renumbered."""
+        fragment = self._fragments.get(id(node))
+        if fragment is not None:
+            self._copy(fragment, start, end)
+            return
+        first = (self.num_states, len(self.edges), len(self.eps), len(self.blocks))
+        self._build(node, start, end)
+        if self.num_states - first[0] >= _FRAGMENT_MIN_STATES:
+            self._fragments[id(node)] = _Fragment(*first, self.num_states, len(self.edges), len(self.eps),
+                                                  len(self.blocks), start, end, node)
+
+    def _copy(self, f: "_Fragment", start: int, end: int) -> None:
+        offset = self.num_states - f.first_state
+
+        def renumber(states: np.ndarray) -> np.ndarray:
+            out = states + offset
+            out[states == f.start] = start
+            out[states == f.end] = end
+            return out
+
+        edges = np.frombuffer(self.edges[f.first_edge:f.last_edge], dtype=np.int32).reshape(-1, 4).copy()
+        edges[:, 0], edges[:, 3] = renumber(edges[:, 0]), renumber(edges[:, 3])
+        eps = np.frombuffer(self.eps[f.first_eps:f.last_eps], dtype=np.int32).reshape(-1, 2).copy()
+        eps[:, 0], eps[:, 1] = renumber(eps[:, 0]), renumber(eps[:, 1])
+        self.edges.frombytes(edges.tobytes())
+        self.eps.frombytes(eps.tobytes())
+        for block in self.blocks[f.first_block:f.last_block]:
+            new_end = end if block.end == f.end else start if block.end == f.start else block.end + offset
+            self.blocks.append(Block(block.base + offset, block.dfa, new_end))
+        self.num_states += f.last_state - f.first_state
+
+    def _build(self, node: Node, start: int, end: int) -> None:
         if isinstance(node, ByteSet):
             for lo, hi in node.ranges:
                 self._edge(start, lo, hi, end)
@@ -637,12 +686,10 @@ class _Determiniser:
         self.blocks = nfa.blocks
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
-        edge_src = np.frombuffer(nfa.edge_src, dtype=np.int32)
-        edge_dst = np.frombuffer(nfa.edge_dst, dtype=np.int32)
-        edge_lo = np.frombuffer(nfa.edge_lo, dtype=np.int32)
-        edge_hi = np.frombuffer(nfa.edge_hi, dtype=np.int32)
-        eps_src = np.frombuffer(nfa.eps_src, dtype=np.int32)
-        eps_dst = np.frombuffer(nfa.eps_dst, dtype=np.int32)
+        edges = np.frombuffer(nfa.edges, dtype=np.int32).reshape(-1, 4)
+        edge_src, edge_lo, edge_hi, edge_dst = (np.ascontiguousarray(edges[:, k]) for k in range(4))
+        eps = np.frombuffer(nfa.eps, dtype=np.int32).reshape(-1, 2)
+        eps_src, eps_dst = np.ascontiguousarray(eps[:, 0]), np.ascontiguousarray(eps[:, 1])
         if trim and nfa.may_dead_end:
             alive = self._alive(edge_src, edge_dst, eps_src, eps_dst)
             keep, keep_eps = alive[edge_dst], alive[eps_dst]
