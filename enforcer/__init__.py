@@ -20,6 +20,7 @@ _EXPORTS = {
     "render_tool_declaration": "declarations",
     "ToolCallMatcher": "engine",
     "CompiledSchema": "matcher", "JsonMatcher": "matcher", "compile_json_schema": "matcher",
+    "cache_size_bytes": "lru", "set_cache_limit": "lru",
     "StreamingToolCallParser": "parser", "parse_tool_calls": "parser",
     "CompiledTools": "tools", "clear_cache": "tools", "compile_tools": "tools",
     "Vocabulary": "vocabulary",
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .errors import (EnforcerError, InvalidSchemaError, InvalidToolsError, SchemaTooComplexError,
                          TokenizerError, UnsupportedSchemaError)
     from .json_schema import SchemaOptions
+    from .lru import cache_size_bytes, set_cache_limit
     from .matcher import CompiledSchema, JsonMatcher, compile_json_schema
     from .parser import StreamingToolCallParser, parse_tool_calls
     from .tools import CompiledTools, clear_cache, compile_tools

@@ -24,7 +24,7 @@ from .automaton import LazyDFA
 from .formats.kimi_k3 import VALUE_TYPES, arguments_json
 from .errors import InvalidSchemaError, UnsupportedSchemaError
 from .json_schema import SchemaCompiler, SchemaOptions, merge
-from .lru import LRU
+from .lru import COMPILED, LRU
 from .matcher import CompiledSchema, canonical_json
 from .vocabulary import Vocabulary
 
@@ -199,7 +199,7 @@ def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions
 
 
 _CACHE: LRU[SplitArguments] = LRU(512)
-_VALUES: LRU[CompiledSchema] = LRU(4096)
+_VALUES: LRU[CompiledSchema] = LRU(4096, COMPILED, CompiledSchema.memory_size_bytes)
 
 
 def clear_cache() -> None:

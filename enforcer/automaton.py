@@ -11,15 +11,22 @@ the resulting automaton; minimisation is vectorised with numpy. Nodes and DFAs a
 
 from __future__ import annotations
 
+import bisect
+import hashlib
+from array import array
 import threading
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
 from .errors import SchemaTooComplexError
 
 DEAD = -1
+ROW_LIST_BYTES = 2_104
+"""A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
+SUBSET_BYTES = 300
+"""About what one lazily built state's NFA subset (a frozenset and its index entry) takes."""
 DEFAULT_MAX_STATES = 200_000
 MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
@@ -292,26 +299,100 @@ def _reaching(reverse: list[list[int]], targets: Iterable[int]) -> list[bool]:
     return alive
 
 
+class Block(NamedTuple):
+    """An :class:`Embedded` automaton inside an NFA: its state ``s`` is NFA state ``base + s``;
+    its accepting states lead (by epsilon) to NFA state ``end``."""
+
+    base: int
+    dfa: "DFA"
+    end: int
+
+
+_FRAGMENT_MIN_STATES = 16
+"""Sub-expressions with fewer NFA states are rebuilt at each use (copying costs more)."""
+
+
+class _Fragment(NamedTuple):
+    """Where one build of a sub-expression put its states, edges and blocks in the NFA."""
+
+    first_state: int
+    first_edge: int
+    first_eps: int
+    first_block: int
+    last_state: int
+    last_edge: int
+    last_eps: int
+    last_block: int
+    start: int
+    end: int
+    node: Node  # keeps the node alive while its id keys the fragment
+
+
 class _NFA:
-    __slots__ = ("edges", "eps", "may_dead_end")
+    """Thompson NFA held in flat integer arrays (no Python object per state or edge, so a large
+    NFA adds nothing to the collector's work). The states of an embedded DFA are a numbered
+    range with no stored edges: they are read off the DFA's table when a walk needs them."""
+
+    __slots__ = ("num_states", "edges", "eps", "may_dead_end", "blocks", "_fragments")
 
     def __init__(self) -> None:
-        self.edges: list[list[tuple[int, int, int]]] = []  # state -> [(lo, hi, target)]
-        self.eps: list[list[int]] = []
+        self.num_states = 0
+        self.edges = array("i")  # (source, lo, hi, target) per byte edge
+        self.eps = array("i")  # (source, target) per epsilon edge
         self.may_dead_end = False  # set when a part could leave states that cannot finish
+        self.blocks: list[Block] = []
+        self._fragments: dict[int, _Fragment] = {}
 
     def new(self) -> int:
-        self.edges.append([])
-        self.eps.append([])
-        return len(self.edges) - 1
+        self.num_states += 1
+        return self.num_states - 1
+
+    def _edge(self, src: int, lo: int, hi: int, dst: int) -> None:
+        self.edges.extend((src, lo, hi, dst))
+
+    def _eps(self, src: int, dst: int) -> None:
+        self.eps.extend((src, dst))
 
     def build(self, node: Node, start: int, end: int) -> None:
-        """Add ``node`` between ``start`` and ``end``."""
+        """Add ``node`` between ``start`` and ``end``. A sub-expression used in several places
+        (a ``$ref`` definition, a shared value) is built once; later uses copy its states and
+        edges with numpy, renumbered."""
+        fragment = self._fragments.get(id(node))
+        if fragment is not None:
+            self._copy(fragment, start, end)
+            return
+        first = (self.num_states, len(self.edges), len(self.eps), len(self.blocks))
+        self._build(node, start, end)
+        if self.num_states - first[0] >= _FRAGMENT_MIN_STATES:
+            self._fragments[id(node)] = _Fragment(*first, self.num_states, len(self.edges), len(self.eps),
+                                                  len(self.blocks), start, end, node)
+
+    def _copy(self, f: "_Fragment", start: int, end: int) -> None:
+        offset = self.num_states - f.first_state
+
+        def renumber(states: np.ndarray) -> np.ndarray:
+            out = states + offset
+            out[states == f.start] = start
+            out[states == f.end] = end
+            return out
+
+        edges = np.frombuffer(self.edges[f.first_edge:f.last_edge], dtype=np.int32).reshape(-1, 4).copy()
+        edges[:, 0], edges[:, 3] = renumber(edges[:, 0]), renumber(edges[:, 3])
+        eps = np.frombuffer(self.eps[f.first_eps:f.last_eps], dtype=np.int32).reshape(-1, 2).copy()
+        eps[:, 0], eps[:, 1] = renumber(eps[:, 0]), renumber(eps[:, 1])
+        self.edges.frombytes(edges.tobytes())
+        self.eps.frombytes(eps.tobytes())
+        for block in self.blocks[f.first_block:f.last_block]:
+            new_end = end if block.end == f.end else start if block.end == f.start else block.end + offset
+            self.blocks.append(Block(block.base + offset, block.dfa, new_end))
+        self.num_states += f.last_state - f.first_state
+
+    def _build(self, node: Node, start: int, end: int) -> None:
         if isinstance(node, ByteSet):
             for lo, hi in node.ranges:
-                self.edges[start].append((lo, hi, end))
+                self._edge(start, lo, hi, end)
         elif node is EPSILON:
-            self.eps[start].append(end)
+            self._eps(start, end)
         elif node is NOTHING:
             self.may_dead_end = True
         elif isinstance(node, Concat):
@@ -331,40 +412,36 @@ class _NFA:
                 cur = nxt
             if node.maximum is None:
                 loop = self.new()
-                self.eps[cur].append(loop)
+                self._eps(cur, loop)
                 back = self.new()
                 self.build(node.node, loop, back)
-                self.eps[back].append(loop)
-                self.eps[loop].append(end)
+                self._eps(back, loop)
+                self._eps(loop, end)
             else:
-                self.eps[cur].append(end)
+                self._eps(cur, end)
                 for _ in range(node.maximum - node.minimum):
                     nxt = self.new()
                     self.build(node.node, cur, nxt)
-                    self.eps[nxt].append(end)
+                    self._eps(nxt, end)
                     cur = nxt
         elif isinstance(node, Graph):
             if not _graph_is_trim(node):
                 self.may_dead_end = True
             local = [self.new() for _ in range(node.num_states)]
-            self.eps[start].append(local[node.start])
+            self._eps(start, local[node.start])
             for a in node.accepting:
-                self.eps[local[a]].append(end)
+                self._eps(local[a], end)
             for src, sub, dst in node.edges:
                 self.build(sub, local[src], local[dst])
         elif isinstance(node, Embedded):
             dfa = node.dfa
             if dfa.is_empty:
                 self.may_dead_end = True
-            base = len(self.edges)
-            for _ in range(dfa.num_states):
-                self.new()
-            for s in range(dfa.num_states):
-                for lo, hi, t in dfa.ranges(s):
-                    self.edges[base + s].append((lo, hi, base + t))
-                if dfa.accepting[s]:
-                    self.eps[base + s].append(end)
-            self.eps[start].append(base)
+            base = self.num_states
+            self.num_states += dfa.num_states
+            self.blocks.append(Block(base, dfa, end))
+            if dfa.num_states:
+                self._eps(start, base)
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {node!r}")
 
@@ -403,10 +480,13 @@ class DFA(_Reading):
     state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.
     """
 
-    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list")
+    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key")
 
-    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, counted: "CountedRepeat | None" = None) -> None:
         self.transitions = transitions
+        self.counted = counted
+        """Set by :func:`counted_repeat`: the unit and how many units each state may still read."""
+        self._content_key: bytes | None = None
         self.accepting = accepting
         self.transitions.setflags(write=False)
         self.accepting.setflags(write=False)
@@ -427,10 +507,11 @@ class DFA(_Reading):
     def rows(self) -> list[list[int]]:
         """Transitions as nested Python lists: the fastest form for byte-by-byte walks."""
         if self._rows is None:
-            self._rows = self.transitions.tolist()
+            # tuples of ints: the collector stops tracking them, so large tables cost no pauses
+            self._rows = [tuple(r) for r in self.transitions.tolist()]
         return self._rows
 
-    def row(self, state: int) -> list[int]:
+    def row(self, state: int) -> Sequence[int]:
         return self.rows[state]
 
     def array_row(self, state: int) -> np.ndarray:
@@ -440,9 +521,29 @@ class DFA(_Reading):
     def accepting_list(self) -> list[bool]:
         return self._accepting_list
 
+    def memory_size_bytes(self) -> int:
+        """Bytes held: the table, plus its list form once a walk made it."""
+        rows = self.num_states * ROW_LIST_BYTES if self._rows is not None else 0
+        return int(self.transitions.nbytes + self.accepting.nbytes) + rows
+
+    @property
+    def content_key(self) -> bytes:
+        """A digest of the table and the accepting states: equal keys, equal automata (state by
+        state), whichever schema built them. Computed once (~1 ms per MB of table)."""
+        if self._content_key is None:
+            digest = hashlib.blake2b(digest_size=16)
+            digest.update(np.ascontiguousarray(self.transitions).tobytes())
+            digest.update(np.packbits(self.accepting).tobytes())
+            self._content_key = digest.digest()
+        return self._content_key
+
     def ensure(self, states: np.ndarray) -> np.ndarray:
         """All rows exist already: the table itself."""
         return self.transitions
+
+    def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
+        """(table, built flags as uint8) for the compiled walk: every row is built."""
+        return self.transitions, np.ones(self.num_states, dtype=np.uint8)
 
     def ranges(self, state: int) -> list[tuple[int, int, int]]:
         """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges. All states'
@@ -541,7 +642,32 @@ def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
             block[completes] = (k + 1) * q  # next copy's start state
     accepting = np.zeros(copies * q, dtype=bool)
     accepting[np.arange(minimum, copies) * q] = True
-    return _finalise(table.astype(np.int32), accepting, minimise=False)
+    table = table.astype(np.int32)
+    order = _live_order(table, accepting)
+    if order is None:
+        return _empty_dfa()
+    old = np.array(order, dtype=np.int64)
+    remaining = np.where(old % q == 0, maximum - old // q, -1).astype(np.int32)
+    dfa = _renumbered(table, accepting, order)
+    return DFA(dfa.transitions, dfa.accepting, CountedRepeat(unit, remaining))
+
+
+class CountedRepeat(NamedTuple):
+    """How a :func:`counted_repeat` automaton is made: state ``s`` stands between two units
+    with ``remaining[s]`` more units allowed (``-1``: inside a unit)."""
+
+    unit: "DFA"
+    remaining: np.ndarray
+
+
+def concat_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return offsets + np.arange(total, dtype=np.int64)
 
 
 def _empty_dfa() -> DFA:
@@ -556,30 +682,105 @@ class _Determiniser:
         start, self.end = nfa.new(), nfa.new()
         self.start = start
         nfa.build(node, start, self.end)
-        self.edges, self.eps = nfa.edges, nfa.eps
-        self.alive: list[bool] | None = None
+        self.num_nfa_states = nfa.num_states
+        self.blocks = nfa.blocks
+        self._block_bases = [b.base for b in self.blocks]
+        self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
+        edges = np.frombuffer(nfa.edges, dtype=np.int32).reshape(-1, 4)
+        edge_src, edge_lo, edge_hi, edge_dst = (np.ascontiguousarray(edges[:, k]) for k in range(4))
+        eps = np.frombuffer(nfa.eps, dtype=np.int32).reshape(-1, 2)
+        eps_src, eps_dst = np.ascontiguousarray(eps[:, 0]), np.ascontiguousarray(eps[:, 1])
         if trim and nfa.may_dead_end:
-            self._trim()
+            alive = self._alive(edge_src, edge_dst, eps_src, eps_dst)
+            keep, keep_eps = alive[edge_dst], alive[eps_dst]
+            edge_src, edge_dst, edge_lo, edge_hi = edge_src[keep], edge_dst[keep], edge_lo[keep], edge_hi[keep]
+            eps_src, eps_dst = eps_src[keep_eps], eps_dst[keep_eps]
+        # per-state slices (CSR), in the order the edges were added
+        order = np.argsort(edge_src, kind="stable")
+        self._edge_start = np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._edge_lo, self._edge_hi, self._edge_dst = edge_lo[order], edge_hi[order], edge_dst[order]
+        order = np.argsort(eps_src, kind="stable")
+        self._eps_start = np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._eps_dst = eps_dst[order]
+        self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
+        self._epsilons: dict[int, tuple[int, ...]] = {}
+        self._leaving: dict[int, np.ndarray] = {}
         self._closures: dict[int, frozenset[int]] = {}
         first = self.closure(start)
         self.index: dict[frozenset[int], int] = {first: 0}
         self.sets: list[frozenset[int]] = [first]
         self.accepting: list[bool] = [self.end in first]
 
-    def _trim(self) -> None:
-        """Drop NFA edges into states that cannot reach the end: then every non-empty subset
-        can reach acceptance, so lazily built DFA states need no later trimming."""
-        n = len(self.edges)
-        reverse: list[list[int]] = [[] for _ in range(n)]
-        for s in range(n):
-            for _, _, t in self.edges[s]:
-                reverse[t].append(s)
-            for t in self.eps[s]:
-                reverse[t].append(s)
-        alive = _reaching(reverse, [self.end])
-        self.edges = [[e for e in es if alive[e[2]]] for es in self.edges]
-        self.eps = [[t for t in ts if alive[t]] for ts in self.eps]
-        self.alive = alive
+    def memory_size_bytes(self) -> int:
+        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset."""
+        arrays = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst))
+        return arrays + 16 * self.num_nfa_states + SUBSET_BYTES * (len(self.sets) + len(self._closures))
+
+    def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
+               eps_dst: np.ndarray) -> np.ndarray:
+        """Which NFA states can reach the end (bool array). An embedded DFA is trimmed already:
+        its states live exactly when the state after it does (its start stands for it here)."""
+        n = self.num_nfa_states
+        sources = np.concatenate([edge_src, eps_src, np.array([b.base for b in self.blocks], dtype=np.int32)])
+        targets = np.concatenate([edge_dst, eps_dst, np.array([b.end for b in self.blocks], dtype=np.int32)])
+        order = np.argsort(targets, kind="stable")
+        preds = sources[order]
+        starts = np.searchsorted(targets[order], np.arange(n + 1))
+        alive = np.zeros(n, dtype=bool)
+        alive[self.end] = True
+        frontier = np.array([self.end], dtype=np.int64)
+        while frontier.size:  # breadth-first over predecessors, one numpy step per level
+            lo, hi = starts[frontier], starts[frontier + 1]
+            found = preds[concat_ranges(lo, hi)]
+            found = np.unique(found[~alive[found]])
+            alive[found] = True
+            frontier = found.astype(np.int64)
+        for block in self.blocks:
+            alive[block.base:block.base + block.dfa.num_states] = alive[block.base]
+        return alive
+
+    def _block_at(self, s: int) -> tuple[Block, int] | None:
+        """The block NFA state ``s`` belongs to and its DFA state (None: not a block state)."""
+        k = bisect.bisect_right(self._block_bases, s) - 1
+        if k < 0 or s >= self._block_ends[k]:
+            return None
+        block = self.blocks[k]
+        return block, s - block.base
+
+    def edges_of(self, s: int) -> Sequence[tuple[int, int, int]]:
+        """``(lo, hi, target)`` byte edges of NFA state ``s`` (made on first use; a block
+        state's from its DFA's row)."""
+        hit = self._edges.get(s)
+        if hit is not None:
+            return hit
+        at = self._block_at(s)
+        if at is None:
+            a, b = self._edge_start[s], self._edge_start[s + 1]
+            hit = tuple(zip(self._edge_lo[a:b].tolist(), self._edge_hi[a:b].tolist(), self._edge_dst[a:b].tolist()))
+        else:
+            block, local = at
+            row = block.dfa.transitions[local]
+            starts = np.flatnonzero(np.diff(row, prepend=DEAD - 1))
+            ends = np.append(starts[1:] - 1, 255)
+            targets = row[starts]
+            live = targets >= 0
+            hit = tuple((lo, hi, block.base + t) for lo, hi, t in
+                        zip(starts[live].tolist(), ends[live].tolist(), targets[live].tolist()))
+        self._edges[s] = hit
+        return hit
+
+    def eps_of(self, s: int) -> Sequence[int]:
+        hit = self._epsilons.get(s)
+        if hit is not None:
+            return hit
+        at = self._block_at(s)
+        if at is None:
+            hit = tuple(self._eps_dst[self._eps_start[s]:self._eps_start[s + 1]].tolist())
+        else:
+            block, local = at
+            hit = (block.end,) if block.dfa.accepting[local] else ()
+        self._epsilons[s] = hit
+        return hit
 
     def closure(self, state: int) -> frozenset[int]:
         hit = self._closures.get(state)
@@ -587,10 +788,10 @@ class _Determiniser:
             return hit
         seen = {state}
         stack = [state]
-        eps = self.eps
+        eps_of = self.eps_of
         while stack:
             s = stack.pop()
-            for t in eps[s]:
+            for t in eps_of(s):
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
@@ -598,13 +799,49 @@ class _Determiniser:
         self._closures[state] = result
         return result
 
+    def _edge_bytes(self, states: Iterable[int]) -> np.ndarray:
+        """The bytes on which any of the NFA ``states`` has an edge (bool[256])."""
+        out = np.zeros(256, dtype=bool)
+        for s in states:
+            for lo, hi, _ in self.edges_of(s):
+                out[lo:hi + 1] = True
+        return out
+
+    def embedding(self, i: int) -> tuple[Block, int, np.ndarray] | None:
+        """(block, state ``s`` of its DFA, leaving bytes) when the NFA states of DFA state ``i``
+        that read bytes are block state ``s`` plus states outside the block; the leaving bytes
+        are those on which a walk from ``i`` can step off the block: the edges of those other
+        states and, from any accepting state of the block, the edges after the block. A walk
+        over bytes outside them stays in the block and lives exactly as long as a walk of the
+        block's DFA from ``s``. None when no single block state is inside."""
+        if not self.blocks:
+            return None
+        inside: int | None = None
+        others = []
+        for s in self.sets[i]:
+            if not self.edges_of(s):
+                continue
+            if self._block_at(s) is None:
+                others.append(s)
+            elif inside is not None:
+                return None
+            else:
+                inside = s
+        if inside is None:
+            return None
+        block, local = self._block_at(inside)
+        after = self._leaving.get(block.base)
+        if after is None:
+            after = self._leaving[block.base] = self._edge_bytes(self.closure(block.end))
+        return block, local, after | self._edge_bytes(others)
+
     def row(self, i: int, max_states: int | None) -> tuple[list[int], list[int]]:
         """Transitions of DFA state ``i`` (creating the states they lead to) and its distinct
         successors."""
-        edges = self.edges
+        edges_of = self.edges_of
         row = [DEAD] * 256
         succ: set[int] = set()
-        outgoing = [e for s in self.sets[i] for e in edges[s]]
+        outgoing = [e for s in self.sets[i] for e in edges_of(s)]
         if outgoing:
             # split the byte axis at every range boundary; each edge adds its target's closure
             # to the pieces it covers
@@ -731,7 +968,7 @@ class LazyDFA(_Reading):
     @property
     def nfa_states(self) -> int:
         """States of the underlying NFA (builds it)."""
-        return len(self._determiniser().edges)
+        return self._determiniser().num_nfa_states
 
     @property
     def num_states(self) -> int:
@@ -743,7 +980,7 @@ class LazyDFA(_Reading):
         """Rows of the states built so far (rows of unbuilt states are meaningless)."""
         return self._table
 
-    def row(self, state: int) -> list[int]:
+    def row(self, state: int) -> Sequence[int]:
         r = self.rows[state]
         if r is None:
             r = self._build(state)
@@ -755,7 +992,7 @@ class LazyDFA(_Reading):
             self._build(state)
         return self._table[state]
 
-    def _build(self, state: int) -> list[int]:
+    def _build(self, state: int) -> Sequence[int]:
         det = self._determiniser()
         with self._lock:
             r = self.rows[state]
@@ -773,8 +1010,26 @@ class LazyDFA(_Reading):
             self.rows.extend([None] * (n - len(self.rows)))
             self._table[state] = r
             self._built[state] = True
-            self.rows[state] = r
+            r = self.rows[state] = tuple(r)  # immutable: the collector stops tracking it
             return r
+
+    def memory_size_bytes(self) -> int:
+        """Bytes held (estimate for the Python parts): the table, the rows built so far as lists,
+        the subsets of the states created and the NFA once built."""
+        det = self._det
+        nfa = det.memory_size_bytes() if det is not None else 0
+        built = sum(1 for r in self.rows if r is not None)
+        return int(self._table.nbytes + self._built.nbytes) + built * ROW_LIST_BYTES + nfa
+
+    def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
+        """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt
+        states are not read)."""
+        with self._lock:
+            return self._table, self._built.view(np.uint8)
+
+    def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
+        """See :meth:`_Determiniser.embedding` (``state`` must exist)."""
+        return self._determiniser().embedding(state)
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
         """Build the rows of ``states``; returns the (possibly reallocated) table."""
@@ -790,13 +1045,14 @@ class LazyDFA(_Reading):
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 
-def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,
-              successors: list[list[int]] | None = None) -> DFA:
-    """Drop states that cannot reach acceptance or be reached, then minimise small automata.
-    ``successors`` (distinct targets per state) saves recomputing them when known."""
+def _live_order(transitions: np.ndarray, accepting: np.ndarray,
+                successors: list[list[int]] | None = None) -> list[int] | None:
+    """The states that can reach acceptance and be reached from the start, in visiting order
+    (None when the start cannot reach acceptance). ``successors`` (distinct targets per state)
+    saves recomputing them when known."""
     n = transitions.shape[0]
     if n == 0:
-        return _empty_dfa()
+        return None
     if successors is None:
         # distinct (source, target) edges, vectorised
         flat = transitions.ravel()
@@ -812,7 +1068,7 @@ def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = T
             reverse[b].append(a)
     live = _reaching(reverse, np.flatnonzero(accepting).tolist())
     if not live[0]:
-        return _empty_dfa()
+        return None
     # reachability from the start through live states, numbering states in visiting order
     order = [0]
     number = {0: 0}
@@ -823,14 +1079,27 @@ def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = T
                 number[t] = len(order)
                 order.append(t)
         k += 1
-    remap = np.full(n + 1, DEAD, dtype=np.int32)
-    for old, new in number.items():
-        remap[old] = new
+    return order
+
+
+def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: list[int]) -> DFA:
+    """The automaton restricted to the states ``order``, state ``order[k]`` becoming ``k``."""
+    remap = np.full(transitions.shape[0] + 1, DEAD, dtype=np.int32)
+    remap[np.array(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int32)
     trans = remap[transitions[order]]  # -1 (dead) indexes the last entry, which is DEAD
-    acc = accepting[order]
+    return DFA(np.ascontiguousarray(trans, dtype=np.int32), accepting[order].copy())
+
+
+def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,
+              successors: list[list[int]] | None = None) -> DFA:
+    """Drop states that cannot reach acceptance or be reached, then minimise small automata."""
+    order = _live_order(transitions, accepting, successors)
+    if order is None:
+        return _empty_dfa()
+    dfa = _renumbered(transitions, accepting, order)
     if not minimise or len(order) > MINIMISE_LIMIT:
-        return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy())
-    return _minimise(trans, acc)
+        return dfa
+    return _minimise(dfa.transitions, dfa.accepting)
 
 
 _HASH_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, size=257, dtype=np.int64) | 1

@@ -135,6 +135,11 @@ class ToolCallMatcher(Matcher):
     def _mask_words(self) -> tuple[np.ndarray, tuple]:
         return self._tools.mask(self._stack[-1])
 
+    def mask_words(self, compute: bool = True) -> np.ndarray | None:
+        if not compute:
+            return self._tools.cached_mask(self._stack[-1])
+        return self._mask_words()[0]
+
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array
         or torch tensor of shape ``(batch, ceil(vocab_size / 32))``); bit ``i % 32`` of word

@@ -12,28 +12,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from .automaton import DFA, LazyDFA, codepoints, compile_node, star
+from .automaton import DFA, Block, LazyDFA, codepoints, compile_node, concat_ranges, star
 from .lru import LRU
 from .vocabulary import Vocabulary
+
+try:
+    from ._kernels import TOKEN_BYTES_LIMIT, walk_tokens
+except ImportError:  # a source tree without the built extension: the numpy walk does the work
+    TOKEN_BYTES_LIMIT, walk_tokens = 0, None
 
 _WIDE = 64  # states with more live first bytes than this use whole first-byte groups
 
 # Raw (unescaped) characters of a JSON string: the body of every free string.
-_RAW_STRING_DFA = compile_node(star(codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])))
+_RAW_BODY_CHAR = codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])
+_RAW_STRING_DFA = compile_node(star(_RAW_BODY_CHAR))
+_RAW_CHAR_DFA = compile_node(_RAW_BODY_CHAR)
 _SAFE_BYTES = np.ones(256, dtype=bool)
 _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
-
-
-def _ranges_to_positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return offsets + np.arange(total, dtype=np.int64)
 
 
 _SMALL_WALK = 192  # below this many candidates a plain loop beats numpy's per-call overhead
@@ -82,6 +79,33 @@ def walk_positions(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, pos_idx:
     return np.concatenate(found)
 
 
+def walk_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, positions: np.ndarray) -> np.ndarray:
+    """Packed int32 mask of the tokens at ``positions`` (ascending) whose every byte ``dfa``
+    accepts from ``state``: the compiled prefix-sharing walk (:mod:`enforcer._kernels`, GIL
+    released); a lazy DFA builds the rows the walk stops at, and the walk resumes there.
+    Same result as :func:`walk_positions` (the reference)."""
+    words = np.zeros(index.words, dtype=np.uint32)
+    if positions.size == 0:
+        return words.view(np.int32)
+    if walk_tokens is None or index.max_length >= TOKEN_BYTES_LIMIT:
+        return pack_ids(index.ids[walk_positions(index, dfa, state, positions)], index.words)
+    positions = np.ascontiguousarray(positions, dtype=np.int64)
+    states = np.full(positions.size, state, dtype=np.int32)
+    steps = np.zeros(positions.size, dtype=np.int32)
+    while True:
+        table, built = dfa.kernel_view()
+        size = positions.size
+        pending_positions = np.empty(size, dtype=np.int64)
+        pending_states = np.empty(size, dtype=np.int32)
+        pending_steps = np.empty(size, dtype=np.int32)
+        _, pending = walk_tokens(table, built, index.flat, index.offsets, index.lengths, index.ids, positions,
+                                 states, steps, words, pending_positions, pending_states, pending_steps)
+        if not pending:
+            return words.view(np.int32)
+        positions, states, steps = pending_positions[:pending], pending_states[:pending], pending_steps[:pending]
+        dfa.ensure(np.unique(states))
+
+
 class TokenIndex:
     """Text tokens sorted by their first two bytes, with their bytes in one flat array.
     Immutable; built once per vocabulary (about 0.2 s for 150k ids)."""
@@ -90,18 +114,20 @@ class TokenIndex:
         tokens = vocabulary.byte_tokens
         self.vocab_size = vocabulary.vocab_size
         self.words = (self.vocab_size + 31) // 32
-        text_ids = [i for i, t in enumerate(tokens) if t]
+        # sorted by bytes: tokens with a common prefix are neighbours (the compiled walk shares
+        # their prefix), and so are tokens with the same first two bytes (``pair_start``)
+        text_ids = sorted((i for i, t in enumerate(tokens) if t), key=tokens.__getitem__)
         keys = [tokens[i][0] * 257 + (tokens[i][1] + 1 if len(tokens[i]) > 1 else 0) for i in text_ids]
-        order = np.argsort(np.array(keys, dtype=np.int64), kind="stable")
-        self.ids = np.array(text_ids, dtype=np.int64)[order]
-        self.keys = np.array(keys, dtype=np.int64)[order]
-        blobs = [tokens[i] for i in self.ids.tolist()]
+        self.ids = np.array(text_ids, dtype=np.int64)
+        self.keys = np.array(keys, dtype=np.int64)
+        blobs = [tokens[i] for i in text_ids]
         self.blobs = blobs
         self.lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
         self.offsets = np.zeros(len(blobs), dtype=np.int64)
         if len(blobs) > 1:
             np.cumsum(self.lengths[:-1], out=self.offsets[1:])
         self.flat = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+        self.max_length = int(self.lengths.max(initial=0))
         self.first = self.flat[self.offsets] if len(blobs) else np.zeros(0, dtype=np.uint8)
         self.pair_start = np.searchsorted(self.keys, np.arange(257 * 256 + 1), side="left")
         self.all_text_ids = np.sort(self.ids)
@@ -113,16 +139,52 @@ class TokenIndex:
         owners, first = np.unique(owner, return_index=True)
         leaves = np.isin(self.flat[unsafe_at[first]], (0x22, 0x5C))
         self.unsafe_positions = owners
+        self.first_unsafe = self.flat[unsafe_at[first]]
         self.exit_positions = owners[leaves]
+        self.safe = np.ones(len(blobs), dtype=bool)
+        self.safe[owners] = False
         self._string_body_mask: np.ndarray | None = None
+        self._body_chars: np.ndarray | None = None
+        self.shared: LRU[np.ndarray] = LRU(4096)
+        """Masks that depend only on this vocabulary and an automaton's content, shared by every
+        compiled object: per remaining length of a bounded string, per embedded state."""
+
+    def _raw_body_positions(self) -> np.ndarray:
+        safe = np.flatnonzero(self.safe)
+        return walk_positions(self, _RAW_STRING_DFA, 0, safe)
+
+    def body_chars(self) -> np.ndarray:
+        """Per position: the characters a safe token starts when read inside a raw string body
+        from a character boundary (a trailing partial character counts), or -1 when it cannot
+        be read there. Computed once."""
+        if self._body_chars is None:
+            chars = np.full(len(self.ids), -1, dtype=np.int64)
+            lead = ((self.flat < 0x80) | (self.flat >= 0xC0)).astype(np.int64)
+            counts = np.add.reduceat(lead, self.offsets) if len(self.ids) else lead[:0]
+            valid = self._raw_body_positions()
+            chars[valid] = counts[valid]
+            self._body_chars = chars
+        return self._body_chars
+
+    def bounded_body_mask(self, remaining: int) -> np.ndarray:
+        """Packed mask of the safe tokens a raw string body accepts from a character boundary
+        with room for at most ``remaining`` more characters. Shared; ~1 ms per new length."""
+        chars = self.body_chars()
+        remaining = min(remaining, int(chars.max(initial=0)))
+        key = ("bounded", remaining)
+        hit = self.shared.get(key)
+        if hit is None:
+            ids = self.ids[(chars >= 0) & (chars <= remaining)]
+            hit = pack_ids(ids, self.words)
+            hit.setflags(write=False)
+            hit = self.shared.put(key, hit)
+        return hit
 
     def string_body_mask(self) -> np.ndarray:
         """Packed mask of the tokens a free JSON string accepts from a character boundary
         without leaving the string or using an escape (most of the vocabulary). Computed once."""
         if self._string_body_mask is None:
-            safe = np.setdiff1d(np.arange(len(self.ids)), self.unsafe_positions, assume_unique=True)
-            ids = self.ids[walk_positions(self, _RAW_STRING_DFA, 0, safe)]
-            self._string_body_mask = pack_ids(ids, self.words)
+            self._string_body_mask = pack_ids(self.ids[self._raw_body_positions()], self.words)
         return self._string_body_mask
 
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
@@ -131,16 +193,23 @@ class TokenIndex:
         row = dfa.array_row(state)
         live = np.flatnonzero(row >= 0)
         if live.size > _WIDE:
-            return _ranges_to_positions(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
+            return concat_ranges(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
         keys = [live * 257]  # single-byte tokens
         for b0 in live.tolist():
             second = np.flatnonzero(dfa.array_row(int(row[b0])) >= 0)
             keys.append(b0 * 257 + 1 + second)
         k = np.concatenate(keys)
-        return _ranges_to_positions(self.pair_start[k], self.pair_start[k + 1])
+        return concat_ranges(self.pair_start[k], self.pair_start[k + 1])
 
 
 _INDEX_CACHE: LRU[TokenIndex] = LRU(8)
+
+
+def clear_shared_masks() -> None:
+    """Forget the masks every vocabulary shares between compiled objects (per-length string
+    bodies, embedded automata); the vocabularies' token tables themselves stay."""
+    for index in _INDEX_CACHE.values():
+        index.shared.clear()
 
 
 def token_index(vocabulary: Vocabulary) -> TokenIndex:
@@ -165,6 +234,66 @@ def pack_ids(ids: np.ndarray, words: int) -> np.ndarray:
     return values.astype(np.uint32).view(np.int32)
 
 
+def reference_mask(index: TokenIndex, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
+    """The mask of ``state`` by the plain walk over every candidate token: what every shortcut
+    must reproduce bit for bit (the differential tests' oracle)."""
+    return pack_ids(index.ids[walk_positions(index, dfa, state, index.candidates(dfa, state))], index.words)
+
+
+def block_bytes(dfa: DFA) -> np.ndarray:
+    """The bytes some state of ``dfa`` reads (bool[256])."""
+    return (dfa.transitions >= 0).any(axis=0) if dfa.num_states else np.zeros(256, dtype=bool)
+
+
+_RAW_UNITS: LRU[bool] = LRU(64)
+
+
+def _is_raw_char_unit(unit: DFA) -> bool:
+    """Whether ``unit`` reads one character of a raw string body the way a JSON string does
+    over safe bytes (the same live bytes and the same ends from every reachable pair). Its
+    escapes (which start with a backslash, an unsafe byte) do not matter. Cached per automaton."""
+    key = unit.content_key
+    hit = _RAW_UNITS.get(key)
+    if hit is not None:
+        return hit
+    raw = _RAW_CHAR_DFA
+    same = True
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    while stack and same:
+        u, r = stack.pop()
+        u_row = unit.transitions[u][_SAFE_COLUMNS]
+        r_row = raw.transitions[r][_SAFE_COLUMNS]
+        if not np.array_equal(u_row < 0, r_row < 0) or bool(unit.accepting[u]) != bool(raw.accepting[r]):
+            same = False
+            break
+        live = u_row >= 0
+        for pair in set(zip(u_row[live].tolist(), r_row[live].tolist())):
+            if pair not in seen:
+                seen.add(pair)
+                stack.append(pair)
+    return _RAW_UNITS.put(key, same)
+
+
+def safe_part(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
+    """Packed mask of the safe tokens (no quote, backslash or control byte) that ``dfa`` reads
+    from ``state`` without dying. Between two characters of a counted raw-character repeat
+    (``maxLength``), the per-vocabulary mask of its remaining length; otherwise walked once per
+    (automaton content, state) and shared by every compiled object of the vocabulary."""
+    counted = dfa.counted
+    if counted is not None and counted.remaining[state] >= 0 and _is_raw_char_unit(counted.unit):
+        return index.bounded_body_mask(int(counted.remaining[state]))
+    key = ("embedded", dfa.content_key, state)
+    hit = index.shared.get(key)
+    if hit is None:
+        candidates = index.candidates(dfa, state)
+        candidates = candidates[index.safe[candidates]]
+        hit = walk_mask(index, dfa, state, candidates)
+        hit.setflags(write=False)
+        hit = index.shared.put(key, hit)
+    return hit
+
+
 class MaskTable:
     """Lazily computed token masks for every state of one DFA over one vocabulary.
 
@@ -178,6 +307,11 @@ class MaskTable:
         self._masks: dict[int, np.ndarray] = {}
         self._allowed: dict[int, np.ndarray] = {}
         self._torch: dict[int, object] = {}
+        self._bytes = 0
+
+    def memory_size_bytes(self) -> int:
+        """Bytes of the masks computed so far (packed words, id lists and torch copies)."""
+        return self._bytes
 
     def allowed(self, state: int) -> np.ndarray:
         """Sorted token ids allowed from ``state`` (int64)."""
@@ -185,6 +319,7 @@ class MaskTable:
         if hit is None:
             bits = np.unpackbits(self.mask(state).view(np.uint8), bitorder="little")
             hit = self._allowed[state] = np.flatnonzero(bits).astype(np.int64)
+            self._bytes += hit.nbytes
         return hit
 
     def mask(self, state: int) -> np.ndarray:
@@ -193,8 +328,14 @@ class MaskTable:
         if hit is None:
             hit = self._compute(state)
             hit.setflags(write=False)
+            if state not in self._masks:
+                self._bytes += hit.nbytes
             self._masks[state] = hit
         return hit
+
+    def cached(self, state: int) -> np.ndarray | None:
+        """The mask of ``state`` if it was computed already (no work)."""
+        return self._masks.get(state)
 
     def is_empty(self, state: int) -> bool:
         """No token is allowed from ``state``."""
@@ -207,6 +348,7 @@ class MaskTable:
             import torch
 
             hit = self._torch[state] = torch.from_numpy(self.mask(state).copy())
+            self._bytes += hit.numel() * 4
         return hit
 
     def precompute(self) -> None:
@@ -224,16 +366,31 @@ class MaskTable:
     def _compute(self, state: int) -> np.ndarray:
         index = self.index
         dfa = self.dfa
+        embedding = dfa.embedding(state) if isinstance(dfa, LazyDFA) else None
+        if embedding is not None and not (embedding[2] & _SAFE_BYTES).any():
+            return self._embedded_mask(state, *embedding)
         if self._is_string_body(state):
             # most of the vocabulary stays inside the string: that part is shared by every free
             # string; only tokens that reach a quote or a backslash are walked here
             exits = index.exit_positions
             live_first = dfa.array_row(state)[index.first[exits]] >= 0
-            found = index.ids[walk_positions(index, dfa, state, exits[live_first])]
-            mask = pack_ids(found, index.words)
+            mask = walk_mask(index, dfa, state, exits[live_first])
             mask |= index.string_body_mask()
             return mask
-        return pack_ids(index.ids[walk_positions(index, dfa, state, index.candidates(dfa, state))], index.words)
+        return walk_mask(index, dfa, state, index.candidates(dfa, state))
+
+    def _embedded_mask(self, state: int, block: Block, inner: int, leaving: np.ndarray) -> np.ndarray:
+        """``state`` stands at state ``inner`` of an embedded automaton that only unsafe bytes
+        (quote, backslash, control) can leave: the safe tokens' part of the mask depends on that
+        automaton alone and is shared (:func:`safe_part`); the unsafe tokens whose first unsafe
+        byte can be read there are walked here (usually a few hundred)."""
+        index = self.index
+        readable = leaving | block_bytes(block.dfa)
+        unsafe = index.unsafe_positions[readable[index.first_unsafe]]
+        unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
+        mask = walk_mask(index, self.dfa, state, unsafe)
+        mask |= safe_part(index, block.dfa, inner)
+        return mask
 
     def _is_string_body(self, state: int) -> bool:
         """Whether the raw-character automaton of a free string embeds at ``state``: the

@@ -18,8 +18,8 @@ from .automaton import DEAD, DFA, LazyDFA, compile_node
 from .errors import InvalidSchemaError
 from .ids import as_token_id
 from .json_schema import SchemaCompiler, SchemaOptions
-from .lru import LRU
-from .masks import MaskTable, pack_ids, token_index
+from .lru import COMPILED, LRU
+from .masks import MaskTable, clear_shared_masks, pack_ids, token_index
 from .vocabulary import Vocabulary
 
 
@@ -78,6 +78,11 @@ class CompiledSchema:
     def num_states(self) -> int:
         return self.dfa.num_states
 
+    def memory_size_bytes(self) -> int:
+        """Bytes held: the automaton (estimate for its Python parts) and the masks computed so
+        far. Grows as new states are reached; what the cache limit counts."""
+        return self.dfa.memory_size_bytes() + self.masks.memory_size_bytes()
+
     def precompute(self) -> "CompiledSchema":
         """Build every state and its mask now rather than on first use (what peers do at
         compile time): later first requests run at warm speed. Cost: ~0.1-1 ms per state."""
@@ -103,6 +108,11 @@ class Matcher:
         raise NotImplementedError
 
     def rollback(self, num_tokens: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def mask_words(self, compute: bool = True) -> np.ndarray | None:  # pragma: no cover - abstract
+        """The packed int32 row of the allowed tokens; with ``compute=False``, None when it is
+        not computed yet (what :func:`enforcer.batch.fill_bitmasks` hands to worker threads)."""
         raise NotImplementedError
 
     def accept_tokens(self, token_ids: Sequence[int]) -> bool:
@@ -187,6 +197,16 @@ class JsonMatcher(Matcher):
 
     # ---- masks ---------------------------------------------------------------------------
 
+    def mask_words(self, compute: bool = True) -> np.ndarray | None:
+        masks = self._compiled.masks
+        if self._finished:  # nothing may follow the stop token
+            return np.zeros(masks.index.words, np.int32)
+        state = self._states[-1]
+        words = masks.mask(state) if compute else masks.cached(state)
+        if words is not None and self._stop_words is not None and self._accepting[state]:
+            words = words | self._stop_words
+        return words
+
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array or
         torch tensor of shape ``(batch, ceil(vocab_size / 32))``); bit ``i % 32`` of word
@@ -194,14 +214,9 @@ class JsonMatcher(Matcher):
         bit). ``ValueError`` before writing for another dtype or shape, or an ``index`` that is
         not a row (:func:`check_bitmask`)."""
         masks = self._compiled.masks
-        if self._finished:
-            write_bitmask_row(bitmask, index, np.zeros(masks.index.words, np.int32))
-            return
         state = self._states[-1]
-        if self._stop_words is not None and self._accepting[state]:
-            write_bitmask_row(bitmask, index, masks.mask(state) | self._stop_words)
-        elif isinstance(bitmask, np.ndarray):
-            write_bitmask_row(bitmask, index, masks.mask(state))
+        if isinstance(bitmask, np.ndarray) or self._finished or (self._stop_words is not None and self._accepting[state]):
+            write_bitmask_row(bitmask, index, self.mask_words())
         else:
             write_bitmask_row(bitmask, index, masks.mask(state), masks.torch_mask(state))
 
@@ -247,13 +262,15 @@ class JsonMatcher(Matcher):
 
 # ---- compilation and cache ------------------------------------------------------------------
 
-_CACHE: LRU[CompiledSchema] = LRU(512)
+_CACHE: LRU[CompiledSchema] = LRU(512, COMPILED, CompiledSchema.memory_size_bytes)
 _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
 
 
 def clear_cache() -> None:
-    """Forget every cached :class:`CompiledSchema` (e.g. to measure cold compiles)."""
+    """Forget every cached :class:`CompiledSchema` and the masks shared between compiled
+    objects (e.g. to measure cold compiles)."""
     _CACHE.clear()
+    clear_shared_masks()
 
 
 def schema_options(options: dict[str, Any]) -> SchemaOptions:

@@ -43,6 +43,9 @@ class FreeRule:
     def mask(self, state: int) -> np.ndarray:
         return self.words
 
+    def memory_size_bytes(self) -> int:
+        return int(self.words.nbytes + self._bits.nbytes)
+
     def payload(self, state: int) -> Any:
         return None
 
@@ -77,6 +80,9 @@ class DfaRule:
 
     def mask(self, state: int) -> np.ndarray:
         return self.table.mask(state)
+
+    def memory_size_bytes(self) -> int:
+        return self.dfa.memory_size_bytes() + self.table.memory_size_bytes()
 
     def payload(self, state: int) -> Any:
         return None
@@ -118,6 +124,10 @@ class TokenTrie:
     def num_nodes(self) -> int:
         return len(self._children)
 
+    def memory_size_bytes(self) -> int:
+        """Masks computed so far plus about 100 bytes per node."""
+        return sum(m.nbytes for m in self._masks.values()) + 100 * len(self._children)
+
     def step(self, state: int, token: int) -> int:
         return self._children[state].get(token, DEAD)
 
@@ -158,6 +168,10 @@ class TrieWithFreeText:
         self._span = trie.num_nodes + 1
         self._free_states = free.dfa.num_states
         self._masks: dict[int, np.ndarray] = {}
+
+    def memory_size_bytes(self) -> int:
+        return (self.trie.memory_size_bytes() + self.free.memory_size_bytes() + self.endings.memory_size_bytes()
+                + sum(m.nbytes for m in self._masks.values()))
 
     def _split(self, state: int) -> tuple[int, int]:
         extra, node = divmod(state, self._span)

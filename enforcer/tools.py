@@ -24,7 +24,7 @@ from .automaton import DFA, alt, codepoints, compile_node, literal, repeat
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, Word,
                       get_format)
-from .lru import LRU
+from .lru import COMPILED, LRU
 from .masks import MaskTable, pack_ids, token_index
 from .matcher import CompiledSchema, compile_json_schema, schema_options
 from .matcher import clear_cache as clear_schema_cache
@@ -346,10 +346,18 @@ class CompiledTools:
                     if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
         return pack_ids(np.concatenate([self.index.all_text_ids, np.array(specials, dtype=np.int64)]), self.words)
 
+    def _mask_key(self, state: tuple) -> tuple:
+        place, tstate, _, tool, written, _, _ = state
+        return (place, self._rule_key(state), tstate, (tool, written) if self._dynamic_exits[place] else None)
+
+    def cached_mask(self, state: tuple) -> np.ndarray | None:
+        """The mask at ``state`` if it was computed already (no work)."""
+        return self._masks.get(self._mask_key(state))
+
     def mask(self, state: tuple) -> tuple[np.ndarray, tuple]:
         """(packed allowed-token words, cache key) at ``state``; cached per key."""
         place, tstate, _, tool, written, _, _ = state
-        key = (place, self._rule_key(state), tstate, (tool, written) if self._dynamic_exits[place] else None)
+        key = self._mask_key(state)
         hit = self._masks.get(key)
         if hit is None:
             exits = self.exits(place, tool, written)
@@ -366,6 +374,21 @@ class CompiledTools:
             hit.setflags(write=False)
             self._masks[key] = hit
         return hit, key
+
+    def memory_size_bytes(self) -> int:
+        """Bytes held: the masks of its states, its text rules (automata, tries, masks) and the
+        argument automata it uses (each counted once). Grows as new states are reached."""
+        own = sum(m.nbytes for m in self._masks.values()) + sum(t.numel() * 4 for t in self._torch.values())
+        seen: set[int] = set()
+        parts = [r for r in self._rules.values()] + [s for s in self.schemas if s is not None] \
+            + list(self._value_index.values())
+        for part in parts:
+            target = part.table if isinstance(part, DfaRule) else part.masks if isinstance(part, CompiledSchema) else part
+            if id(target) in seen:
+                continue
+            seen.add(id(target))
+            own += part.memory_size_bytes()
+        return own
 
     def cached_torch(self, key: tuple, words: np.ndarray):
         hit = self._torch.get(key)
@@ -449,7 +472,7 @@ def _kind(text: Any) -> str | None:
 
 # ---- compile and cache ------------------------------------------------------------------------
 
-_CACHE: LRU[CompiledTools] = LRU(128)
+_CACHE: LRU[CompiledTools] = LRU(128, COMPILED, lambda tools: tools.memory_size_bytes())
 
 
 def clear_cache() -> None:

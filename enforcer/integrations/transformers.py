@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from ..batch import fill_bitmasks
 from ..formats import FormatSpec
 from ..tools import compile_tools
 from ..vocabulary import Vocabulary
@@ -298,11 +299,11 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         array for a sparse mask, else its additive bias."""
         bitmask = self._bitmask
         plans = []
+        live = [row for row in range(len(self.matchers)) if not self._held[row]]
+        fill_bitmasks([self.matchers[row] for row in live], bitmask, live)
         for row, matcher in enumerate(self.matchers):
             if self._held[row]:
                 bitmask[row] = self._stop_row
-            else:
-                matcher.fill_bitmask(bitmask, row)
             plan = self._plan(bitmask[row])
             if plan is None:
                 self.errors[row] = matcher.error or "the matcher allows no token"

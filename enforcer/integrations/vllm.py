@@ -57,6 +57,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
+from ..batch import fill_bitmasks
 from ..declarations import read_tool_declaration
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
@@ -448,14 +449,12 @@ class BatchEnforcer:
                 self._device = logits.device
             bitmask = self._rows_bitmask(len(targets))
             picked: list[tuple[int, _Mask]] = []
-            for logits_row, key in targets:
-                row = self.rows[key]
-                if row.state == _RELEASED:
-                    continue
+            kept = [(logits_row, self.rows[key]) for logits_row, key in targets if self.rows[key].state != _RELEASED]
+            active = [i for i, (_, row) in enumerate(kept) if row.state == _ACTIVE]
+            fill_bitmasks([kept[i][1].matcher for i in active], bitmask, active)
+            for logits_row, row in kept:
                 i = len(picked)  # bitmask rows are packed: row i belongs to picked[i]
-                if row.state == _ACTIVE:
-                    row.matcher.fill_bitmask(bitmask, i)
-                else:
+                if row.state != _ACTIVE:
                     bitmask[i] = row.stop
                 mask = self._mask(bitmask[i], logits.shape[-1])
                 if mask.count == 0:

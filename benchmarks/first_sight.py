@@ -1,0 +1,342 @@
+"""First sight: what a schema costs the first time it is seen (the MaskBench method).
+
+``python -m benchmarks.first_sight [--quick] [--maskbench N] [--jsonschemabench N] [--peers ...]``
+
+Schemas: the BFCL, MCPspec and JME files of ``../shared/corpus/maskbench`` and a fixed seeded
+sample of ``../shared/corpus/jsonschemabench`` (500 by default). Per library, in its own process
+(so one library's caches, threads and collector never touch another's): per schema, clear the
+library's caches, compile cold (20 s limit), then teacher-force every valid instance (keys in
+declared order, ``json.dumps`` default separators) with a new matcher each, timing
+``fill_bitmask`` + ``accept_token`` per token; then one more pass over the first instance (the
+*later* pass: everything this schema needs is built). Time to first mask = cold compile + new
+matcher + first ``fill_bitmask``. The collector's longest pause inside the timed passes is read
+with ``gc.callbacks``. Latencies are pooled over the schemas every library compiled and
+accepted; results in ``results/first_sight-*.json`` and a latency-distribution plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import (
+    RESULTS_DIR,
+    encode_text,
+    latency_stats,
+    machine_info,
+    make_environment,
+    new_bitmask,
+    pin_threads,
+    quantile,
+    render_simple,
+    run_stream,
+    save_results,
+)
+from .json_schema import declared_order
+
+DEFAULT_PEERS = ("xgrammar", "llguidance")
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+MASKBENCH_SUBSETS = ("BFCL", "MCPspec", "JME")
+COMPILE_LIMIT_S = 20
+
+
+def schema_sample(corpus: Path, maskbench: int | None, jsonschemabench: int, instances: int | None,
+                  seed: int = 0) -> list[dict[str, Any]]:
+    """The schemas of the run: MaskBench (BFCL, MCPspec, JME; ``maskbench`` of them at an even
+    stride, None: all) then a seeded sample of ``jsonschemabench`` JSONSchemaBench files; each
+    with up to ``instances`` valid instances (None: all), keys in declared order."""
+    mb = sorted(p for p in (corpus / "maskbench").glob("*.json") if p.name.startswith(MASKBENCH_SUBSETS))
+    if maskbench is not None and maskbench < len(mb):
+        mb = [mb[int(i * len(mb) / maskbench)] for i in range(maskbench)]
+    jsb = sorted((corpus / "jsonschemabench").glob("*.json"))
+    random.Random(seed).shuffle(jsb)
+    out = []
+    for source, paths, wanted in (("maskbench", mb, len(mb)), ("jsonschemabench", jsb, jsonschemabench)):
+        taken = 0
+        for path in paths:
+            if taken == wanted:
+                break
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            schema = doc.get("schema")
+            valid = [t["data"] for t in doc.get("tests", []) if t.get("valid")]
+            if not isinstance(schema, dict) or not valid:
+                continue
+            try:
+                texts = [json.dumps(declared_order(v, schema, schema), ensure_ascii=False) for v in valid[:instances]]
+            except (RecursionError, TypeError, ValueError):
+                continue
+            out.append({"name": f"{source}/{path.stem}", "schema": schema, "instances": texts})
+            taken += 1
+    return out
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+class PauseWatch:
+    """The collector's pauses while ``active`` (gc.callbacks); ``longest_ms`` over the run."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.longest_ms = 0.0
+        self.total_ms = 0.0
+        self.count = 0
+        self._start = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        elif self.active:
+            pause = (time.perf_counter() - self._start) * 1e3
+            self.longest_ms = max(self.longest_ms, pause)
+            self.total_ms += pause
+            self.count += 1
+
+
+def run_worker(library: str, sample_path: Path, out_path: Path) -> None:
+    """Measure one library over the sample (runs in its own process)."""
+    pin_threads()
+    sample = json.loads(sample_path.read_text(encoding="utf-8"))
+    env = make_environment([] if library == "enforcer" else [library])
+    adapter = next((a for a in env.adapters if a.name == library), None)
+    if adapter is None:
+        out_path.write_text(json.dumps({"library": library, "failed": env.failed.get(library, "not built")}))
+        return
+    # warm up the library (imports, lazy tables, JITs) on a schema outside the sample
+    warm = adapter.compile({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+    run_stream(adapter.matcher(warm), encode_text(env, '{"a": "b"}'), new_bitmask(env.setup.vocab_size))
+    bitmask = new_bitmask(env.setup.vocab_size)
+    watch = PauseWatch()
+    signal.signal(signal.SIGALRM, _alarm)
+    clock = time.perf_counter
+    rows = []
+    for case in sample:
+        row: dict[str, Any] = {"name": case["name"]}
+        streams = [encode_text(env, text) for text in case["instances"]]
+        try:
+            adapter.clear_cache()
+            gc.collect()
+            signal.alarm(COMPILE_LIMIT_S)
+            t0 = clock()
+            compiled = adapter.compile(case["schema"])
+            compile_s = clock() - t0
+            signal.alarm(0)
+        except _Timeout:
+            rows.append({**row, "status": "timeout"})
+            continue
+        except Exception as exc:  # noqa: BLE001 - the library's verdict on the schema
+            signal.alarm(0)
+            rows.append({**row, "status": "compile_error", "error": f"{type(exc).__name__}: {str(exc)[:160]}"})
+            continue
+        row.update(status="ok", compile_s=compile_s, tokens_ns=[], later_ns=[])
+        watch.active = True
+        try:
+            for k, ids in enumerate(streams + streams[:1]):
+                t0 = clock()
+                matcher = adapter.matcher(compiled)
+                new_matcher_s = clock() - t0
+                run = run_stream(matcher, ids, bitmask)
+                if run.rejected_at is not None:
+                    row.update(status="refused", at=run.rejected_at)
+                    break
+                totals = [f + a for f, a in zip(run.fill_ns, run.accept_ns)]
+                if k == len(streams):
+                    row["later_ns"] = totals
+                else:
+                    row["tokens_ns"].extend(totals)
+                if k == 0 and run.fill_ns:
+                    row["first_mask_s"] = compile_s + new_matcher_s + run.fill_ns[0] / 1e9
+        except Exception as exc:  # noqa: BLE001 - a matcher that raises refuses the stream
+            row.update(status="refused", error=f"{type(exc).__name__}: {str(exc)[:160]}")
+        watch.active = False
+        rows.append(row)
+    out_path.write_text(json.dumps({
+        "library": library, "options": adapter.options, "rows": rows,
+        "gc": {"longest_pause_ms": watch.longest_ms, "total_ms": watch.total_ms, "collections": watch.count},
+    }))
+
+
+def pool(results: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per-library summaries over the schemas every library compiled and accepted."""
+    ok_sets = [{r["name"] for r in res["rows"] if r["status"] == "ok"} for res in results]
+    common = set.intersection(*ok_sets) if ok_sets else set()
+    summaries = []
+    for res in results:
+        rows = [r for r in res["rows"] if r["name"] in common]
+        tokens = [x for r in rows for x in r["tokens_ns"]]
+        later = [x for r in rows for x in r["later_ns"]]
+        ttfm = sorted(r["first_mask_s"] for r in rows if "first_mask_s" in r)
+        compiles = sorted(r["compile_s"] for r in rows)
+        s: dict[str, Any] = {"library": res["library"], "ok": bool(rows), "schemas": len(rows), "gc": res.get("gc")}
+        if rows:
+            s.update(cold_compile_p50_ms=1e3 * statistics.median(compiles),
+                     cold_compile_mean_ms=1e3 * statistics.fmean(compiles),
+                     first_mask_p50_ms=1e3 * statistics.median(ttfm), first_mask_p90_ms=1e3 * quantile(ttfm, 0.9),
+                     pass1=latency_stats(tokens), later=latency_stats(later))
+        statuses: dict[str, int] = {}
+        for r in res["rows"]:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        s["statuses"] = statuses
+        summaries.append(s)
+    return summaries, sorted(common)
+
+
+COLUMNS = (
+    ("compile p50 ms", ("cold_compile_p50_ms",)),
+    ("1st mask p50 ms", ("first_mask_p50_ms",)),
+    ("1st mask p90 ms", ("first_mask_p90_ms",)),
+    ("pass1 mean µs", ("pass1", "mean_us")),
+    ("pass1 p50", ("pass1", "p50_us")),
+    ("pass1 p99", ("pass1", "p99_us")),
+    ("pass1 p99.9", ("pass1", "p999_us")),
+    ("later mean µs", ("later", "mean_us")),
+    ("later p99", ("later", "p99_us")),
+    ("gc pause max ms", ("gc", "longest_pause_ms")),
+)
+
+
+def _get(summary: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = summary
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def render(summaries: Sequence[dict[str, Any]]) -> str:
+    """One row per library, then ours / each peer and ours / best peer per column."""
+    ours = next((s for s in summaries if s["library"] == "enforcer"), None)
+    rows = [[s["library"], *(f"{v:.1f}" if (v := _get(s, p)) is not None else "-" for _, p in COLUMNS),
+             ", ".join(f"{k} {v}" for k, v in s["statuses"].items())] for s in summaries]
+    peers = [s for s in summaries if s["library"] != "enforcer" and s.get("ok")]
+    if ours and ours.get("ok") and peers:
+        for peer in peers:
+            rows.append([f"ours / {peer['library']}", *(
+                f"{a / b:.2f}x" if (a := _get(ours, p)) is not None and (b := _get(peer, p)) else "-"
+                for _, p in COLUMNS), ""])
+        best = []
+        for _, p in COLUMNS:
+            values = [v for s in peers if (v := _get(s, p))]
+            a = _get(ours, p)
+            best.append(f"{a / min(values):.2f}x" if a is not None and values else "-")
+        rows.append(["ours / best peer", *best, ""])
+    return render_simple("first sight (pooled over the schemas every library compiled and accepted)",
+                         ["library", *(c for c, _ in COLUMNS), "schemas"], rows)
+
+
+def plot(path: Path, results: Sequence[dict[str, Any]], common: set[str]) -> Path:
+    """Per-token latency distributions (first pass and later pass), log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, key, title in ((axes[0], "tokens_ns", "first pass"), (axes[1], "later_ns", "later pass")):
+        for res in results:
+            values = sorted(x / 1e3 for r in res["rows"] if r["name"] in common for x in r.get(key, []))
+            if values:
+                ax.plot(values, [i / len(values) for i in range(len(values))], label=res["library"])
+        ax.set_xscale("log")
+        ax.set_xlabel("µs per token (fill_bitmask + accept_token)")
+        ax.set_ylabel("fraction of tokens")
+        ax.set_title(f"first sight: {title}", fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--first-sight-corpus", type=Path, default=CORPUS, help=f"corpus folder (default {CORPUS})")
+    parser.add_argument("--maskbench", type=int, default=None,
+                        help="MaskBench schemas (BFCL, MCPspec, JME) at an even stride (default all; quick 40)")
+    parser.add_argument("--jsonschemabench", type=int, default=None,
+                        help="JSONSchemaBench schemas, seeded sample (default 500; quick 40)")
+    parser.add_argument("--instances", type=int, default=None,
+                        help="valid instances per schema (default all; quick 2)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Build the sample, run one worker process per library, print the table, save JSON + plot."""
+    corpus = args.first_sight_corpus
+    if not (corpus / "maskbench").is_dir() or not (corpus / "jsonschemabench").is_dir():
+        print(f"\nfirst sight: skipped (no maskbench/ and jsonschemabench/ under {corpus})")
+        return None
+    quick = args.quick
+    sample = schema_sample(corpus, args.maskbench if args.maskbench is not None else (40 if quick else None),
+                           args.jsonschemabench if args.jsonschemabench is not None else (40 if quick else 500),
+                           args.instances if args.instances is not None else (2 if quick else None))
+    peers = [p for p in args.peers if p in ("xgrammar", "llguidance", "outlines-core", "lm-format-enforcer")]
+    libraries = ["enforcer", *[p for p in DEFAULT_PEERS if p in peers], *[p for p in peers if p not in DEFAULT_PEERS]]
+    print(f"\nfirst sight: {len(sample)} schemas, {sum(len(c['instances']) for c in sample)} instances, "
+          f"libraries {libraries} (one process each)")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        sample_path = Path(tmp) / "sample.json"
+        sample_path.write_text(json.dumps(sample), encoding="utf-8")
+        for library in libraries:
+            out = Path(tmp) / f"{library}.json"
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "benchmarks.first_sight", "--worker", library,
+                            str(sample_path), str(out)], check=True, cwd=Path(__file__).resolve().parents[1],
+                           env={**os.environ, "PYTHONHASHSEED": "0"})
+            res = json.loads(out.read_text(encoding="utf-8"))
+            if "failed" in res:
+                print(f"  {library}: not built ({res['failed']})")
+                continue
+            print(f"  {library}: {time.perf_counter() - start:.0f} s")
+            results.append(res)
+    summaries, common = pool(results)
+    print(render(summaries))
+    payload = {"suite": "first_sight", "machine": machine_info(), "schemas": len(sample),
+               "instances": sum(len(c["instances"]) for c in sample), "common_schemas": common,
+               "summaries": summaries, "compile_limit_s": COMPILE_LIMIT_S,
+               "per_library": [{"library": r["library"], "options": r.get("options"), "gc": r.get("gc"),
+                                "rows": [{k: v for k, v in row.items() if k not in ("tokens_ns", "later_ns")}
+                                         for row in r["rows"]]} for r in results]}
+    if not getattr(args, "no_save", False):
+        try:
+            print(f"plot {plot(RESULTS_DIR / 'first_sight-latest.png', results, set(common))}")
+        except ImportError:
+            print("no plot: matplotlib is not installed (pip install -e .[bench])")
+        print(f"saved {save_results('first_sight', payload)}")
+    return payload
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        run_worker(argv[1], Path(argv[2]), Path(argv[3]))
+        return
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.first_sight", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="40 + 40 schemas, 2 instances each (a few minutes)")
+    parser.add_argument("--peers", nargs="*", default=list(DEFAULT_PEERS), help="peer libraries to include")
+    parser.add_argument("--no-save", action="store_true", help="do not write results/*.json")
+    add_arguments(parser)
+    run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Memory of compiled objects and the byte cap of the process-wide caches."""
+
+from __future__ import annotations
+
+import gc
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import enforcer
+from enforcer import compile_json_schema, compile_tools
+
+
+def _decode(compiled, vocab, text: str) -> None:
+    matcher = compiled.matcher()
+    bitmask = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
+    for token in vocab.encode_text(text):
+        matcher.fill_bitmask(bitmask)
+        assert matcher.accept_token(token)
+
+
+def _schema(i: int) -> dict:
+    return {"type": "object", "properties": {f"field_{i}": {"type": "string", "maxLength": 20 + i},
+                                             "count": {"type": "integer", "minimum": i}},
+            "required": [f"field_{i}", "count"]}
+
+
+def test_memory_size_counts_masks(kimi_vocab) -> None:
+    enforcer.clear_cache()
+    compiled = compile_json_schema(_schema(0), kimi_vocab)
+    before = compiled.memory_size_bytes()
+    _decode(compiled, kimi_vocab, json.dumps({"field_0": "some text here", "count": 3}))
+    words = (kimi_vocab.vocab_size + 31) // 32
+    assert compiled.memory_size_bytes() >= before + 10 * words * 4  # at least ten new masks
+    tools = compile_tools([{"type": "function", "function": {"name": "f", "parameters": _schema(1)}}], kimi_vocab)
+    assert tools.memory_size_bytes() > 0
+
+
+def test_stream_of_distinct_schemas_levels_off(kimi_vocab) -> None:
+    """With a 6 MB cap, 40 distinct schemas (each decoded once, ~1-2 MB of masks) keep the
+    caches under the cap, and the traced memory stops growing once the cap is reached."""
+    enforcer.clear_cache()
+    limit = 6 << 20
+    enforcer.set_cache_limit(limit)
+    try:
+        gc.collect()
+        tracemalloc.start()
+        traced = []
+        for i in range(40):
+            compiled = compile_json_schema(_schema(i), kimi_vocab)
+            _decode(compiled, kimi_vocab, json.dumps({f"field_{i}": "x" * 10, "count": i + 1}))
+            del compiled
+            assert enforcer.cache_size_bytes() <= limit + (3 << 20)  # the newest object may overflow alone
+            gc.collect()
+            traced.append(tracemalloc.get_traced_memory()[0])
+        tracemalloc.stop()
+        assert max(traced[20:]) - max(traced[:20]) < 4 << 20, traced
+    finally:
+        enforcer.set_cache_limit(enforcer.lru.DEFAULT_CACHE_LIMIT_BYTES)
+        enforcer.clear_cache()
+
+
+def test_clear_cache_frees_memory(kimi_vocab) -> None:
+    enforcer.clear_cache()
+    for i in range(5):
+        _decode(compile_json_schema(_schema(100 + i), kimi_vocab), kimi_vocab,
+                json.dumps({f"field_{100 + i}": "abc", "count": 200}))
+    assert enforcer.cache_size_bytes() > 0
+    enforcer.clear_cache()
+    assert enforcer.cache_size_bytes() == 0
+
+
+def test_set_cache_limit_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        enforcer.set_cache_limit(-1)
+    with pytest.raises(ValueError, match="non-negative"):
+        enforcer.set_cache_limit("1GB")

@@ -1,0 +1,166 @@
+"""Token masks: every shortcut (free strings, bounded strings, embedded automata, shared masks)
+gives masks bit-identical to the plain walk over every candidate token (``reference_mask``).
+
+States are reached by teacher-forcing valid instances and by random walks that pick allowed
+tokens, so escapes, multi-byte characters, quotes and length limits are all visited.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from enforcer import compile_json_schema
+from enforcer.conformance import load_maskbench, make_encoder, spread_sample
+from enforcer import masks
+from enforcer.automaton import alt, codepoints, compile_node, literal, repeat, seq
+from enforcer.masks import MaskTable, pack_ids, reference_mask, token_index
+from enforcer.matcher import clear_cache
+from enforcer.arguments import split_arguments
+from enforcer.json_schema import SchemaOptions
+
+
+def test_compiled_walk_is_built() -> None:
+    """The package's build compiles the walk (``pip install -e .`` or ``python setup.py
+    build_ext --inplace``); without it every mask would take the numpy reference walk."""
+    assert masks.walk_tokens is not None
+
+
+def test_compiled_walk_matches_reference_on_every_state(kimi_vocab) -> None:
+    """The prefix-sharing walk against the numpy walk from every state of a fully built DFA
+    with many byte classes (digits, letters, escapes, UTF-8)."""
+    index = token_index(kimi_vocab)
+    dfa = compile_node(seq(literal('"'), repeat(alt(codepoints([(0x20, 0x7E), (0xA0, 0x2FFF)]),
+                                                   literal("\\n")), 0, 6), literal('" ,')))
+    for state in range(dfa.num_states):
+        candidates = index.candidates(dfa, state)
+        assert np.array_equal(masks.walk_mask(index, dfa, state, candidates),
+                              pack_ids(index.ids[masks.walk_positions(index, dfa, state, candidates)], index.words))
+
+
+def assert_table_matches_reference(table: MaskTable) -> int:
+    """Every mask the table computed equals the plain walk; returns how many were checked."""
+    for state, mask in list(table._masks.items()):
+        expected = reference_mask(table.index, table.dfa, state)
+        if not np.array_equal(mask, expected):
+            diff = np.flatnonzero(np.unpackbits((mask ^ expected).view(np.uint8), bitorder="little"))
+            raise AssertionError(f"state {state}: mask differs from the reference on ids {diff[:10].tolist()}")
+    return len(table._masks)
+
+
+def random_walk(matcher, vocab, rng: random.Random, steps: int) -> None:
+    """Accept random allowed tokens (biased towards short ones) until stuck or finished."""
+    bitmask = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
+    for _ in range(steps):
+        if matcher.is_finished:
+            return
+        matcher.fill_bitmask(bitmask)
+        allowed = np.flatnonzero(np.unpackbits(bitmask[0].view(np.uint8), bitorder="little"))
+        if allowed.size == 0:
+            return
+        picks = [int(allowed[rng.randrange(allowed.size)]) for _ in range(4)]
+        token = min(picks, key=lambda t: len(vocab.byte_tokens[t] or b"") if t < len(vocab.byte_tokens) else 0)
+        assert matcher.accept_token(token)
+
+
+BOUNDED = [
+    {"type": "string", "maxLength": 1},
+    {"type": "string", "minLength": 2, "maxLength": 7},
+    {"type": "string", "maxLength": 80},
+    {"type": "object", "properties": {"title": {"type": "string", "maxLength": 120},
+                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}}},
+     "required": ["title", "tags"]},
+    {"type": "string", "format": "email"},
+    {"type": "string", "pattern": "^[a-z ]{3,40}$"},
+    {"type": "string", "format": "date-time"},
+    {"anyOf": [{"type": "string", "maxLength": 4}, {"type": "string", "pattern": "^x+$"}]},
+    {"type": "string", "maxLength": 10, "pattern": "^[A-Z].*$"},
+]
+
+
+@pytest.mark.parametrize("schema", BOUNDED, ids=[json.dumps(s)[:50] for s in BOUNDED])
+def test_random_walks_match_reference(kimi_vocab, schema) -> None:
+    clear_cache()
+    compiled = compile_json_schema(schema, kimi_vocab)
+    rng = random.Random(7)
+    for _ in range(12):
+        random_walk(compiled.matcher(), kimi_vocab, rng, 60)
+    assert assert_table_matches_reference(compiled.masks) >= 3
+
+
+def test_instances_match_reference(kimi_tokenizer, kimi_vocab) -> None:
+    clear_cache()
+    encode = make_encoder(kimi_tokenizer)
+    schema = BOUNDED[3]
+    compiled = compile_json_schema(schema, kimi_vocab)
+    bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
+    for title in ["x" * 120, "Ünïcødé ✓ " * 12, 'quote " and \\ back', "日本語のタイトル" * 15, "tab\there"]:
+        text = json.dumps({"title": title[:120], "tags": ["a" * 12, "é"]}, ensure_ascii=False)
+        matcher = compiled.matcher()
+        for token in encode(text):
+            matcher.fill_bitmask(bitmask)
+            assert matcher.accept_token(token)
+        assert matcher.is_accepting()
+    assert assert_table_matches_reference(compiled.masks) > 50
+
+
+def test_bounded_strings_share_per_length_masks(kimi_vocab) -> None:
+    """Between two characters of a maxLength string the safe tokens come from the shared
+    per-length mask: a second schema with another bound reuses the lengths the first made."""
+    index = token_index(kimi_vocab)
+    index.shared.clear()
+    clear_cache()
+    compiled = compile_json_schema({"type": "string", "maxLength": 50}, kimi_vocab)
+    matcher = compiled.matcher()
+    bitmask = np.zeros((1, index.words), dtype=np.int32)
+    matcher.fill_bitmask(bitmask)  # before the quote
+    assert matcher.accept_token(kimi_vocab.encode_text('"')[0])
+    matcher.fill_bitmask(bitmask)
+    assert index.shared.get(("bounded", 50)) is not None
+    assert assert_table_matches_reference(compiled.masks) == 2
+
+
+def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
+    """Kimi K3 argument values are raw text (control bytes and quotes allowed): the embedded
+    shortcut must not drop the tokens a JSON string would refuse."""
+    clear_cache()
+    params = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 30},
+                                               "body": {"type": "string", "pattern": "^[a-z\"\\n]+$"}},
+              "required": ["text", "body"]}
+    split = split_arguments(params, kimi_k3_vocab, SchemaOptions())
+    rng = random.Random(3)
+    checked = 0
+    for key in split.keys:
+        (value,) = key.values
+        for _ in range(10):
+            random_walk(value.matcher(), kimi_k3_vocab, rng, 40)
+        checked += assert_table_matches_reference(value.masks)
+    assert checked > 10
+
+
+@pytest.mark.corpus
+def test_maskbench_masks_match_reference(corpus_dir: Path, kimi_tokenizer, kimi_vocab) -> None:
+    """Every mask computed while teacher-forcing the valid instances of a MaskBench sample."""
+    encode = make_encoder(kimi_tokenizer)
+    bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
+    checked = 0
+    for case in spread_sample(load_maskbench(corpus_dir), 150):
+        clear_cache()
+        try:
+            compiled = compile_json_schema(case.schema, kimi_vocab)
+        except Exception:  # unsupported or invalid schemas are the conformance suite's business
+            continue
+        for instance in case.instances:
+            if not instance.valid:
+                continue
+            matcher = compiled.matcher()
+            for token in encode(json.dumps(instance.data)):
+                matcher.fill_bitmask(bitmask)
+                if not matcher.accept_token(token):
+                    break
+        checked += assert_table_matches_reference(compiled.masks)
+    assert checked > 1000
