@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import pytest
 
-from enforcer.conformance import (
+from benchmarks.conformance import (
     MASKBENCH_SUBSETS,
     Summary,
     format_table,

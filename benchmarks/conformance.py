@@ -15,7 +15,7 @@ whatever the instance. A valid instance that is refused is excluded, not failed,
 compile options rule it out on purpose: undeclared keys under ``strict=True`` ("strictX") or a
 bad ``format`` while formats are asserted ("formatX", the Test-Suite's annotation-only cases).
 
-Run: ``python -m enforcer.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
+Run: ``python -m benchmarks.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
 [--limit N] [--source maskbench|testsuite|both] [--strict|--spec] [--mutants N] [--jobs N]
 [--report PATH]``; prints a table per tokenizer and writes every failure (schema file,
 instance, text, failing token and decoded prefix) to the JSON report.
@@ -47,9 +47,9 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
-from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
-from .matcher import compile_json_schema
-from .vocabulary import Vocabulary
+from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from enforcer.matcher import compile_json_schema
+from enforcer.vocabulary import Vocabulary
 
 SLOW_COMPILE_S = 1.0
 MASKBENCH_SUBSETS = ("BFCL", "MCPspec", "JME", "Handwritten")
@@ -795,7 +795,7 @@ def unsupported_share(summary: Summary, subsets: Sequence[str] = ("BFCL", "MCPsp
 
 def load_tokenizer(name: str) -> tuple[Any, Encoder]:
     """``(Vocabulary, encoder)`` for ``kimi`` or ``deepseek`` (the test tokenizers)."""
-    from .testing import tokenizers
+    from enforcer.testing import tokenizers
 
     if name == "kimi":
         tokenizer, vocab_size = tokenizers.kimi_k2_tokenizer(), None
@@ -829,7 +829,7 @@ def run_conformance(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m enforcer.conformance", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.conformance", description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", required=True, type=Path, help="folder holding maskbench/ and json-schema-test-suite/")
     parser.add_argument("--tokenizer", choices=("kimi", "deepseek", "both"), default="both")
     parser.add_argument("--limit", type=int, default=None, help="at most N schemas, spread over the corpus")
