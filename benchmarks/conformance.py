@@ -40,7 +40,7 @@ import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 from jsonschema.validators import validator_for
@@ -53,6 +53,8 @@ from enforcer.vocabulary import Vocabulary
 
 SLOW_COMPILE_S = 1.0
 MASKBENCH_SUBSETS = ("BFCL", "MCPspec", "JME", "Handwritten")
+JSONSCHEMABENCH_SUBSETS = ("Github_trivial", "Github_medium", "Github_hard", "Kubernetes", "Snowplow",
+                           "WashingtonPost", "JsonSchemaStore", "Synthesized")
 TEST_SUITE_DIR = Path("json-schema-test-suite") / "draft2020-12"
 
 Encoder = Callable[[str], list[int]]
@@ -104,6 +106,23 @@ def load_maskbench(corpus: Path) -> list[Case]:
     return cases
 
 
+def load_jsonschemabench(corpus: Path) -> list[Case]:
+    """Every schema file of ``corpus/jsonschemabench`` (``<subset>---<id>.json``, MaskBench's file
+    format), sorted by name."""
+    folder = Path(corpus) / "jsonschemabench"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no jsonschemabench folder at {folder}")
+    cases = []
+    for path in sorted(folder.glob("*.json")):
+        subset = path.name.split("---", 1)[0]
+        if subset not in JSONSCHEMABENCH_SUBSETS:
+            raise ValueError(f"jsonschemabench file {path.name!r} belongs to no known subset")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        instances = [Instance(t.get("description", ""), t["data"], bool(t["valid"])) for t in doc["tests"]]
+        cases.append(Case(subset, path.name, doc["schema"], instances))
+    return cases
+
+
 def load_test_suite(corpus: Path) -> list[Case]:
     """Every case of the top-level draft 2020-12 files of the JSON-Schema-Test-Suite."""
     folder = Path(corpus) / TEST_SUITE_DIR
@@ -119,8 +138,8 @@ def load_test_suite(corpus: Path) -> list[Case]:
 
 
 def load_corpus(corpus: Path, sources: Iterable[str] = ("maskbench", "testsuite")) -> list[Case]:
-    """MaskBench and/or Test-Suite cases, in a stable order."""
-    loaders = {"maskbench": load_maskbench, "testsuite": load_test_suite}
+    """MaskBench, jsonschemabench and/or Test-Suite cases, in a stable order."""
+    loaders = {"maskbench": load_maskbench, "jsonschemabench": load_jsonschemabench, "testsuite": load_test_suite}
     cases: list[Case] = []
     for source in sources:
         if source not in loaders:
@@ -446,10 +465,89 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise CompileTimeout()
 
 
+class PeerRefused(Exception):
+    """A peer library refused a schema (its own error text)."""
+
+
+class _LLGuidanceCursor:
+    """One llguidance matcher behind the runner's matcher interface."""
+
+    __slots__ = ("_m", "_fill")
+
+    def __init__(self, matcher: Any, fill: Callable[..., None]) -> None:
+        self._m, self._fill = matcher, fill
+
+    def fill_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
+        self._fill(self._m, bitmask, index)
+
+    def accept_token(self, token_id: int) -> bool:
+        return bool(self._m.consume_token(token_id))
+
+    def is_accepting(self) -> bool:
+        return bool(self._m.is_accepting())
+
+
+class _LLGuidanceCompiled:
+    __slots__ = ("_template", "_fill")
+
+    def __init__(self, template: Any, fill: Callable[..., None]) -> None:
+        self._template, self._fill = template, fill
+
+    def matcher(self) -> _LLGuidanceCursor:
+        return _LLGuidanceCursor(self._template.deep_copy(), self._fill)
+
+
+class LLGuidanceEngine:
+    """llguidance (the bench extra) compiling the same schemas for the same token ids, so that
+    its counts sit beside ours from the same run: whitespace bounded as in
+    :mod:`benchmarks.peers`; in strict mode every object lacking ``additionalProperties`` is
+    closed (:func:`benchmarks.peers.close_objects`), in spec mode schemas are given as they are.
+    A grammar llguidance reports as an error is counted as refused. Lives for one run."""
+
+    name = "llguidance"
+
+    def __init__(self, tokenizer: Any, vocabulary: Vocabulary) -> None:
+        import llguidance
+        import llguidance.hf
+        import llguidance.numpy
+
+        from .peers import WHITESPACE_BOUND
+
+        self._llg = llguidance
+        self._fill = llguidance.numpy.fill_next_token_bitmask
+        self._tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocabulary.vocab_size)
+        self._overrides = {"whitespace_flexible": True,
+                           "whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{0,%d}" % WHITESPACE_BOUND}
+
+    def compile(self, schema: Any, strict: bool) -> _LLGuidanceCompiled:
+        from .peers import close_objects
+
+        try:
+            grammar = self._llg.LLMatcher.grammar_from_json_schema(
+                close_objects(schema) if strict else schema, overrides=self._overrides)
+            matcher = self._llg.LLMatcher(self._tokenizer, grammar, log_level=0)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise PeerRefused(str(exc)) from None
+        if matcher.is_error():
+            raise PeerRefused(matcher.get_error())
+        return _LLGuidanceCompiled(matcher, self._fill)
+
+
+def _peer_keyword(message: str) -> str:
+    """A short, countable reason from a peer's error text."""
+    message = message.strip().splitlines()[0] if message.strip() else "error"
+    found = re.search(r"[Uu]nimplemented keys?: \[?\"?([A-Za-z$]+)", message)
+    if found:
+        return found.group(1)
+    return re.sub(r"\d+", "N", message)[:60]
+
+
 class Runner:
     """Runs cases against one vocabulary. ``options`` go to ``compile_json_schema`` besides
     ``strict``; with ``mutants_per_instance`` each valid instance also yields that many edits
-    (``mutants``) that jsonschema calls invalid, which must be refused too. Lives for one run."""
+    (``mutants``) that jsonschema calls invalid, which must be refused too. With ``engine`` (an
+    :class:`LLGuidanceEngine`) the same cases are compiled by that peer instead of ours. Lives for
+    one run."""
 
     def __init__(
         self,
@@ -459,24 +557,31 @@ class Runner:
         strict: bool = True,
         compile_budget_s: float = 20.0,
         mutants_per_instance: int = 0,
+        engine: LLGuidanceEngine | None = None,
         **options: Any,
     ) -> None:
         self.vocabulary = vocabulary
         self.mutants_per_instance = mutants_per_instance
         self.encode = encode
         self.strict = strict
+        self.engine = engine
         self.options = dict(options, strict=strict)
         self.compile_budget_s = compile_budget_s
         self._bitmask = np.zeros((1, (vocabulary.vocab_size + 31) // 32), dtype=np.int32)
 
+    def _compile_now(self, schema: Any) -> Any:
+        if self.engine is not None:
+            return self.engine.compile(schema, self.strict)
+        return compile_json_schema(schema, self.vocabulary, **self.options)
+
     def _compile(self, schema: Any) -> Any:
         """Compile under a SIGALRM budget (main thread only; elsewhere without a budget)."""
         if threading.current_thread() is not threading.main_thread():
-            return compile_json_schema(schema, self.vocabulary, **self.options)
+            return self._compile_now(schema)
         old = signal.signal(signal.SIGALRM, _on_alarm)
         signal.setitimer(signal.ITIMER_REAL, self.compile_budget_s)
         try:
-            return compile_json_schema(schema, self.vocabulary, **self.options)
+            return self._compile_now(schema)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
@@ -489,6 +594,8 @@ class Runner:
             compiled = self._compile(case.schema)
         except UnsupportedSchemaError as exc:
             result.status, result.keyword = "unsupported", exc.keyword
+        except PeerRefused as exc:
+            result.status, result.keyword = "unsupported", _peer_keyword(str(exc))
         except SchemaTooComplexError:
             result.status = "too_complex"
         except CompileTimeout:
@@ -765,7 +872,7 @@ def format_table(summary: Summary, title: str) -> str:
         ("inv_rej", "invalid_rejected"), ("INV_ACC", "invalid_accepted"),
         ("mut_rej", "mutant_rejected"), ("MUT_ACC", "mutant_accepted"), ("skip", "unserialisable"),
     ]
-    order = [s for s in MASKBENCH_SUBSETS if s in summary.rows]
+    order = [s for s in (*MASKBENCH_SUBSETS, *JSONSCHEMABENCH_SUBSETS) if s in summary.rows]
     order += ["TestSuite"] if "TestSuite" in summary.rows else []
     order += sorted(k for k in summary.rows if k.startswith("TestSuite/"))
     order.append("ALL")
@@ -793,8 +900,16 @@ def unsupported_share(summary: Summary, subsets: Sequence[str] = ("BFCL", "MCPsp
     return bad / total if total else 0.0
 
 
-def load_tokenizer(name: str) -> tuple[Any, Encoder]:
-    """``(Vocabulary, encoder)`` for ``kimi`` or ``deepseek`` (the test tokenizers)."""
+class TestTokenizer(NamedTuple):
+    """A test tokenizer, its vocabulary and its text encoder."""
+
+    tokenizer: Any
+    vocabulary: Vocabulary
+    encode: Encoder
+
+
+def load_tokenizer(name: str) -> TestTokenizer:
+    """The ``kimi`` or ``deepseek`` test tokenizer with its vocabulary and encoder."""
     from enforcer.testing import tokenizers
 
     if name == "kimi":
@@ -803,7 +918,7 @@ def load_tokenizer(name: str) -> tuple[Any, Encoder]:
         tokenizer, vocab_size = tokenizers.deepseek_v3_tokenizer(), tokenizers.DEEPSEEK_V3_VOCAB_SIZE
     else:
         raise ValueError(f"unknown tokenizer {name!r}; expected 'kimi' or 'deepseek'")
-    return Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size), make_encoder(tokenizer)
+    return TestTokenizer(tokenizer, Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size), make_encoder(tokenizer))
 
 
 def run_conformance(
@@ -816,47 +931,90 @@ def run_conformance(
     compile_budget_s: float = 20.0,
     progress: bool = False,
     mutants_per_instance: int = 0,
+    engine: LLGuidanceEngine | None = None,
     **options: Any,
 ) -> Summary:
-    """Run ``cases`` against one vocabulary and summarise (``options`` go to the compiler)."""
+    """Run ``cases`` against one vocabulary and summarise (``options`` go to our compiler;
+    ``engine``: a peer compiles instead)."""
     runner = Runner(
         vocabulary, encode, strict=strict, compile_budget_s=compile_budget_s,
-        mutants_per_instance=mutants_per_instance, **options,
+        mutants_per_instance=mutants_per_instance, engine=engine, **options,
     )
     start = time.perf_counter()
     results = run_cases(runner, cases, jobs, progress)
     return summarise(results, time.perf_counter() - start)
 
 
+REFUSED = ("unsupported", "too_complex", "timeout", "invalid_schema", "crash")
+"""Statuses that count as a refused schema in the side-by-side table."""
+
+
+def side_by_side(summaries: dict[str, Summary], subsets: Sequence[str]) -> str:
+    """One line per subset: each engine's valid rejected / invalid accepted (corpus instances and
+    mutants) / refused schemas (count and share)."""
+    names = list(summaries)
+    header = f"{'subset':<18}{'schemas':>8}" + "".join(f"{n + ' VR/IA/refused':>34}" for n in names)
+    lines = [header]
+    for subset in [*subsets, "ALL"]:
+        rows = {n: summaries[n].row(subset) for n in names}
+        total = next(iter(rows.values()))["schemas"]
+        if not total:
+            continue
+        cells = []
+        for n in names:
+            r = rows[n]
+            refused = sum(r[k] for k in REFUSED)
+            cells.append(f"{r['valid_rejected']} / {r['invalid_accepted'] + r['mutant_accepted']} / "
+                         f"{refused} ({refused / total:.1%})")
+        lines.append(f"{subset:<18}{total:>8}" + "".join(f"{c:>34}" for c in cells))
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.conformance", description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", required=True, type=Path, help="folder holding maskbench/ and json-schema-test-suite/")
+    parser.add_argument("--corpus", required=True, type=Path,
+                        help="folder holding maskbench/, jsonschemabench/ and json-schema-test-suite/")
     parser.add_argument("--tokenizer", choices=("kimi", "deepseek", "both"), default="both")
     parser.add_argument("--limit", type=int, default=None, help="at most N schemas, spread over the corpus")
-    parser.add_argument("--source", choices=("maskbench", "testsuite", "both"), default="both")
+    parser.add_argument("--source", choices=("maskbench", "jsonschemabench", "testsuite", "both", "all"),
+                        default="both", help="both: maskbench + testsuite; all: the three")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--strict", dest="strict", action="store_true", default=True, help="no undeclared keys (default)")
     mode.add_argument("--spec", dest="strict", action="store_false", help="extra keys as the spec allows")
+    parser.add_argument("--peer", choices=("none", "llguidance"), default="none",
+                        help="also run the same cases through this peer, same tokenizer, same run")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--mutants", type=int, default=0, help="invalid edits checked per valid instance")
     parser.add_argument("--compile-budget", type=float, default=20.0, help="seconds per compile")
     parser.add_argument("--report", type=Path, default=Path("conformance_report.json"))
     args = parser.parse_args(argv)
 
-    sources = ("maskbench", "testsuite") if args.source == "both" else (args.source,)
-    cases = spread_sample(load_corpus(args.corpus, sources), args.limit)
+    sources = {"both": ("maskbench", "testsuite"), "all": ("maskbench", "jsonschemabench", "testsuite")}
+    cases = spread_sample(load_corpus(args.corpus, sources.get(args.source, (args.source,))), args.limit)
     names = ("kimi", "deepseek") if args.tokenizer == "both" else (args.tokenizer,)
+    mode_name = "strict" if args.strict else "spec"
     report: dict[str, Any] = {"strict": args.strict, "schemas": len(cases), "tokenizers": {}}
     for name in names:
-        vocabulary, encode = load_tokenizer(name)
-        summary = run_conformance(
-            cases, vocabulary, encode, strict=args.strict, jobs=args.jobs, compile_budget_s=args.compile_budget,
-            progress=True, mutants_per_instance=args.mutants,
-        )
-        mode_name = "strict" if args.strict else "spec"
-        print(format_table(summary, f"== {name} ({mode_name}), vocab {vocabulary.vocab_size} =="))
-        print(f"unsupported share of BFCL+MCPspec: {unsupported_share(summary):.2%}\n")
-        report["tokenizers"][name] = asdict(summary)
+        test_tokenizer = load_tokenizer(name)
+        vocabulary = test_tokenizer.vocabulary
+        engines: dict[str, LLGuidanceEngine | None] = {"enforcer": None}
+        if args.peer == "llguidance":
+            engines["llguidance"] = LLGuidanceEngine(test_tokenizer.tokenizer, vocabulary)
+        summaries = {}
+        for engine_name, engine in engines.items():
+            summary = run_conformance(
+                cases, vocabulary, test_tokenizer.encode, strict=args.strict, jobs=args.jobs,
+                compile_budget_s=args.compile_budget, progress=True, mutants_per_instance=args.mutants, engine=engine,
+            )
+            summaries[engine_name] = summary
+            print(format_table(summary, f"== {engine_name}, {name} ({mode_name}), vocab {vocabulary.vocab_size} =="))
+            print(f"unsupported share of BFCL+MCPspec: {unsupported_share(summary):.2%}\n")
+            report["tokenizers"][f"{name}/{engine_name}" if engine is not None else name] = asdict(summary)
+        if len(summaries) > 1:
+            subsets = [s for s in (*MASKBENCH_SUBSETS, *JSONSCHEMABENCH_SUBSETS, "TestSuite")
+                       if s in summaries["enforcer"].rows]
+            print(f"== side by side, {name} ({mode_name}): valid rejected / invalid accepted / refused ==")
+            print(side_by_side(summaries, subsets) + "\n")
     args.report.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
     print(f"report: {args.report}")
     return 0
