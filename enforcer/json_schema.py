@@ -42,6 +42,14 @@ KNOWN_METASCHEMAS = frozenset({
 })
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
+_DISJOINT_LEVELS = 8
+MAX_NESTING = 100
+"""Deepest chain of sub-schemas compiled one inside another (through ``properties``, ``items``,
+``$ref``, ``allOf``, ...). Deeper schemas raise :class:`SchemaTooComplexError` naming the
+pointer: the compiler and the automaton builder recurse a few Python frames per level."""
+
+Refs = tuple[tuple[str, int], ...]
+"""The ``$ref`` expansions on the current path, each with the value depth where it happened."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,7 @@ class SchemaCompiler:
         self._validator_cls = jsonschema.Draft202012Validator
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {})
         self._any_cache: dict[int, Node] = {}
+        self._nesting = 0
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -143,7 +152,20 @@ class SchemaCompiler:
                                              "may change what keywords mean")
         return self.value(self.root, "", 0, ())
 
-    def value(self, schema: Any, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
+        """Every accepted serialisation of values of ``schema`` at value nesting ``depth``."""
+        if self._nesting >= MAX_NESTING:
+            raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep at {pointer or '(root)'} "
+                                        f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})")
+        self._nesting += 1
+        try:
+            return self._value(schema, pointer, depth, refs)
+        finally:
+            self._nesting -= 1
+
+    def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
+        if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
+            schema, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
             return self.any_value(depth, self.options.free_form_depth)
         if schema is False:
@@ -197,30 +219,52 @@ class SchemaCompiler:
                 raise InvalidSchemaError(pointer, f"$ref {ref!r} does not resolve")
         return node, path
 
-    def _ref(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
-        ref = schema["$ref"]
+    def _expand(self, ref: str, pointer: str, depth: int, refs: Refs) -> tuple[Any, str, Refs]:
+        """The target of ``ref`` met at value ``depth``, its pointer and the path's expansions;
+        the target is ``False`` once ``ref`` was expanded ``max_recursion`` times on this path
+        (recursion cut: the branch is not generated deeper). A cycle that comes back to the
+        same ``$ref`` without descending into the value would expand forever: refused, named."""
         target, target_pointer = self.resolve(ref, pointer)
-        if refs.count(ref) >= self.options.max_recursion:
-            return NOTHING  # recursion cut: this branch is not generated deeper
+        if (ref, depth) in refs:
+            cycle = [r for r, d in refs if d == depth]
+            cycle = cycle[cycle.index(ref):] + [ref]
+            raise UnsupportedSchemaError("$ref", pointer, f"reference cycle {' -> '.join(cycle)} never descends into "
+                                         "the value, so it expands forever")
+        if sum(r == ref for r, _ in refs) >= self.options.max_recursion:
+            return False, target_pointer, refs
+        return target, target_pointer, refs + ((ref, depth),)
+
+    def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        target, target_pointer, refs = self._expand(schema["$ref"], pointer, depth, refs)
+        if target is False:
+            return NOTHING
         rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
         if not rest:
-            return self.value(target, target_pointer, depth, refs + (ref,))
-        return self.value({"allOf": [target, rest]}, pointer, depth, refs + (ref,))
+            return self.value(target, target_pointer, depth, refs)
+        return self.value({"allOf": [target, rest]}, pointer, depth, refs)
+
+    def _deref_path(self, schema: Any, pointer: str, depth: int, refs: Refs) -> tuple[Any, Refs]:
+        """``schema`` with chains of bare ``$ref`` followed (each expansion counted on the path)."""
+        while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
+            schema, _, refs = self._expand(schema["$ref"], pointer, depth, refs)
+        return schema, refs
 
     def _deref(self, schema: Any, pointer: str) -> Any:
+        """``schema`` with up to 32 bare ``$ref`` followed, for analyses that never build a value
+        (their callers stop on cycles)."""
         seen = 0
         while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} and seen < 32:
             schema, _ = self.resolve(schema["$ref"], pointer)
             seen += 1
         return schema
 
-    def _all_of(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _all_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         parts = schema["allOf"]
         rest = {k: v for k, v in schema.items() if k != "allOf"}
         merged: Any = rest
         leftovers: list[tuple[Any, str]] = []
         for i, part in enumerate(parts):
-            part = self._deref(part, f"{pointer}/allOf/{i}")
+            part, refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, refs)
             m = merge(merged, part)
             if m is None:
                 leftovers.append((part, f"{pointer}/allOf/{i}"))
@@ -256,12 +300,13 @@ class SchemaCompiler:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
 
-    def _any_of(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
         rest = {k: v for k, v in schema.items() if k != key}
-        branches = [self._deref(b, f"{pointer}/{key}/{i}") for i, b in enumerate(schema[key])]
         if not isinstance(schema[key], list) or not schema[key]:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+        followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
+        branches = [b for b, _ in followed]
         if key == "oneOf":
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
@@ -270,19 +315,21 @@ class SchemaCompiler:
                             "oneOf", pointer, f"branches {i} and {j} may both match one value; "
                             "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
         nodes = []
-        for i, branch in enumerate(branches):
+        for i, (branch, branch_refs) in enumerate(followed):
             bptr = f"{pointer}/{key}/{i}"
             m = merge(rest, branch)
             if m is None:
-                nodes.append(self.value({"allOf": [rest, branch]}, bptr, depth, refs))
+                nodes.append(self.value({"allOf": [rest, branch]}, bptr, depth, branch_refs))
             else:
-                nodes.append(self.value(m, bptr, depth, refs))
+                nodes.append(self.value(m, bptr, depth, branch_refs))
         return alt(*nodes)
 
-    def _types_of(self, schema: Any) -> set[str]:
+    def _types_of(self, schema: Any, path: frozenset[int] = frozenset()) -> set[str]:
+        """The JSON types ``schema`` may admit (a superset; every type on a ``$ref`` cycle)."""
         schema = self._deref(schema, "")
-        if schema is True or not isinstance(schema, dict):
+        if schema is True or not isinstance(schema, dict) or id(schema) in path or len(path) > MAX_NESTING:
             return set(TYPES) if schema is not False else set()
+        path = path | {id(schema)}
         types = _declared_types(schema)
         if "enum" in schema or "const" in schema:
             values = schema["enum"] if "enum" in schema else [schema["const"]]
@@ -291,19 +338,22 @@ class SchemaCompiler:
             if key in schema:
                 union: set[str] = set()
                 for b in schema[key]:
-                    union |= self._types_of(b)
+                    union |= self._types_of(b, path)
                 types &= union
         if "allOf" in schema:
             for b in schema["allOf"]:
-                types &= self._types_of(b)
+                types &= self._types_of(b, path)
         if "integer" in types or "number" in types:
             types |= {"integer"}
         return types
 
-    def _disjoint(self, a: Any, b: Any) -> bool:
-        """Sound test: True only when no JSON value can satisfy both schemas."""
+    def _disjoint(self, a: Any, b: Any, level: int = 0) -> bool:
+        """Sound test: True only when no JSON value can satisfy both schemas (properties are
+        compared ``_DISJOINT_LEVELS`` deep; deeper, "may overlap")."""
         if a is False or b is False:
             return True
+        if level > _DISJOINT_LEVELS:
+            return False
         ta, tb = self._types_of(a), self._types_of(b)
         ta_n = ta | ({"integer"} if "number" in ta else set())
         tb_n = tb | ({"integer"} if "number" in tb else set())
@@ -320,7 +370,7 @@ class SchemaCompiler:
             both_objects = (ta & tb) <= {"object"}
             if both_objects:
                 for name in common:
-                    if name in pa and name in pb and self._disjoint(self._deref(pa[name], ""), self._deref(pb[name], "")):
+                    if name in pa and name in pb and self._disjoint(self._deref(pa[name], ""), self._deref(pb[name], ""), level + 1):
                         return True
                 # a property required by one side and forbidden by the other
                 for x, y in ((a, b), (b, a)):
@@ -331,7 +381,7 @@ class SchemaCompiler:
                             return True
         return False
 
-    def _not(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _not(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         negated = self._deref(schema["not"], f"{pointer}/not")
         rest = {k: v for k, v in schema.items() if k != "not"}
         if negated is True or negated == {}:
@@ -360,7 +410,7 @@ class SchemaCompiler:
 
     # ---- typed values -----------------------------------------------------------------------
 
-    def _typed(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _typed(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         if "enum" in schema or "const" in schema:
             return self._enum(schema, pointer, depth)
         types = _declared_types(schema)
@@ -494,7 +544,7 @@ class SchemaCompiler:
             body = Embedded(dfa) if not dfa.is_empty else NOTHING
         return body if raw else seq(literal('"'), body, literal('"'))
 
-    def _array(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         items = schema.get("items", True)
         prefix = schema.get("prefixItems", [])
         prefix_ptr, items_ptr = f"{pointer}/prefixItems", f"{pointer}/items"
@@ -536,7 +586,7 @@ class SchemaCompiler:
         forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
         return alt(*(literal(f) for f in sorted(forms)))
 
-    def _object(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         properties = schema.get("properties", {})
         if not isinstance(properties, dict):
             raise InvalidSchemaError(pointer, "'properties' must be an object")
