@@ -558,9 +558,11 @@ class Runner:
         compile_budget_s: float = 20.0,
         mutants_per_instance: int = 0,
         engine: LLGuidanceEngine | None = None,
+        check_budget_s: float = 120.0,
         **options: Any,
     ) -> None:
         self.vocabulary = vocabulary
+        self.check_budget_s = check_budget_s
         self.mutants_per_instance = mutants_per_instance
         self.encode = encode
         self.strict = strict
@@ -576,15 +578,8 @@ class Runner:
 
     def _compile(self, schema: Any) -> Any:
         """Compile under a SIGALRM budget (main thread only; elsewhere without a budget)."""
-        if threading.current_thread() is not threading.main_thread():
+        with self._budget(self.compile_budget_s):
             return self._compile_now(schema)
-        old = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.compile_budget_s)
-        try:
-            return self._compile_now(schema)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
 
     def run_case(self, case: Case) -> CaseResult:
         """Compile ``case.schema`` and check each instance (both serialisations)."""
@@ -614,14 +609,36 @@ class Runner:
             walker = SchemaWalker(case.schema)
         except Exception:
             walker = None
-        for instance in case.instances + self._mutant_instances(case, walker):
+        with self._budget(self.check_budget_s):
             try:
-                self._check_instance(case, compiled, walker, instance, result)
-            except Exception:
-                result.failures.append(
-                    self._failure(case, "match_crash", instance, traceback.format_exc(limit=6))
-                )
+                for instance in case.instances + self._mutant_instances(case, walker):
+                    try:
+                        self._check_instance(case, compiled, walker, instance, result)
+                    except (CompileTimeout, MemoryError):
+                        raise
+                    except Exception:
+                        result.failures.append(
+                            self._failure(case, "match_crash", instance, traceback.format_exc(limit=6))
+                        )
+            except CompileTimeout:
+                result.status = "check_timeout"
+            except MemoryError:
+                result.status = "check_memory"
         return result
+
+    @contextlib.contextmanager
+    def _budget(self, seconds: float) -> Iterable[None]:
+        """Raise :class:`CompileTimeout` after ``seconds`` (SIGALRM; main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
 
     def _mutant_instances(self, case: Case, walker: SchemaWalker | None) -> list[Instance]:
         """Edits of the valid instances (``mutants``) that jsonschema finds invalid or, in
@@ -753,10 +770,25 @@ def _run_index(index: int) -> CaseResult:
     return _WORKER.run_case(_WORKER_CASES[index])
 
 
-def run_cases(runner: Runner, cases: Sequence[Case], jobs: int = 1, progress: bool = False) -> list[CaseResult]:
+def _limit_memory(extra_mb: int | None) -> None:
+    """Cap a worker's address space at its current size plus ``extra_mb`` (a case that blows up
+    gets MemoryError instead of taking the machine)."""
+    if not extra_mb:
+        return
+    import resource
+
+    with open("/proc/self/statm") as f:
+        current = int(f.read().split()[0]) * resource.getpagesize()
+    limit = current + extra_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def run_cases(runner: Runner, cases: Sequence[Case], jobs: int = 1, progress: bool = False,
+              memory_limit_mb: int | None = None) -> list[CaseResult]:
     """Run every case, in ``jobs`` forked worker processes when ``jobs > 1`` (the runner, its
-    vocabulary and the cases are inherited, not pickled). Results keep the order of ``cases``;
-    ``progress`` prints a line to stderr every 100 cases."""
+    vocabulary and the cases are inherited, not pickled; each worker's memory capped at
+    ``memory_limit_mb`` above its start). Results keep the order of ``cases``; ``progress``
+    prints a line to stderr every 100 cases."""
     global _WORKER, _WORKER_CASES
     _WORKER, _WORKER_CASES = runner, cases
     start = time.perf_counter()
@@ -766,7 +798,8 @@ def run_cases(runner: Runner, cases: Sequence[Case], jobs: int = 1, progress: bo
             if jobs <= 1:
                 stream: Iterable[CaseResult] = map(runner.run_case, cases)
             else:
-                pool = stack.enter_context(multiprocessing.get_context("fork").Pool(jobs))
+                pool = stack.enter_context(multiprocessing.get_context("fork").Pool(
+                    jobs, initializer=_limit_memory, initargs=(memory_limit_mb,)))
                 stream = pool.imap(_run_index, range(len(cases)), chunksize=2)
             for result in stream:
                 results.append(result)
@@ -816,7 +849,8 @@ class Summary:
 
 
 def _empty_row() -> dict[str, int]:
-    keys = ("schemas", "compiled", "unsupported", "too_complex", "timeout", "invalid_schema", "crash")
+    keys = ("schemas", "compiled", "unsupported", "too_complex", "timeout", "invalid_schema", "crash", "check_timeout",
+            "check_memory")
     return {k: 0 for k in keys + COUNTERS}
 
 
@@ -867,6 +901,7 @@ def format_table(summary: Summary, title: str) -> str:
     columns = [
         ("schemas", "schemas"), ("compiled", "compiled"), ("unsupp", "unsupported"),
         ("complex", "too_complex"), ("timeout", "timeout"), ("invalid", "invalid_schema"), ("crash", "crash"),
+        ("CHK_TO", "check_timeout"), ("CHK_MEM", "check_memory"),
         ("val_ok", "valid_accepted"), ("VAL_REJ", "valid_rejected"), ("strictX", "valid_strict_excluded"),
         ("formatX", "valid_format_excluded"),
         ("inv_rej", "invalid_rejected"), ("INV_ACC", "invalid_accepted"),
@@ -932,6 +967,7 @@ def run_conformance(
     progress: bool = False,
     mutants_per_instance: int = 0,
     engine: LLGuidanceEngine | None = None,
+    memory_limit_mb: int | None = None,
     **options: Any,
 ) -> Summary:
     """Run ``cases`` against one vocabulary and summarise (``options`` go to our compiler;
@@ -941,11 +977,11 @@ def run_conformance(
         mutants_per_instance=mutants_per_instance, engine=engine, **options,
     )
     start = time.perf_counter()
-    results = run_cases(runner, cases, jobs, progress)
+    results = run_cases(runner, cases, jobs, progress, memory_limit_mb)
     return summarise(results, time.perf_counter() - start)
 
 
-REFUSED = ("unsupported", "too_complex", "timeout", "invalid_schema", "crash")
+REFUSED = ("unsupported", "too_complex", "timeout", "invalid_schema", "crash", "check_timeout", "check_memory")
 """Statuses that count as a refused schema in the side-by-side table."""
 
 
@@ -986,6 +1022,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--mutants", type=int, default=0, help="invalid edits checked per valid instance")
     parser.add_argument("--compile-budget", type=float, default=20.0, help="seconds per compile")
+    parser.add_argument("--memory-limit", type=int, default=3000, help="MB per worker above its start (jobs > 1)")
     parser.add_argument("--report", type=Path, default=Path("conformance_report.json"))
     args = parser.parse_args(argv)
 
@@ -1005,6 +1042,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = run_conformance(
                 cases, vocabulary, test_tokenizer.encode, strict=args.strict, jobs=args.jobs,
                 compile_budget_s=args.compile_budget, progress=True, mutants_per_instance=args.mutants, engine=engine,
+                memory_limit_mb=args.memory_limit,
             )
             summaries[engine_name] = summary
             print(format_table(summary, f"== {engine_name}, {name} ({mode_name}), vocab {vocabulary.vocab_size} =="))

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from . import numbers
-from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
+from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, format_node, json_string_char, pattern_node
@@ -97,6 +97,8 @@ _COLON = seq(literal(":"), optional(literal(" ")))
 
 def _json_key(value: Any) -> str:
     """Canonical text for JSON equality (1 == 1.0, True != 1)."""
+    if isinstance(value, str):
+        return "s" + value  # fast path (enums of many strings); never starts like the JSON below
     def norm(v: Any) -> Any:
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return [type(v).__name__, v]
@@ -435,21 +437,31 @@ class SchemaCompiler:
         return alt(*nodes)
 
     def _enum(self, schema: dict, pointer: str, depth: int) -> Node:
+        """The ``enum``/``const`` members the rest of the schema admits: strings as one trie
+        (shared prefixes written once), other values as alternatives. Linear in the members:
+        each is checked once against the schema without its ``enum``/``const``."""
         if "const" in schema:
             values = [schema["const"]]
         else:
             values = schema["enum"]
             if not isinstance(values, list):
                 raise InvalidSchemaError(pointer, "'enum' must be an array")
-        check = self._validator.evolve(schema=schema)
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
         seen: set[str] = set()
+        strings: list[str] = []
         nodes = []
         for v in values:
             key = _json_key(v)
-            if key in seen or not check.is_valid(v):
+            if key in seen or (check is not None and not check.is_valid(v)):
                 continue
             seen.add(key)
-            nodes.append(self.literal_value(v, depth))
+            if isinstance(v, str):
+                strings.append(v)
+            else:
+                nodes.append(self.literal_value(v, depth))
+        if strings:
+            nodes.append(_string_trie(strings, raw=self.raw_strings and depth == 0))
         return alt(*nodes)
 
     def literal_value(self, value: Any, depth: int) -> Node:
@@ -734,6 +746,68 @@ def _canonical_char(c: str) -> Node:
     elif c not in escapes:
         forms.append(literal(c))
     return alt(*forms)
+
+
+@lru_cache(maxsize=4096)
+def _encoded_char(char: str, raw: bool) -> Node:
+    """Every way to write ``char`` inside a JSON string (or, ``raw``, its UTF-8 bytes)."""
+    return literal(char) if raw else json_string_char([(ord(char), ord(char))])
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix (binary search over C-level slice comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _string_trie(values: list[str], raw: bool) -> Node:
+    """The distinct JSON strings ``values`` (quoted, every escape form; or ``raw`` text) as one
+    trie: a :class:`Graph` whose states are the prefixes where values branch and whose edges
+    are one character each, the unshared rest of a value one edge. Built in one pass over the
+    sorted values (a value shares with later ones at most what it shares with the next one), so
+    linear in the total length; flat however long the strings are."""
+    ordered = sorted(values)
+    forms: dict[str, Node] = {}
+
+    def form(char: str) -> Node:
+        hit = forms.get(char)
+        if hit is None:
+            hit = forms[char] = _encoded_char(char, raw)
+        return hit
+
+    # shared[i]: what value i shares with value i - 1 (and, sorted, at least all it shares with
+    # any earlier value)
+    shared = [0] + [_common_prefix(a, b) for a, b in zip(ordered, ordered[1:])] + [0]
+    path = [0]  # states of the previous value's explicit prefix: path[k] after k characters
+    edges: list[tuple[int, Node, int]] = []
+    ends: set[int] = set()
+    count = 1
+    for i, value in enumerate(ordered):
+        before = shared[i]
+        branch = max(before, shared[i + 1])
+        del path[before + 1:]
+        for char in value[before:branch]:  # explicit states where the next value may branch off
+            edges.append((path[-1], form(char), count))
+            path.append(count)
+            count += 1
+        if len(value) > branch:
+            rest = value[branch:]
+            edges.append((path[-1], form(rest) if len(rest) == 1 else Concat(tuple(form(c) for c in rest)), count))
+            ends.add(count)
+            count += 1
+        else:
+            ends.add(path[-1])
+    if raw:
+        return Graph(count, 0, frozenset(ends), tuple(edges))
+    quote = literal('"')
+    edges.extend((end, quote, count) for end in sorted(ends))
+    return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
 
 
 RAW_CHAR_ANY: Node = json_string_char(((0, 0x10FFFF),), escapes="raw")

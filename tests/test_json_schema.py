@@ -151,3 +151,20 @@ def test_unknown_formats_are_annotations_unless_asked():
 
 def test_annotations_and_unknown_keys_are_ignored():
     check({"type": "integer", "title": "t", "description": "d", "examples": [1], "x-custom": {"if": 1}})
+
+
+def test_large_string_enum_is_one_trie():
+    """100,000 values: a trie, linear to build (the 5k-value enum once took 1.7 s, 100k did not
+    finish in 60 s); membership exact for every escape form, prefixes and extensions refused."""
+    values = [f"value_{i}" for i in range(100_000)] + ["", "a\"b", "é\n"]
+    dfa = compile_schema_dfa({"enum": values}, SchemaOptions())
+    for v in ("value_0", "value_99999", "value_4242", "", "a\"b", "é\n"):
+        assert dfa.matches(json.dumps(v)) and dfa.matches(json.dumps(v, ensure_ascii=False))
+    assert dfa.matches('"value_\\u0031"'), "value_1 with an escaped digit"
+    for v in ("value_", "value_100000", "value_99999x", "valu", "a", "é"):
+        assert not dfa.matches(json.dumps(v))
+
+
+def test_enum_members_are_checked_against_the_rest_of_the_schema():
+    check({"type": "string", "maxLength": 3, "enum": ["abc", "abcd", 1, None, "a"]})
+    check({"enum": ["a", "ab", "abc", "b", "ba", 2, [1]]})
