@@ -32,8 +32,8 @@ ANNOTATIONS = frozenset({
     "$vocabulary", "$anchor",
 })
 UNSUPPORTED = frozenset({
-    "if", "patternProperties", "propertyNames", "contains", "unevaluatedProperties",
-    "unevaluatedItems", "dependentSchemas", "minProperties", "maxProperties", "$dynamicRef",
+    "if", "contains", "unevaluatedProperties",
+    "unevaluatedItems", "dependentSchemas", "$dynamicRef",
     "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
 })
 KNOWN_METASCHEMAS = frozenset({
@@ -43,6 +43,12 @@ KNOWN_METASCHEMAS = frozenset({
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
+MAX_COUNTED_PROPERTIES = 64
+"""Largest ``minProperties``/``maxProperties`` bound counted exactly (each count is a copy of
+the object's states)."""
+MAX_KEY_PATTERNS = 4
+"""Most ``patternProperties`` patterns per object (undeclared keys: one key language per set
+of matched patterns)."""
 MAX_NESTING = 100
 """Deepest chain of sub-schemas compiled one inside another (through ``properties``, ``items``,
 ``$ref``, ``allOf``, ...). Deeper schemas raise :class:`SchemaTooComplexError` naming the
@@ -599,78 +605,102 @@ class SchemaCompiler:
         return alt(*(literal(f) for f in sorted(forms)))
 
     def _object(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """Declared properties in declared order, then keys the schema names elsewhere
+        (``required``, ``dependentRequired``) in that order, then undeclared keys where allowed
+        (values under the ``patternProperties`` their name matches, else
+        ``additionalProperties``). A graph over (position, anything written, names written
+        that dependencies mention, properties counted) enforces ``required``,
+        ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly."""
         properties = schema.get("properties", {})
-        if not isinstance(properties, dict):
-            raise InvalidSchemaError(pointer, "'properties' must be an object")
         required = list(dict.fromkeys(schema.get("required", [])))
         dependent: dict[str, list[str]] = {}
         for key in ("dependentRequired", "dependencies"):
             for name, deps in schema.get(key, {}).items():
                 dependent.setdefault(name, []).extend(deps)
+        patterns = schema.get("patternProperties", {})
+        names_schema = schema.get("propertyNames", True)
         additional = schema.get("additionalProperties")
         if additional is None:
-            # strict mode closes objects that declare properties; a bare object stays free-form
-            additional = not (self.options.strict and "properties" in schema)
+            # strict mode closes objects that declare properties (or patterns); a bare object
+            # stays free-form
+            additional = not (self.options.strict and ("properties" in schema or patterns))
         inner = depth + 1
         colon = self._colon()
         comma = self._comma(inner)
-        names = list(properties)
-        for name in required:
-            if name not in properties:
-                if additional is False:
-                    return NOTHING  # required key that may not appear: no value satisfies this
-                raise UnsupportedSchemaError("required", pointer,
-                                             f"required property {name!r} is not declared in 'properties'")
-        for name, deps in dependent.items():
-            for dep in [name, *deps]:
-                if dep not in properties:
-                    raise UnsupportedSchemaError("dependentRequired", pointer,
-                                                 f"property {dep!r} is not declared in 'properties'")
+        pattern_dfas = [(p, self._key_pattern(p, f"{pointer}/patternProperties/{_escape(p)}")) for p in patterns]
+        name_check = None if names_schema is True else self._validator.evolve(schema=names_schema)
+        # names the schema mentions outside 'properties' are written like declared ones
+        named = list(properties) + [n for n in dict.fromkeys([*required, *(x for n, d in dependent.items()
+                                                                              for x in (n, *d))])
+                                    if n not in properties]
         members: list[tuple[str, Node | None]] = []
-        for name in names:
-            sub = self.value(properties[name], f"{pointer}/properties/{_escape(name)}", inner, refs)
+        for name in named:
+            parts: list[Any] = [properties[name]] if name in properties else []
+            sub_pointer = f"{pointer}/properties/{_escape(name)}" if name in properties else pointer
+            matching = [patterns[p] for p, dfa in pattern_dfas if dfa.matches(name.encode("utf-8"))]
+            parts += matching
+            if name not in properties and not matching:
+                # a key the schema names is allowed in strict mode too, with any value unless
+                # additionalProperties says otherwise
+                parts.append(schema.get("additionalProperties", True))
+            allowed = name_check is None or name_check.is_valid(name)
+            sub = self.value(_all_of_schema(parts), sub_pointer, inner, refs) if allowed else NOTHING
             member = None if sub is NOTHING else seq(self._key_literal(name), colon, sub)
             if member is None and name in required:
-                return NOTHING
+                return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
-        extra = None
-        if additional is not False:
-            value = self.value(additional, f"{pointer}/additionalProperties", inner, refs)
-            if value is not NOTHING:
-                extra = seq(_extra_key(names, self.options.max_states), colon, value)
+        extra = self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs)
+        min_props = _count(schema, "minProperties", pointer) or 0
+        max_props = _count(schema, "maxProperties", pointer)
+        most = len(members) + (0 if extra is NOTHING else MAX_COUNTED_PROPERTIES + 1)
+        if max_props is not None and max_props >= most:
+            max_props = None  # never reached
+        cap = max_props if max_props is not None else min_props
+        if cap > MAX_COUNTED_PROPERTIES:
+            keyword = "maxProperties" if max_props is not None else "minProperties"
+            raise UnsupportedSchemaError(keyword, pointer, f"counting {cap} properties exceeds the supported "
+                                         f"{MAX_COUNTED_PROPERTIES}")
         relevant = frozenset(n for n, deps in dependent.items() for n in (n, *deps))
-        # states: (index, anything written yet, relevant names written), built breadth first
-        start = (0, False, frozenset())
+        # states: (index, anything written yet, relevant names written, properties counted up to
+        # cap), built breadth first
+        start = (0, False, frozenset(), 0)
         index = {start: 0}
         order = [start]
         edges: list[tuple[int, Node, int]] = []
         accepting: set[int] = set()
 
-        def state(key: tuple[int, bool, frozenset]) -> int:
+        def state(key: tuple[int, bool, frozenset, int]) -> int:
             if key not in index:
                 index[key] = len(order)
                 order.append(key)
             return index[key]
 
+        def counted(count: int) -> int | None:
+            """The count after one more property (None: over maxProperties)."""
+            if max_props is not None:
+                return count + 1 if count < max_props else None
+            return min(count + 1, cap)
+
         i = 0
         while i < len(order):
-            pos, written, seen = order[i]
+            pos, written, seen, count = order[i]
             src = i
-            if pos == len(members):
-                if all(set(dependent[n]) <= seen for n in seen if n in dependent):
+            complete = count >= min_props and all(set(dependent[n]) <= seen for n in seen if n in dependent)
+            if pos >= len(members):
+                if complete:
                     accepting.add(src)
-                    if extra is not None:
-                        tail = state((pos + 1, True, seen))
-                        edges.append((src, seq(comma if written else EPSILON, extra), tail))
-                        edges.append((tail, seq(comma, extra), tail))
-                        accepting.add(tail)
-            elif pos < len(members):
+                nxt = counted(count)
+                if extra is not NOTHING and nxt is not None:
+                    edges.append((src, seq(comma if written else EPSILON, extra),
+                                  state((len(members) + 1, True, seen, nxt))))
+            else:
                 name, member = members[pos]
-                if member is not None:
-                    target = state((pos + 1, True, seen | ({name} & relevant)))
+                nxt = counted(count)
+                if member is not None and nxt is not None:
+                    target = state((pos + 1, True, seen | ({name} & relevant), nxt))
                     edges.append((src, seq(comma if written else EPSILON, member), target))
                 if name not in required:
-                    edges.append((src, EPSILON, state((pos + 1, written, seen))))
+                    edges.append((src, EPSILON, state((pos + 1, written, seen, count))))
             i += 1
         graph_edges = tuple(edges)
         non_empty_accepting = frozenset(index[k] for k in order if k[1] and index[k] in accepting)
@@ -679,6 +709,49 @@ class SchemaCompiler:
         open_ws, close_ws = self.ws(inner), self.ws(depth)
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
                    seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
+
+    def _key_pattern(self, pattern: str, pointer: str) -> DFA:
+        """The raw UTF-8 key names a ``patternProperties`` pattern matches (search semantics)."""
+        if not isinstance(pattern, str):
+            raise InvalidSchemaError(pointer, "a patternProperties key must be a string")
+        return compile_node(pattern_node(pattern, pointer, escapes="raw"), self.options.max_states)
+
+    def _extra_members(self, named: list[str], pattern_dfas: list[tuple[str, DFA]], patterns: dict,
+                       additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs) -> Node:
+        """``key: value`` for keys none of ``named``: for each set of patterns a key matches
+        (exactly those), the key texts of that set and values under those patterns' schemas;
+        keys matching no pattern take ``additionalProperties``. Keys also obey
+        ``propertyNames``. NOTHING when no undeclared key may appear."""
+        if len(pattern_dfas) > MAX_KEY_PATTERNS:
+            raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
+                                         "(each set of matched patterns is a key language of its own)")
+        max_states = self.options.max_states
+        keys = _extra_key_dfa(tuple(named), max_states)
+        if names_schema is False:
+            return NOTHING
+        if names_schema is not True:
+            names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", 0, refs)
+            if names is NOTHING:
+                return NOTHING
+            keys = keys.intersect(compile_node(names, max_states), max_states)
+        if keys.is_empty:
+            return NOTHING
+        raw_names = [(p, _quoted_key_dfa(p, max_states)) for p, _ in pattern_dfas]
+        options: list[Node] = []
+        for chosen in range(1 << len(raw_names)):
+            key_dfa = keys
+            for k, (_, quoted) in enumerate(raw_names):
+                key_dfa = key_dfa.intersect(quoted, max_states) if chosen >> k & 1 else key_dfa.difference(quoted, max_states)
+                if key_dfa.is_empty:
+                    break
+            if key_dfa.is_empty:
+                continue
+            parts = [patterns[p] for k, (p, _) in enumerate(raw_names) if chosen >> k & 1] or [additional]
+            where = f"{pointer}/patternProperties" if chosen else f"{pointer}/additionalProperties"
+            value = self.value(_all_of_schema(parts), where, inner, refs)
+            if value is not NOTHING:
+                options.append(seq(Embedded(key_dfa), self._colon(), value))
+        return alt(*options)
 
     # ---- free-form values ---------------------------------------------------------------
 
@@ -722,15 +795,32 @@ _CANONICAL_KEY_CHAR = alt(
 )
 
 
-def _extra_key(declared: list[str], max_states: int) -> Node:
-    """A quoted key that is none of the declared names. Extra keys are written in canonical
+@lru_cache(maxsize=256)
+def _extra_key_dfa(declared: tuple[str, ...], max_states: int) -> DFA:
+    """Quoted keys that are none of the declared names. Extra keys are written in canonical
     form: raw characters except where JSON requires an escape (so that a declared name cannot
     sneak in through ``\\u`` escapes)."""
-    body = compile_node(repeat(_CANONICAL_KEY_CHAR, 0, None), max_states)
+    body = compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')), max_states)
     if declared:
-        names = compile_node(alt(*(seq(*(_canonical_char(c) for c in name)) for name in declared)), max_states)
+        names = compile_node(alt(*(seq(literal('"'), *(_canonical_char(c) for c in name), literal('"'))
+                                   for name in declared)), max_states)
         body = body.difference(names, max_states)
-    return seq(literal('"'), Embedded(body), literal('"'))
+    return body
+
+
+@lru_cache(maxsize=256)
+def _quoted_key_dfa(pattern: str, max_states: int) -> DFA:
+    """Canonical quoted keys whose name ``pattern`` matches (search semantics): the pattern over
+    JSON-string bodies, kept to canonical writings (raw text, with ``"``, ``\\`` and control
+    characters escaped)."""
+    body = pattern_node(pattern, "", escapes="all")
+    canonical = compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')), max_states)
+    return canonical.intersect(compile_node(seq(literal('"'), body, literal('"')), max_states), max_states)
+
+
+def _all_of_schema(parts: list[Any]) -> Any:
+    """One schema for the conjunction of ``parts`` (the single part itself)."""
+    return parts[0] if len(parts) == 1 else {"allOf": parts}
 
 
 def _canonical_char(c: str) -> Node:
@@ -939,6 +1029,9 @@ def merge(a: Any, b: Any) -> Any:
         rest = {"allOf": [_rest_schema(a), _rest_schema(b)]}
         a = {**{k: v for k, v in a.items() if k not in array_keys}, "prefixItems": prefix, "items": rest}
         b = {k: v for k, v in b.items() if k not in array_keys}
+    for x, y in ((a, b), (b, a)):
+        if "patternProperties" in x and "additionalProperties" in y and x.get("patternProperties"):
+            return None  # y's additionalProperties would have to skip x's pattern keys
     out = dict(a)
     for key, bv in b.items():
         if key not in out:
@@ -962,9 +1055,16 @@ def merge(a: Any, b: Any) -> Any:
             out[key] = props
         elif key == "required":
             out[key] = list(dict.fromkeys([*av, *bv]))
-        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems"):
+        elif key == "patternProperties":
+            patterns = dict(av)
+            for pattern, sub in bv.items():
+                patterns[pattern] = sub if pattern not in patterns else {"allOf": [patterns[pattern], sub]}
+            out[key] = patterns
+        elif key == "propertyNames":
+            out[key] = {"allOf": [av, bv]}
+        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"):
             out[key] = max(av, bv)
-        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems"):
+        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"):
             out[key] = min(av, bv)
         elif key in ("items", "additionalProperties", "additionalItems") and not isinstance(av, list) \
                 and not isinstance(bv, list):

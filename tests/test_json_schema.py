@@ -6,6 +6,7 @@ indent=2, is accepted.
 """
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -75,6 +76,61 @@ def test_keyword_against_oracle(schema):
     check(schema)
 
 
+OBJECTS = [{"z": 1}, {"z": "s"}, {"a": 1, "z": 2}, {"a": 1, "b": "x"}, {"a": 1, "c": 2}, {"c": 1}, {"ab": 1},
+           {"ab": "x", "xb": "y"}, {"b": 1}, {"a": 1, "b": 2, "c": 3}, {"a\"": 1}, {"é": 2}, {"a": "x", "c": 3},
+           {"aa": 1, "ba": "s", "c": None}]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ["z"]},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "z"]},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["z"], "additionalProperties": {"type": "integer"}},
+    {"type": "object", "properties": {"a": {}}, "dependentRequired": {"a": ["c"]}, "additionalProperties": {"type": "integer"}},
+    {"type": "object", "properties": {"a": {}}, "dependentRequired": {"c": ["a"]}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "dependencies": {"a": ["b"]}},
+    {"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}}},
+    {"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"b$": {"minimum": 1}}},
+    {"type": "object", "patternProperties": {"\"": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+    {"type": "object", "propertyNames": {"maxLength": 1}},
+    {"type": "object", "propertyNames": {"pattern": "^[a-c]+$"}, "additionalProperties": {"type": "integer"}},
+    {"type": "object", "minProperties": 1, "maxProperties": 2},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "minProperties": 2,
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "maxProperties": 1, "required": ["a"]},
+])
+def test_object_keywords_against_oracle(schema, strict):
+    """Keys named only by required/dependentRequired, patternProperties, propertyNames and
+    property counts: exact in both modes (strict: named keys allowed, other undeclared keys
+    only where a pattern or additionalProperties allows them)."""
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=3, strict=strict))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    named = set(schema.get("properties", {})) | set(schema.get("required", [])) | {
+        n for k in ("dependentRequired", "dependencies") for a, d in schema.get(k, {}).items() for n in (a, *d)}
+    free = not strict or "additionalProperties" in schema or not (named or "patternProperties" in schema)
+    for value in [*POOL, *OBJECTS]:
+        valid = validator.is_valid(value)
+        for text in serialisations(value, schema):
+            accepted = dfa.matches(text)
+            assert not (accepted and not valid), f"accepted invalid {text!r}"
+            if valid and isinstance(value, dict) and not free:
+                pattern_keys = {k for k in value for p in schema.get("patternProperties", {}) if re.search(p, k)}
+                if not set(value) <= named | pattern_keys:
+                    continue  # strict: undeclared keys are not written
+            if valid and isinstance(value, dict):
+                order = [k for k in schema.get("properties", {}) if k in value]
+                mentioned = [*schema.get("required", []), *(n for k in ("dependentRequired", "dependencies")
+                                                             for a, d in schema.get(k, {}).items() for n in (a, *d))]
+                order += [k for k in dict.fromkeys(mentioned) if k in value and k not in order]
+                if list(value) != order + [k for k in value if k not in order]:
+                    continue  # keys not in the schema's order
+                if any(not k.isascii() for k in value if k not in named) and text.isascii():
+                    continue  # undeclared keys are written in canonical form (raw UTF-8, not \u escapes)
+            if valid:
+                assert accepted, f"rejected valid {text!r}"
+
+
 def test_spec_mode_allows_extra_properties_after_declared():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     strict = compile_schema_dfa(schema, SchemaOptions())
@@ -111,7 +167,8 @@ def test_recursion_is_cut_not_refused():
 
 @pytest.mark.parametrize("schema,keyword,pointer", [
     ({"type": "object", "properties": {"a": {"if": {"type": "string"}}}}, "if", "/properties/a"),
-    ({"patternProperties": {"^x": {}}}, "patternProperties", ""),
+    ({"type": "object", "minProperties": 100, "additionalProperties": True}, "minProperties", ""),
+    ({"patternProperties": {f"^{c}": {} for c in "abcde"}}, "patternProperties", ""),
     ({"type": "array", "items": {"type": "array", "contains": {"type": "integer"}}}, "contains", "/items"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", ""),
     ({"type": "string", "pattern": "(?=a)b"}, "pattern", ""),
