@@ -22,7 +22,8 @@ from . import numbers
 from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
-from .regex import JSON_STRING_CHAR_ANY, format_node, json_string_char, pattern_node
+from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
+from .schema_check import validator_class
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -129,8 +130,9 @@ class SchemaCompiler:
         self.root = root
         self.options = options
         self.raw_strings = raw_strings
-        self._validator_cls = jsonschema.Draft202012Validator
+        self._validator_cls = validator_class(root)
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {})
+        self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
 
@@ -247,6 +249,8 @@ class SchemaCompiler:
         if target is False:
             return NOTHING
         rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+        if self.dialect in DRAFTS_IGNORING_REF_SIBLINGS:
+            rest = {}  # draft 4-7: keywords beside $ref are ignored
         if not rest:
             return self.value(target, target_pointer, depth, refs)
         return self.value({"allOf": [target, rest]}, pointer, depth, refs)
@@ -318,7 +322,8 @@ class SchemaCompiler:
         if key == "oneOf":
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
-                    if not self._disjoint(branches[i], branches[j]):
+                    if not self._disjoint(branches[i], branches[j]) and not self._generated_apart(
+                            merge(rest, branches[i]), merge(rest, branches[j])):
                         raise UnsupportedSchemaError(
                             "oneOf", pointer, f"branches {i} and {j} may both match one value; "
                             "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
@@ -388,6 +393,39 @@ class SchemaCompiler:
                         if y.get("additionalProperties") is False and name not in y.get("properties", {}):
                             return True
         return False
+
+    def _written_keys(self, schema: Any) -> set[str] | None:
+        """The keys any object this compiler writes for ``schema`` can hold (None: not known,
+        or undeclared keys may appear)."""
+        schema = self._deref(schema, "")
+        if not isinstance(schema, dict) or any(k in schema for k in ("$ref", "allOf", "anyOf", "oneOf", "not",
+                                                                     "patternProperties", "if")):
+            return None
+        additional = schema.get("additionalProperties")
+        closed = additional is False or (additional is None and self.options.strict and "properties" in schema)
+        if not closed:
+            return None
+        named = set(schema.get("properties", {})) | set(schema.get("required", []))
+        for key in ("dependentRequired", "dependencies"):
+            for name, deps in schema.get(key, {}).items():
+                named |= {name, *deps} if isinstance(deps, list) else {name}
+        return named
+
+    def _generated_apart(self, a: Any, b: Any) -> bool:
+        """True when no value this compiler writes for ``a`` satisfies ``b`` and vice versa, for
+        branches that may share only objects: the objects written for one (closed, as strict
+        mode writes them) lack a key the other requires. Sound for the values generated."""
+        if a is None or b is None:
+            return False
+        ta, tb = self._types_of(a), self._types_of(b)
+        if (ta & tb) - {"object"}:
+            return False
+        for x, y in ((a, b), (b, a)):
+            keys = self._written_keys(x)
+            y = self._deref(y, "")
+            if keys is None or not isinstance(y, dict) or set(y.get("required", [])) <= keys:
+                return False
+        return True
 
     def _not(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         negated = self._deref(schema["not"], f"{pointer}/not")
@@ -503,10 +541,15 @@ class SchemaCompiler:
 
     def _number(self, schema: dict, pointer: str, integer: bool) -> Node:
         lower = upper = None
+        draft4 = self.dialect == "draft4"
         for key, exclusive, is_lower in (("minimum", False, True), ("exclusiveMinimum", True, True),
                                          ("maximum", False, False), ("exclusiveMaximum", True, False)):
             if key not in schema:
                 continue
+            if draft4:  # draft-04: exclusiveMinimum/Maximum are booleans that modify the bound
+                if key.startswith("exclusive"):
+                    continue
+                exclusive = schema.get("exclusiveMinimum" if is_lower else "exclusiveMaximum") is True
             d = numbers.to_decimal(schema[key])
             if d is None:
                 raise UnsupportedSchemaError(key, pointer, f"bound must be a finite number, got {schema[key]!r}")
@@ -516,8 +559,18 @@ class SchemaCompiler:
             elif upper is None or d < upper[0] or (d == upper[0] and exclusive):
                 upper = (d, exclusive)
         constrained = lower is not None or upper is not None or "multipleOf" in schema
+        if integer and draft4:
+            if not constrained:
+                return numbers.PLAIN_INTEGER
+            node = self._bounded(schema, pointer, lower, upper, integer)
+            dfa = compile_node(node, self.options.max_states).intersect(_plain_integer_dfa(), self.options.max_states)
+            return Embedded(dfa) if not dfa.is_empty else NOTHING
         if not constrained:
             return numbers.INTEGER if integer else numbers.NUMBER
+        return self._bounded(schema, pointer, lower, upper, integer)
+
+    def _bounded(self, schema: dict, pointer: str, lower: Any, upper: Any, integer: bool) -> Node:
+        """Numbers within the bounds and ``multipleOf`` (exact, no exponent form)."""
         node = numbers.bounded_number(lower, upper, integer)
         if "multipleOf" in schema:
             step = numbers.to_decimal(schema["multipleOf"])
@@ -541,6 +594,9 @@ class SchemaCompiler:
         if fmt is not None and self.options.assert_formats:
             # formats take the escapes real serialisers write (json.dumps never escapes the
             # printable ASCII that dates, addresses and ids consist of): automata 5x smaller
+            if fmt in UNENFORCED_FORMATS:
+                raise UnsupportedSchemaError("format", pointer, f"format {fmt!r}: {UNENFORCED_FORMATS[fmt]} "
+                                             "(assert_formats=False treats formats as annotations)")
             fnode = format_node(fmt, pointer, escapes="raw" if raw else "common")
             if fnode is not None:
                 constraints.append(fnode)
@@ -898,6 +954,26 @@ def _string_trie(values: list[str], raw: bool) -> Node:
     quote = literal('"')
     edges.extend((end, quote, count) for end in sorted(ends))
     return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
+
+
+@lru_cache(maxsize=None)
+def _plain_integer_dfa() -> DFA:
+    return compile_node(numbers.PLAIN_INTEGER)
+
+
+DRAFTS_IGNORING_REF_SIBLINGS = frozenset({"draft4", "draft6", "draft7"})
+_DIALECTS = {"json-schema.org/draft-04/schema": "draft4", "json-schema.org/draft-06/schema": "draft6",
+             "json-schema.org/draft-07/schema": "draft7", "json-schema.org/draft/2019-09/schema": "2019-09",
+             "json-schema.org/draft/2020-12/schema": "2020-12", "json-schema.org/schema": "2020-12"}
+
+
+def dialect_of(root: Any) -> str:
+    """``draft4`` ... ``2020-12`` from the root's ``$schema`` (2020-12 when absent or unknown:
+    :meth:`SchemaCompiler.compile` refuses unknown meta-schemas)."""
+    uri = root.get("$schema") if isinstance(root, dict) else None
+    if not isinstance(uri, str):
+        return "2020-12"
+    return _DIALECTS.get(uri.rstrip("#").split("://", 1)[-1], "2020-12")
 
 
 RAW_CHAR_ANY: Node = json_string_char(((0, 0x10FFFF),), escapes="raw")

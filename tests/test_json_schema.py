@@ -36,7 +36,8 @@ def serialisations(value, schema):
 
 def check(schema, extra=(), **options):
     dfa = compile_schema_dfa(schema, SchemaOptions(**{"free_form_depth": 3, **options}))  # the pool nests 3 deep
-    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     for value in [*POOL, *extra]:
         valid = validator.is_valid(value)
         for text in serialisations(value, schema):
@@ -225,3 +226,57 @@ def test_large_string_enum_is_one_trie():
 def test_enum_members_are_checked_against_the_rest_of_the_schema():
     check({"type": "string", "maxLength": 3, "enum": ["abc", "abcd", 1, None, "a"]})
     check({"enum": ["a", "ab", "abc", "b", "ba", 2, [1]]})
+
+
+DRAFT4 = "http://json-schema.org/draft-04/schema#"
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
+
+
+def test_draft_04_integers_have_no_fraction_and_exclusive_bounds_are_booleans():
+    d4 = compile_schema_dfa({"$schema": DRAFT4, "type": "integer", "minimum": 0, "exclusiveMinimum": True},
+                            SchemaOptions())
+    assert d4.matches("1") and not d4.matches("0") and not d4.matches("1.0") and not d4.matches("12345.0")
+    assert not compile_schema_dfa({"$schema": DRAFT4, "type": "integer"}, SchemaOptions()).matches("3.0")
+    assert compile_schema_dfa({"type": "integer"}, SchemaOptions()).matches("3.0"), "2020-12: 3.0 is an integer"
+    number = compile_schema_dfa({"$schema": DRAFT4, "type": "number", "maximum": 2, "exclusiveMaximum": False},
+                                SchemaOptions())
+    assert number.matches("2") and number.matches("1.5") and not number.matches("2.5")
+    for schema in ({"$schema": DRAFT4, "type": "number", "minimum": 1, "exclusiveMinimum": True},
+                   {"$schema": DRAFT4, "type": "integer", "maximum": 3, "exclusiveMaximum": True}):
+        check(schema, extra=[3.0, 1.0, 12345.0])
+
+
+def test_draft_07_ignores_keywords_beside_ref():
+    schema = {"definitions": {"s": {"type": "string"}}, "type": "object",
+              "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 1}}}
+    assert compile_schema_dfa({"$schema": DRAFT7, **schema}, SchemaOptions()).matches('{"a": "abc"}')
+    assert not compile_schema_dfa(schema, SchemaOptions()).matches('{"a": "abc"}'), "2020-12 applies both"
+
+
+def test_one_of_objects_apart_in_strict_mode():
+    """Closed objects (strict) that each lack a key the other requires: the written values
+    match exactly one branch; in spec mode extra keys could match both, so it is refused."""
+    schema = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                        {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]}]}
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    assert dfa.matches('{"a": 1}') and dfa.matches('{"b": "x"}') and not dfa.matches('{"a": 1, "b": "x"}')
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions(strict=False))
+    assert info.value.keyword == "oneOf" and "branches 0 and 1" in str(info.value)
+    closed = {"oneOf": [{**b, "additionalProperties": False} for b in schema["oneOf"]]}
+    check(closed, extra=[{"a": 1, "b": "x"}, {"b": "x"}], strict=False)
+
+
+@pytest.mark.parametrize("fmt", ["regex", "iri", "iri-reference", "idn-email", "idn-hostname", "duration"])
+def test_formats_not_enforced_are_refused_never_ignored(fmt):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa({"type": "string", "format": fmt}, SchemaOptions())
+    assert info.value.keyword == "format" and fmt in str(info.value)
+    assert compile_schema_dfa({"type": "string", "format": fmt}, SchemaOptions(assert_formats=False)).matches('"("')
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "format": "json-pointer"}, {"type": "string", "format": "uri-reference"},
+])
+def test_new_formats_against_oracle(schema):
+    check(schema, extra=["/a~0b", "/a~2", "#x", "a b", "../c?d#e", "http://x/y"])
