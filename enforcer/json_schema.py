@@ -135,6 +135,7 @@ class SchemaCompiler:
         self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
+        self._anchor_map: dict[str, tuple[Any, str]] | None = None
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -211,11 +212,23 @@ class SchemaCompiler:
     # ---- references and combinators ------------------------------------------------------
 
     def resolve(self, ref: str, pointer: str) -> tuple[Any, str]:
+        """The sub-schema ``ref`` names and its JSON pointer: ``#/json/pointer``, a plain-name
+        anchor (``#name``: ``$anchor``, or a draft 4-7 ``$id``/``id`` of ``#name``), either one
+        after the root's own ``$id``. Other references are refused."""
+        if not isinstance(ref, str):
+            raise InvalidSchemaError(pointer, "$ref must be a string")
+        base = self._root_base()
+        if base and ref.startswith(base) and (len(ref) == len(base) or ref[len(base)] == "#"):
+            ref = ref[len(base):] or "#"
         if not ref.startswith("#"):
             raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, got {ref!r}")
         path = ref[1:]
         if path and not path.startswith("/"):
-            raise UnsupportedSchemaError("$ref", pointer, f"anchor references are not supported: {ref!r}")
+            found = self._anchors().get(path)
+            if found is None:
+                raise UnsupportedSchemaError("$ref", pointer, f"anchor {ref!r} is not defined in this document "
+                                             "(or sub-schemas change the base URI with $id)")
+            return found
         node: Any = self.root
         for raw in path.split("/")[1:] if path else []:
             part = raw.replace("~1", "/").replace("~0", "~")
@@ -228,6 +241,47 @@ class SchemaCompiler:
             else:
                 raise InvalidSchemaError(pointer, f"$ref {ref!r} does not resolve")
         return node, path
+
+    def _root_base(self) -> str:
+        """The root's ``$id`` (draft-04: ``id``) without its fragment, or ``""``."""
+        if not isinstance(self.root, dict):
+            return ""
+        value = self.root.get("$id", self.root.get("id") if self.dialect == "draft4" else None)
+        return value.split("#", 1)[0] if isinstance(value, str) else ""
+
+    def _anchors(self) -> dict[str, tuple[Any, str]]:
+        """Plain-name anchors of the document -> (sub-schema, pointer), found once by an
+        iterative walk through the keywords that hold schemas. Empty when a sub-schema sets a
+        new base URI (anchors would then be scoped to it)."""
+        if self._anchor_map is not None:
+            return self._anchor_map
+        anchors: dict[str, tuple[Any, str]] = {}
+        stack: list[tuple[Any, str]] = [(self.root, "")]
+        while stack:
+            node, ptr = stack.pop()
+            if not isinstance(node, dict):
+                continue
+            for key in ("$anchor", "$id", "id"):
+                value = node.get(key)
+                if not isinstance(value, str) or (key == "id" and self.dialect != "draft4"):
+                    continue
+                if key == "$anchor":
+                    anchors[value] = (node, ptr)
+                elif value.startswith("#"):
+                    anchors[value[1:]] = (node, ptr)
+                elif ptr:  # a nested base URI: anchors below are scoped to it
+                    self._anchor_map = {}
+                    return self._anchor_map
+            for key, sub in node.items():
+                where = f"{ptr}/{_escape(key)}"
+                if key in _SCHEMA_MAPS and isinstance(sub, dict):
+                    stack.extend((v, f"{where}/{_escape(k)}") for k, v in sub.items())
+                elif key in _SCHEMA_LISTS and isinstance(sub, list):
+                    stack.extend((v, f"{where}/{i}") for i, v in enumerate(sub))
+                elif key in _SCHEMA_VALUES:
+                    stack.append((sub, where))
+        self._anchor_map = anchors
+        return anchors
 
     def _expand(self, ref: str, pointer: str, depth: int, refs: Refs) -> tuple[Any, str, Refs]:
         """The target of ``ref`` met at value ``depth``, its pointer and the path's expansions;
@@ -954,6 +1008,13 @@ def _string_trie(values: list[str], raw: bool) -> Node:
     quote = literal('"')
     edges.extend((end, quote, count) for end in sorted(ends))
     return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
+
+
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_SCHEMA_VALUES = frozenset({"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
+                            "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties"})
+"""Keywords whose values are sub-schemas (maps of them, lists of them, or one)."""
 
 
 @lru_cache(maxsize=None)

@@ -280,3 +280,23 @@ def test_formats_not_enforced_are_refused_never_ignored(fmt):
 ])
 def test_new_formats_against_oracle(schema):
     check(schema, extra=["/a~0b", "/a~2", "#x", "a b", "../c?d#e", "http://x/y"])
+
+
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"a": {"$anchor": "foo", "type": "integer"}}, "type": "array", "items": {"$ref": "#foo"}},
+    {"$id": "http://x/s.json", "$defs": {"a": {"type": "integer"}}, "type": "array",
+     "items": {"$ref": "http://x/s.json#/$defs/a"}},
+    {"$schema": DRAFT7, "definitions": {"a": {"$id": "#bar", "type": "integer"}}, "type": "array",
+     "items": {"$ref": "#bar"}},
+])
+def test_anchor_and_root_id_references(schema):
+    dfa = check(schema, extra=[[1, 2], ["a"], [1.5]])
+    assert dfa.matches("[1, 2]") and not dfa.matches('["a"]')
+
+
+def test_anchor_under_a_nested_base_uri_is_refused():
+    schema = {"$defs": {"a": {"$id": "http://other/a.json", "$defs": {"b": {"$anchor": "foo"}}}},
+              "$ref": "#foo"}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword == "$ref"
