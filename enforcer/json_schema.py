@@ -762,9 +762,8 @@ class SchemaCompiler:
         extra = self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs)
         min_props = _count(schema, "minProperties", pointer) or 0
         max_props = _count(schema, "maxProperties", pointer)
-        most = len(members) + (0 if extra is NOTHING else MAX_COUNTED_PROPERTIES + 1)
-        if max_props is not None and max_props >= most:
-            max_props = None  # never reached
+        if max_props is not None and extra is NOTHING and max_props >= len(members):
+            max_props = None  # never reached: only the named keys may appear
         cap = max_props if max_props is not None else min_props
         if cap > MAX_COUNTED_PROPERTIES:
             keyword = "maxProperties" if max_props is not None else "minProperties"

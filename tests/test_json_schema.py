@@ -300,3 +300,13 @@ def test_anchor_under_a_nested_base_uri_is_refused():
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.keyword == "$ref"
+
+
+def test_max_properties_with_extra_keys_is_counted_or_refused():
+    dfa = compile_schema_dfa({"type": "object", "maxProperties": 2, "additionalProperties": True}, SchemaOptions())
+    assert dfa.matches('{"a": 1, "b": 2}') and not dfa.matches('{"a": 1, "b": 2, "c": 3}')
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa({"type": "object", "maxProperties": 100, "additionalProperties": True}, SchemaOptions())
+    assert info.value.keyword == "maxProperties" and "64" in str(info.value)
+    few = compile_schema_dfa({"type": "object", "properties": {"a": {}}, "maxProperties": 100}, SchemaOptions())
+    assert few.matches('{"a": 1}'), "only one key may appear: the bound is never reached"
