@@ -33,7 +33,7 @@ ANNOTATIONS = frozenset({
     "$vocabulary", "$anchor",
 })
 UNSUPPORTED = frozenset({
-    "if", "contains", "unevaluatedProperties",
+    "contains", "unevaluatedProperties",
     "unevaluatedItems", "dependentSchemas", "$dynamicRef",
     "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
 })
@@ -188,6 +188,8 @@ class SchemaCompiler:
             return self._ref(schema, pointer, depth, refs)
         if "allOf" in schema:
             return self._all_of(schema, pointer, depth, refs)
+        if "if" in schema:
+            return self._if_then_else(schema, pointer, depth, refs)
         if "anyOf" in schema or "oneOf" in schema:
             return self._any_of(schema, pointer, depth, refs)
         if "not" in schema:
@@ -447,6 +449,27 @@ class SchemaCompiler:
                         if y.get("additionalProperties") is False and name not in y.get("properties", {}):
                             return True
         return False
+
+    def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """``if``/``then``/``else`` as a union of exact branches: (base, ``if``, ``then``) and,
+        for each way ``if`` can fail, (base, that failure, ``else``). Exact when ``if`` tests
+        object keys: ``required`` names and ``properties`` that are ``const``/``enum`` of
+        strings, booleans or null (or ``false``), optionally with ``type: object``; other
+        conditions are refused (their complement is not built)."""
+        base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+        then_schema, else_schema = schema.get("then", True), schema.get("else", True)
+        condition = self._deref(schema["if"], f"{pointer}/if")
+        if condition is True or condition == {}:
+            return self.value(_all_of_schema([base, then_schema]), pointer, depth, refs)
+        if condition is False:
+            return self.value(_all_of_schema([base, else_schema]), pointer, depth, refs)
+        failures = _condition_failures(condition)
+        if failures is None:
+            raise UnsupportedSchemaError("if", pointer, "only conditions on object keys (required, properties "
+                                         "with const/enum of strings, booleans or null) are exact")
+        branches = [{"allOf": [base, then_schema, condition]}]
+        branches += [{"allOf": [base, else_schema, failure]} for failure in failures]
+        return self.value({"anyOf": branches}, pointer, depth, refs)
 
     def _written_keys(self, schema: Any) -> set[str] | None:
         """The keys any object this compiler writes for ``schema`` can hold (None: not known,
@@ -925,6 +948,39 @@ def _quoted_key_dfa(pattern: str, max_states: int) -> DFA:
     body = pattern_node(pattern, "", escapes="all")
     canonical = compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')), max_states)
     return canonical.intersect(compile_node(seq(literal('"'), body, literal('"')), max_states), max_states)
+
+
+def _condition_failures(condition: Any) -> list[Any] | None:
+    """Schemas that together hold exactly the values failing ``condition`` (an ``if`` over
+    object keys), or None when ``condition`` is not of that form."""
+    if not isinstance(condition, dict) or set(condition) - ANNOTATIONS - {"properties", "required", "type"}:
+        return None
+    if condition.get("type", "object") != "object":
+        return None
+    required = condition.get("required", [])
+    properties = condition.get("properties", {})
+    if not isinstance(required, list) or not isinstance(properties, dict):
+        return None
+    failures: list[Any] = [{"not": {"type": "object"}}] if "type" in condition else []
+    for name, sub in properties.items():
+        if sub is True or sub == {}:
+            continue
+        if sub is False:
+            failures.append({"type": "object", "required": [name]})  # the key is there
+            continue
+        if not isinstance(sub, dict) or set(sub) - ANNOTATIONS not in ({"const"}, {"enum"}):
+            return None
+        values = [sub["const"]] if "const" in sub else sub["enum"]
+        if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
+            return None
+        mismatch = {"type": "object", "properties": {name: {"not": {"enum": values}}}}
+        if name not in required:
+            mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
+        failures.append(mismatch)
+    for name in required:
+        if name not in properties or properties[name] is True or properties[name] == {}:
+            failures.append({"type": "object", "properties": {name: False}})  # the key is absent
+    return failures
 
 
 def _all_of_schema(parts: list[Any]) -> Any:

@@ -310,3 +310,32 @@ def test_max_properties_with_extra_keys_is_counted_or_refused():
     assert info.value.keyword == "maxProperties" and "64" in str(info.value)
     few = compile_schema_dfa({"type": "object", "properties": {"a": {}}, "maxProperties": 100}, SchemaOptions())
     assert few.matches('{"a": 1}'), "only one key may appear: the bound is never reached"
+
+
+IF_POOL = [{"kind": "a", "x": 1}, {"kind": "a", "x": "s"}, {"kind": "b", "x": 1}, {"kind": "b", "x": "s"},
+           {"x": 1}, {"x": "s"}, {"kind": "c"}, {"kind": "a"}, {}, 1, "s", {"kind": None, "x": 1}]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("condition", [
+    {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+    {"properties": {"kind": {"const": "a"}}},
+    {"properties": {"kind": {"enum": ["a", None]}}, "required": ["kind"], "type": "object"},
+    {"required": ["kind"]},
+    {"properties": {"kind": False}},
+])
+def test_if_then_else_on_object_keys_against_oracle(condition, strict):
+    schema = {"type": ["object", "integer"], "properties": {"kind": {"enum": ["a", "b", "c", None]}, "x": {}},
+              "if": condition, "then": {"properties": {"x": {"type": "integer"}}},
+              "else": {"properties": {"x": {"type": "string"}}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=strict))
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in IF_POOL:
+        for text in serialisations(value, schema):
+            assert dfa.matches(text) == validator.is_valid(value), (text, validator.is_valid(value))
+
+
+def test_if_with_a_condition_whose_complement_is_not_built_is_refused():
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa({"if": {"minimum": 3}, "then": {"multipleOf": 2}}, SchemaOptions())
+    assert info.value.keyword == "if"
