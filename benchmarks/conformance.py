@@ -267,7 +267,7 @@ class SchemaWalker:
         if not any(isinstance(s.get("properties"), dict) for s, _ in applicable):
             return True
         for schema, _ in applicable:
-            if key in (schema.get("properties") or {}):
+            if key in (schema.get("properties") or {}) or key in _named_keys(schema):
                 return True
             for pattern in schema.get("patternProperties") or {}:
                 if self._pattern_matches(pattern, key):
@@ -292,6 +292,7 @@ class SchemaWalker:
         orders: list[Iterable[str]] = []
         if isinstance(schema.get("properties"), dict):
             orders.append(schema["properties"])
+        orders.append(_named_keys(schema))  # keys named by required/dependentRequired come next
         return orders + self._constants(schema, data)
 
     def walk(self, data: Any) -> tuple[Any, bool]:
@@ -320,6 +321,20 @@ class SchemaWalker:
                 undeclared = undeclared or child_undeclared
             return items, undeclared
         return data, False
+
+
+def _named_keys(schema: dict) -> list[str]:
+    """Keys a schema names outside ``properties`` (``required``, ``dependentRequired``,
+    array-form ``dependencies``), in that order: the compiler writes them after the declared
+    properties."""
+    names: list[str] = list(schema.get("required") or []) if isinstance(schema.get("required"), list) else []
+    for key in ("dependentRequired", "dependencies"):
+        value = schema.get(key)
+        if isinstance(value, dict):
+            for trigger, deps in value.items():
+                if isinstance(deps, list):
+                    names += [trigger, *deps]
+    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
 
 
 def serialisations(data: Any) -> list[tuple[str, str]]:

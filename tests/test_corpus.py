@@ -60,8 +60,8 @@ PLANS = {
     "deepseek-strict": Plan("deepseek", True, None, None),
     "deepseek-spec": Plan("deepseek", False, None, None),
     # real-world schemas (every subset, spread): teacher forcing all 6,156 takes about an hour here
-    "deepseek-jsb-strict": Plan("deepseek", True, 0, 0, 240),
-    "deepseek-jsb-spec": Plan("deepseek", False, 0, 0, 240),
+    "deepseek-jsb-strict": Plan("deepseek", True, 0, 0, 160),
+    "deepseek-jsb-spec": Plan("deepseek", False, 0, 0, 160),
 }
 
 _summaries: dict[str, Summary] = {}
