@@ -754,9 +754,9 @@ class SchemaCompiler:
         names_schema = schema.get("propertyNames", True)
         additional = schema.get("additionalProperties")
         if additional is None:
-            # strict mode closes objects that declare properties (or patterns); a bare object
-            # stays free-form
-            additional = not (self.options.strict and ("properties" in schema or patterns))
+            # strict mode closes objects that declare properties; a bare object (or one with
+            # only patternProperties) stays open
+            additional = not (self.options.strict and "properties" in schema)
         inner = depth + 1
         colon = self._colon()
         comma = self._comma(inner)

@@ -110,3 +110,9 @@ def test_reference_cycle_through_all_of_under_properties_is_cut_by_max_recursion
     assert dfa.matches('{"childFoos": {"childFoos": {}, "x": "y"}}')
     assert not dfa.matches('{"childFoos": {"childFoos": {"x": 1}}}')
     assert not dfa.matches('{"childFoos": {"childFoos": {"childFoos": {"childFoos": {}}}}}'), "cut at depth 3"
+
+
+def test_meta_schema_check_does_not_judge_patterns_by_python_re():
+    """``\\p{Letter}`` is ECMA-262, not Python ``re``: the pattern compiler decides it."""
+    dfa = compile_schema_dfa({"type": "string", "pattern": "^\\p{Letter}+$"}, SchemaOptions())
+    assert dfa.matches('"é"') and not dfa.matches('"1"')
