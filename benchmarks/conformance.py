@@ -48,6 +48,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from enforcer import clear_cache
 from enforcer.matcher import compile_json_schema
 from enforcer.vocabulary import Vocabulary
 
@@ -610,6 +611,8 @@ class Runner:
             result.status = "too_complex"
         except CompileTimeout:
             result.status = "timeout"
+        except MemoryError:  # the worker's memory cap (--memory-limit), not the library
+            result.status = "check_memory"
         except InvalidSchemaError as exc:
             result.status, result.keyword = "invalid_schema", str(exc)
             if any(inst.valid for inst in case.instances):
@@ -639,6 +642,8 @@ class Runner:
                 result.status = "check_timeout"
             except MemoryError:
                 result.status = "check_memory"
+        if self.engine is None:
+            clear_cache()  # every case is a new schema: nothing to share, memory to give back
         return result
 
     @contextlib.contextmanager
