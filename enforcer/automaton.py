@@ -910,15 +910,20 @@ def is_empty_node(node: Node) -> bool:
         elif isinstance(n, Embedded):
             out = n.dfa.is_empty
         elif isinstance(n, Graph):
+            outgoing: dict[int, list[tuple[Node, int]]] = {}
+            for a, body, b in n.edges:
+                outgoing.setdefault(a, []).append((body, b))
             reached = {n.start}
             stack = [n.start]
-            while stack:
-                src = stack.pop()
-                for a, body, b in n.edges:
-                    if a == src and b not in reached and not empty(body):
+            out = n.start not in n.accepting
+            while stack and out:  # depth first, stopping at the first accepting state reached
+                for body, b in outgoing.get(stack.pop(), ()):
+                    if b not in reached and not empty(body):
                         reached.add(b)
                         stack.append(b)
-            out = not (reached & n.accepting)
+                        if b in n.accepting:
+                            out = False
+                            break
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {n!r}")
         memo[id(n)] = out

@@ -19,10 +19,11 @@ from typing import Any
 import jsonschema
 
 from . import numbers
-from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
+from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
-from .regex import JSON_STRING_CHAR_ANY, format_node, json_string_char, pattern_node
+from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
+from .schema_check import validator_class
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -32,8 +33,8 @@ ANNOTATIONS = frozenset({
     "$vocabulary", "$anchor",
 })
 UNSUPPORTED = frozenset({
-    "if", "patternProperties", "propertyNames", "contains", "unevaluatedProperties",
-    "unevaluatedItems", "dependentSchemas", "minProperties", "maxProperties", "$dynamicRef",
+    "contains", "unevaluatedProperties",
+    "unevaluatedItems", "dependentSchemas", "$dynamicRef",
     "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
 })
 KNOWN_METASCHEMAS = frozenset({
@@ -42,6 +43,20 @@ KNOWN_METASCHEMAS = frozenset({
 })
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
+_DISJOINT_LEVELS = 8
+MAX_COUNTED_PROPERTIES = 64
+"""Largest ``minProperties``/``maxProperties`` bound counted exactly (each count is a copy of
+the object's states)."""
+MAX_KEY_PATTERNS = 4
+"""Most ``patternProperties`` patterns per object (undeclared keys: one key language per set
+of matched patterns)."""
+MAX_NESTING = 100
+"""Deepest chain of sub-schemas compiled one inside another (through ``properties``, ``items``,
+``$ref``, ``allOf``, ...). Deeper schemas raise :class:`SchemaTooComplexError` naming the
+pointer: the compiler and the automaton builder recurse a few Python frames per level."""
+
+Refs = tuple[tuple[str, int], ...]
+"""The ``$ref`` expansions on the current path, each with the value depth where it happened."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,8 @@ _COLON = seq(literal(":"), optional(literal(" ")))
 
 def _json_key(value: Any) -> str:
     """Canonical text for JSON equality (1 == 1.0, True != 1)."""
+    if isinstance(value, str):
+        return "s" + value  # fast path (enums of many strings); never starts like the JSON below
     def norm(v: Any) -> Any:
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return [type(v).__name__, v]
@@ -113,9 +130,12 @@ class SchemaCompiler:
         self.root = root
         self.options = options
         self.raw_strings = raw_strings
-        self._validator_cls = jsonschema.Draft202012Validator
+        self._validator_cls = validator_class(root)
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {})
+        self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
+        self._nesting = 0
+        self._anchor_map: dict[str, tuple[Any, str]] | None = None
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -143,7 +163,20 @@ class SchemaCompiler:
                                              "may change what keywords mean")
         return self.value(self.root, "", 0, ())
 
-    def value(self, schema: Any, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
+        """Every accepted serialisation of values of ``schema`` at value nesting ``depth``."""
+        if self._nesting >= MAX_NESTING:
+            raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep at {pointer or '(root)'} "
+                                        f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})")
+        self._nesting += 1
+        try:
+            return self._value(schema, pointer, depth, refs)
+        finally:
+            self._nesting -= 1
+
+    def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
+        if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
+            schema, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
             return self.any_value(depth, self.options.free_form_depth)
         if schema is False:
@@ -155,6 +188,8 @@ class SchemaCompiler:
             return self._ref(schema, pointer, depth, refs)
         if "allOf" in schema:
             return self._all_of(schema, pointer, depth, refs)
+        if "if" in schema:
+            return self._if_then_else(schema, pointer, depth, refs)
         if "anyOf" in schema or "oneOf" in schema:
             return self._any_of(schema, pointer, depth, refs)
         if "not" in schema:
@@ -179,11 +214,23 @@ class SchemaCompiler:
     # ---- references and combinators ------------------------------------------------------
 
     def resolve(self, ref: str, pointer: str) -> tuple[Any, str]:
+        """The sub-schema ``ref`` names and its JSON pointer: ``#/json/pointer``, a plain-name
+        anchor (``#name``: ``$anchor``, or a draft 4-7 ``$id``/``id`` of ``#name``), either one
+        after the root's own ``$id``. Other references are refused."""
+        if not isinstance(ref, str):
+            raise InvalidSchemaError(pointer, "$ref must be a string")
+        base = self._root_base()
+        if base and ref.startswith(base) and (len(ref) == len(base) or ref[len(base)] == "#"):
+            ref = ref[len(base):] or "#"
         if not ref.startswith("#"):
             raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, got {ref!r}")
         path = ref[1:]
         if path and not path.startswith("/"):
-            raise UnsupportedSchemaError("$ref", pointer, f"anchor references are not supported: {ref!r}")
+            found = self._anchors().get(path)
+            if found is None:
+                raise UnsupportedSchemaError("$ref", pointer, f"anchor {ref!r} is not defined in this document "
+                                             "(or sub-schemas change the base URI with $id)")
+            return found
         node: Any = self.root
         for raw in path.split("/")[1:] if path else []:
             part = raw.replace("~1", "/").replace("~0", "~")
@@ -197,30 +244,95 @@ class SchemaCompiler:
                 raise InvalidSchemaError(pointer, f"$ref {ref!r} does not resolve")
         return node, path
 
-    def _ref(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
-        ref = schema["$ref"]
+    def _root_base(self) -> str:
+        """The root's ``$id`` (draft-04: ``id``) without its fragment, or ``""``."""
+        if not isinstance(self.root, dict):
+            return ""
+        value = self.root.get("$id", self.root.get("id") if self.dialect == "draft4" else None)
+        return value.split("#", 1)[0] if isinstance(value, str) else ""
+
+    def _anchors(self) -> dict[str, tuple[Any, str]]:
+        """Plain-name anchors of the document -> (sub-schema, pointer), found once by an
+        iterative walk through the keywords that hold schemas. Empty when a sub-schema sets a
+        new base URI (anchors would then be scoped to it)."""
+        if self._anchor_map is not None:
+            return self._anchor_map
+        anchors: dict[str, tuple[Any, str]] = {}
+        stack: list[tuple[Any, str]] = [(self.root, "")]
+        while stack:
+            node, ptr = stack.pop()
+            if not isinstance(node, dict):
+                continue
+            for key in ("$anchor", "$id", "id"):
+                value = node.get(key)
+                if not isinstance(value, str) or (key == "id" and self.dialect != "draft4"):
+                    continue
+                if key == "$anchor":
+                    anchors[value] = (node, ptr)
+                elif value.startswith("#"):
+                    anchors[value[1:]] = (node, ptr)
+                elif ptr:  # a nested base URI: anchors below are scoped to it
+                    self._anchor_map = {}
+                    return self._anchor_map
+            for key, sub in node.items():
+                where = f"{ptr}/{_escape(key)}"
+                if key in _SCHEMA_MAPS and isinstance(sub, dict):
+                    stack.extend((v, f"{where}/{_escape(k)}") for k, v in sub.items())
+                elif key in _SCHEMA_LISTS and isinstance(sub, list):
+                    stack.extend((v, f"{where}/{i}") for i, v in enumerate(sub))
+                elif key in _SCHEMA_VALUES:
+                    stack.append((sub, where))
+        self._anchor_map = anchors
+        return anchors
+
+    def _expand(self, ref: str, pointer: str, depth: int, refs: Refs) -> tuple[Any, str, Refs]:
+        """The target of ``ref`` met at value ``depth``, its pointer and the path's expansions;
+        the target is ``False`` once ``ref`` was expanded ``max_recursion`` times on this path
+        (recursion cut: the branch is not generated deeper). A cycle that comes back to the
+        same ``$ref`` without descending into the value would expand forever: refused, named."""
         target, target_pointer = self.resolve(ref, pointer)
-        if refs.count(ref) >= self.options.max_recursion:
-            return NOTHING  # recursion cut: this branch is not generated deeper
+        if (ref, depth) in refs:
+            cycle = [r for r, d in refs if d == depth]
+            cycle = cycle[cycle.index(ref):] + [ref]
+            raise UnsupportedSchemaError("$ref", pointer, f"reference cycle {' -> '.join(cycle)} never descends into "
+                                         "the value, so it expands forever")
+        if sum(r == ref for r, _ in refs) >= self.options.max_recursion:
+            return False, target_pointer, refs
+        return target, target_pointer, refs + ((ref, depth),)
+
+    def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        target, target_pointer, refs = self._expand(schema["$ref"], pointer, depth, refs)
+        if target is False:
+            return NOTHING
         rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+        if self.dialect in DRAFTS_IGNORING_REF_SIBLINGS:
+            rest = {}  # draft 4-7: keywords beside $ref are ignored
         if not rest:
-            return self.value(target, target_pointer, depth, refs + (ref,))
-        return self.value({"allOf": [target, rest]}, pointer, depth, refs + (ref,))
+            return self.value(target, target_pointer, depth, refs)
+        return self.value({"allOf": [target, rest]}, pointer, depth, refs)
+
+    def _deref_path(self, schema: Any, pointer: str, depth: int, refs: Refs) -> tuple[Any, Refs]:
+        """``schema`` with chains of bare ``$ref`` followed (each expansion counted on the path)."""
+        while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
+            schema, _, refs = self._expand(schema["$ref"], pointer, depth, refs)
+        return schema, refs
 
     def _deref(self, schema: Any, pointer: str) -> Any:
+        """``schema`` with up to 32 bare ``$ref`` followed, for analyses that never build a value
+        (their callers stop on cycles)."""
         seen = 0
         while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} and seen < 32:
             schema, _ = self.resolve(schema["$ref"], pointer)
             seen += 1
         return schema
 
-    def _all_of(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _all_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         parts = schema["allOf"]
         rest = {k: v for k, v in schema.items() if k != "allOf"}
         merged: Any = rest
         leftovers: list[tuple[Any, str]] = []
         for i, part in enumerate(parts):
-            part = self._deref(part, f"{pointer}/allOf/{i}")
+            part, refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, refs)
             m = merge(merged, part)
             if m is None:
                 leftovers.append((part, f"{pointer}/allOf/{i}"))
@@ -256,33 +368,37 @@ class SchemaCompiler:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
 
-    def _any_of(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
         rest = {k: v for k, v in schema.items() if k != key}
-        branches = [self._deref(b, f"{pointer}/{key}/{i}") for i, b in enumerate(schema[key])]
         if not isinstance(schema[key], list) or not schema[key]:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+        followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
+        branches = [b for b, _ in followed]
         if key == "oneOf":
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
-                    if not self._disjoint(branches[i], branches[j]):
+                    if not self._disjoint(branches[i], branches[j]) and not self._generated_apart(
+                            merge(rest, branches[i]), merge(rest, branches[j])):
                         raise UnsupportedSchemaError(
                             "oneOf", pointer, f"branches {i} and {j} may both match one value; "
                             "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
         nodes = []
-        for i, branch in enumerate(branches):
+        for i, (branch, branch_refs) in enumerate(followed):
             bptr = f"{pointer}/{key}/{i}"
             m = merge(rest, branch)
             if m is None:
-                nodes.append(self.value({"allOf": [rest, branch]}, bptr, depth, refs))
+                nodes.append(self.value({"allOf": [rest, branch]}, bptr, depth, branch_refs))
             else:
-                nodes.append(self.value(m, bptr, depth, refs))
+                nodes.append(self.value(m, bptr, depth, branch_refs))
         return alt(*nodes)
 
-    def _types_of(self, schema: Any) -> set[str]:
+    def _types_of(self, schema: Any, path: frozenset[int] = frozenset()) -> set[str]:
+        """The JSON types ``schema`` may admit (a superset; every type on a ``$ref`` cycle)."""
         schema = self._deref(schema, "")
-        if schema is True or not isinstance(schema, dict):
+        if schema is True or not isinstance(schema, dict) or id(schema) in path or len(path) > MAX_NESTING:
             return set(TYPES) if schema is not False else set()
+        path = path | {id(schema)}
         types = _declared_types(schema)
         if "enum" in schema or "const" in schema:
             values = schema["enum"] if "enum" in schema else [schema["const"]]
@@ -291,19 +407,22 @@ class SchemaCompiler:
             if key in schema:
                 union: set[str] = set()
                 for b in schema[key]:
-                    union |= self._types_of(b)
+                    union |= self._types_of(b, path)
                 types &= union
         if "allOf" in schema:
             for b in schema["allOf"]:
-                types &= self._types_of(b)
+                types &= self._types_of(b, path)
         if "integer" in types or "number" in types:
             types |= {"integer"}
         return types
 
-    def _disjoint(self, a: Any, b: Any) -> bool:
-        """Sound test: True only when no JSON value can satisfy both schemas."""
+    def _disjoint(self, a: Any, b: Any, level: int = 0) -> bool:
+        """Sound test: True only when no JSON value can satisfy both schemas (properties are
+        compared ``_DISJOINT_LEVELS`` deep; deeper, "may overlap")."""
         if a is False or b is False:
             return True
+        if level > _DISJOINT_LEVELS:
+            return False
         ta, tb = self._types_of(a), self._types_of(b)
         ta_n = ta | ({"integer"} if "number" in ta else set())
         tb_n = tb | ({"integer"} if "number" in tb else set())
@@ -320,7 +439,7 @@ class SchemaCompiler:
             both_objects = (ta & tb) <= {"object"}
             if both_objects:
                 for name in common:
-                    if name in pa and name in pb and self._disjoint(self._deref(pa[name], ""), self._deref(pb[name], "")):
+                    if name in pa and name in pb and self._disjoint(self._deref(pa[name], ""), self._deref(pb[name], ""), level + 1):
                         return True
                 # a property required by one side and forbidden by the other
                 for x, y in ((a, b), (b, a)):
@@ -331,7 +450,61 @@ class SchemaCompiler:
                             return True
         return False
 
-    def _not(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """``if``/``then``/``else`` as a union of exact branches: (base, ``if``, ``then``) and,
+        for each way ``if`` can fail, (base, that failure, ``else``). Exact when ``if`` tests
+        object keys: ``required`` names and ``properties`` that are ``const``/``enum`` of
+        strings, booleans or null (or ``false``), optionally with ``type: object``; other
+        conditions are refused (their complement is not built)."""
+        base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+        then_schema, else_schema = schema.get("then", True), schema.get("else", True)
+        condition = self._deref(schema["if"], f"{pointer}/if")
+        if condition is True or condition == {}:
+            return self.value(_all_of_schema([base, then_schema]), pointer, depth, refs)
+        if condition is False:
+            return self.value(_all_of_schema([base, else_schema]), pointer, depth, refs)
+        failures = _condition_failures(condition)
+        if failures is None:
+            raise UnsupportedSchemaError("if", pointer, "only conditions on object keys (required, properties "
+                                         "with const/enum of strings, booleans or null) are exact")
+        branches = [{"allOf": [base, then_schema, condition]}]
+        branches += [{"allOf": [base, else_schema, failure]} for failure in failures]
+        return self.value({"anyOf": branches}, pointer, depth, refs)
+
+    def _written_keys(self, schema: Any) -> set[str] | None:
+        """The keys any object this compiler writes for ``schema`` can hold (None: not known,
+        or undeclared keys may appear)."""
+        schema = self._deref(schema, "")
+        if not isinstance(schema, dict) or any(k in schema for k in ("$ref", "allOf", "anyOf", "oneOf", "not",
+                                                                     "patternProperties", "if")):
+            return None
+        additional = schema.get("additionalProperties")
+        closed = additional is False or (additional is None and self.options.strict and "properties" in schema)
+        if not closed:
+            return None
+        named = set(schema.get("properties", {})) | set(schema.get("required", []))
+        for key in ("dependentRequired", "dependencies"):
+            for name, deps in schema.get(key, {}).items():
+                named |= {name, *deps} if isinstance(deps, list) else {name}
+        return named
+
+    def _generated_apart(self, a: Any, b: Any) -> bool:
+        """True when no value this compiler writes for ``a`` satisfies ``b`` and vice versa, for
+        branches that may share only objects: the objects written for one (closed, as strict
+        mode writes them) lack a key the other requires. Sound for the values generated."""
+        if a is None or b is None:
+            return False
+        ta, tb = self._types_of(a), self._types_of(b)
+        if (ta & tb) - {"object"}:
+            return False
+        for x, y in ((a, b), (b, a)):
+            keys = self._written_keys(x)
+            y = self._deref(y, "")
+            if keys is None or not isinstance(y, dict) or set(y.get("required", [])) <= keys:
+                return False
+        return True
+
+    def _not(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         negated = self._deref(schema["not"], f"{pointer}/not")
         rest = {k: v for k, v in schema.items() if k != "not"}
         if negated is True or negated == {}:
@@ -360,7 +533,7 @@ class SchemaCompiler:
 
     # ---- typed values -----------------------------------------------------------------------
 
-    def _typed(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _typed(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         if "enum" in schema or "const" in schema:
             return self._enum(schema, pointer, depth)
         types = _declared_types(schema)
@@ -385,21 +558,31 @@ class SchemaCompiler:
         return alt(*nodes)
 
     def _enum(self, schema: dict, pointer: str, depth: int) -> Node:
+        """The ``enum``/``const`` members the rest of the schema admits: strings as one trie
+        (shared prefixes written once), other values as alternatives. Linear in the members:
+        each is checked once against the schema without its ``enum``/``const``."""
         if "const" in schema:
             values = [schema["const"]]
         else:
             values = schema["enum"]
             if not isinstance(values, list):
                 raise InvalidSchemaError(pointer, "'enum' must be an array")
-        check = self._validator.evolve(schema=schema)
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
         seen: set[str] = set()
+        strings: list[str] = []
         nodes = []
         for v in values:
             key = _json_key(v)
-            if key in seen or not check.is_valid(v):
+            if key in seen or (check is not None and not check.is_valid(v)):
                 continue
             seen.add(key)
-            nodes.append(self.literal_value(v, depth))
+            if isinstance(v, str):
+                strings.append(v)
+            else:
+                nodes.append(self.literal_value(v, depth))
+        if strings:
+            nodes.append(_string_trie(strings, raw=self.raw_strings and depth == 0))
         return alt(*nodes)
 
     def literal_value(self, value: Any, depth: int) -> Node:
@@ -435,10 +618,15 @@ class SchemaCompiler:
 
     def _number(self, schema: dict, pointer: str, integer: bool) -> Node:
         lower = upper = None
+        draft4 = self.dialect == "draft4"
         for key, exclusive, is_lower in (("minimum", False, True), ("exclusiveMinimum", True, True),
                                          ("maximum", False, False), ("exclusiveMaximum", True, False)):
             if key not in schema:
                 continue
+            if draft4:  # draft-04: exclusiveMinimum/Maximum are booleans that modify the bound
+                if key.startswith("exclusive"):
+                    continue
+                exclusive = schema.get("exclusiveMinimum" if is_lower else "exclusiveMaximum") is True
             d = numbers.to_decimal(schema[key])
             if d is None:
                 raise UnsupportedSchemaError(key, pointer, f"bound must be a finite number, got {schema[key]!r}")
@@ -448,8 +636,18 @@ class SchemaCompiler:
             elif upper is None or d < upper[0] or (d == upper[0] and exclusive):
                 upper = (d, exclusive)
         constrained = lower is not None or upper is not None or "multipleOf" in schema
+        if integer and draft4:
+            if not constrained:
+                return numbers.PLAIN_INTEGER
+            node = self._bounded(schema, pointer, lower, upper, integer)
+            dfa = compile_node(node, self.options.max_states).intersect(_plain_integer_dfa(), self.options.max_states)
+            return Embedded(dfa) if not dfa.is_empty else NOTHING
         if not constrained:
             return numbers.INTEGER if integer else numbers.NUMBER
+        return self._bounded(schema, pointer, lower, upper, integer)
+
+    def _bounded(self, schema: dict, pointer: str, lower: Any, upper: Any, integer: bool) -> Node:
+        """Numbers within the bounds and ``multipleOf`` (exact, no exponent form)."""
         node = numbers.bounded_number(lower, upper, integer)
         if "multipleOf" in schema:
             step = numbers.to_decimal(schema["multipleOf"])
@@ -473,6 +671,9 @@ class SchemaCompiler:
         if fmt is not None and self.options.assert_formats:
             # formats take the escapes real serialisers write (json.dumps never escapes the
             # printable ASCII that dates, addresses and ids consist of): automata 5x smaller
+            if fmt in UNENFORCED_FORMATS:
+                raise UnsupportedSchemaError("format", pointer, f"format {fmt!r}: {UNENFORCED_FORMATS[fmt]} "
+                                             "(assert_formats=False treats formats as annotations)")
             fnode = format_node(fmt, pointer, escapes="raw" if raw else "common")
             if fnode is not None:
                 constraints.append(fnode)
@@ -494,7 +695,7 @@ class SchemaCompiler:
             body = Embedded(dfa) if not dfa.is_empty else NOTHING
         return body if raw else seq(literal('"'), body, literal('"'))
 
-    def _array(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         items = schema.get("items", True)
         prefix = schema.get("prefixItems", [])
         prefix_ptr, items_ptr = f"{pointer}/prefixItems", f"{pointer}/items"
@@ -536,79 +737,102 @@ class SchemaCompiler:
         forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
         return alt(*(literal(f) for f in sorted(forms)))
 
-    def _object(self, schema: dict, pointer: str, depth: int, refs: tuple[str, ...]) -> Node:
+    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """Declared properties in declared order, then keys the schema names elsewhere
+        (``required``, ``dependentRequired``) in that order, then undeclared keys where allowed
+        (values under the ``patternProperties`` their name matches, else
+        ``additionalProperties``). A graph over (position, anything written, names written
+        that dependencies mention, properties counted) enforces ``required``,
+        ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly."""
         properties = schema.get("properties", {})
-        if not isinstance(properties, dict):
-            raise InvalidSchemaError(pointer, "'properties' must be an object")
         required = list(dict.fromkeys(schema.get("required", [])))
         dependent: dict[str, list[str]] = {}
         for key in ("dependentRequired", "dependencies"):
             for name, deps in schema.get(key, {}).items():
                 dependent.setdefault(name, []).extend(deps)
+        patterns = schema.get("patternProperties", {})
+        names_schema = schema.get("propertyNames", True)
         additional = schema.get("additionalProperties")
         if additional is None:
-            # strict mode closes objects that declare properties; a bare object stays free-form
+            # strict mode closes objects that declare properties; a bare object (or one with
+            # only patternProperties) stays open
             additional = not (self.options.strict and "properties" in schema)
         inner = depth + 1
         colon = self._colon()
         comma = self._comma(inner)
-        names = list(properties)
-        for name in required:
-            if name not in properties:
-                if additional is False:
-                    return NOTHING  # required key that may not appear: no value satisfies this
-                raise UnsupportedSchemaError("required", pointer,
-                                             f"required property {name!r} is not declared in 'properties'")
-        for name, deps in dependent.items():
-            for dep in [name, *deps]:
-                if dep not in properties:
-                    raise UnsupportedSchemaError("dependentRequired", pointer,
-                                                 f"property {dep!r} is not declared in 'properties'")
+        pattern_dfas = [(p, self._key_pattern(p, f"{pointer}/patternProperties/{_escape(p)}")) for p in patterns]
+        name_check = None if names_schema is True else self._validator.evolve(schema=names_schema)
+        # names the schema mentions outside 'properties' are written like declared ones
+        named = list(properties) + [n for n in dict.fromkeys([*required, *(x for n, d in dependent.items()
+                                                                              for x in (n, *d))])
+                                    if n not in properties]
         members: list[tuple[str, Node | None]] = []
-        for name in names:
-            sub = self.value(properties[name], f"{pointer}/properties/{_escape(name)}", inner, refs)
+        for name in named:
+            parts: list[Any] = [properties[name]] if name in properties else []
+            sub_pointer = f"{pointer}/properties/{_escape(name)}" if name in properties else pointer
+            matching = [patterns[p] for p, dfa in pattern_dfas if dfa.matches(name.encode("utf-8"))]
+            parts += matching
+            if name not in properties and not matching:
+                # a key the schema names is allowed in strict mode too, with any value unless
+                # additionalProperties says otherwise
+                parts.append(schema.get("additionalProperties", True))
+            allowed = name_check is None or name_check.is_valid(name)
+            sub = self.value(_all_of_schema(parts), sub_pointer, inner, refs) if allowed else NOTHING
             member = None if sub is NOTHING else seq(self._key_literal(name), colon, sub)
             if member is None and name in required:
-                return NOTHING
+                return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
-        extra = None
-        if additional is not False:
-            value = self.value(additional, f"{pointer}/additionalProperties", inner, refs)
-            if value is not NOTHING:
-                extra = seq(_extra_key(names, self.options.max_states), colon, value)
+        extra = self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs)
+        min_props = _count(schema, "minProperties", pointer) or 0
+        max_props = _count(schema, "maxProperties", pointer)
+        if max_props is not None and extra is NOTHING and max_props >= len(members):
+            max_props = None  # never reached: only the named keys may appear
+        cap = max_props if max_props is not None else min_props
+        if cap > MAX_COUNTED_PROPERTIES:
+            keyword = "maxProperties" if max_props is not None else "minProperties"
+            raise UnsupportedSchemaError(keyword, pointer, f"counting {cap} properties exceeds the supported "
+                                         f"{MAX_COUNTED_PROPERTIES}")
         relevant = frozenset(n for n, deps in dependent.items() for n in (n, *deps))
-        # states: (index, anything written yet, relevant names written), built breadth first
-        start = (0, False, frozenset())
+        # states: (index, anything written yet, relevant names written, properties counted up to
+        # cap), built breadth first
+        start = (0, False, frozenset(), 0)
         index = {start: 0}
         order = [start]
         edges: list[tuple[int, Node, int]] = []
         accepting: set[int] = set()
 
-        def state(key: tuple[int, bool, frozenset]) -> int:
+        def state(key: tuple[int, bool, frozenset, int]) -> int:
             if key not in index:
                 index[key] = len(order)
                 order.append(key)
             return index[key]
 
+        def counted(count: int) -> int | None:
+            """The count after one more property (None: over maxProperties)."""
+            if max_props is not None:
+                return count + 1 if count < max_props else None
+            return min(count + 1, cap)
+
         i = 0
         while i < len(order):
-            pos, written, seen = order[i]
+            pos, written, seen, count = order[i]
             src = i
-            if pos == len(members):
-                if all(set(dependent[n]) <= seen for n in seen if n in dependent):
+            complete = count >= min_props and all(set(dependent[n]) <= seen for n in seen if n in dependent)
+            if pos >= len(members):
+                if complete:
                     accepting.add(src)
-                    if extra is not None:
-                        tail = state((pos + 1, True, seen))
-                        edges.append((src, seq(comma if written else EPSILON, extra), tail))
-                        edges.append((tail, seq(comma, extra), tail))
-                        accepting.add(tail)
-            elif pos < len(members):
+                nxt = counted(count)
+                if extra is not NOTHING and nxt is not None:
+                    edges.append((src, seq(comma if written else EPSILON, extra),
+                                  state((len(members) + 1, True, seen, nxt))))
+            else:
                 name, member = members[pos]
-                if member is not None:
-                    target = state((pos + 1, True, seen | ({name} & relevant)))
+                nxt = counted(count)
+                if member is not None and nxt is not None:
+                    target = state((pos + 1, True, seen | ({name} & relevant), nxt))
                     edges.append((src, seq(comma if written else EPSILON, member), target))
                 if name not in required:
-                    edges.append((src, EPSILON, state((pos + 1, written, seen))))
+                    edges.append((src, EPSILON, state((pos + 1, written, seen, count))))
             i += 1
         graph_edges = tuple(edges)
         non_empty_accepting = frozenset(index[k] for k in order if k[1] and index[k] in accepting)
@@ -617,6 +841,49 @@ class SchemaCompiler:
         open_ws, close_ws = self.ws(inner), self.ws(depth)
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
                    seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
+
+    def _key_pattern(self, pattern: str, pointer: str) -> DFA:
+        """The raw UTF-8 key names a ``patternProperties`` pattern matches (search semantics)."""
+        if not isinstance(pattern, str):
+            raise InvalidSchemaError(pointer, "a patternProperties key must be a string")
+        return compile_node(pattern_node(pattern, pointer, escapes="raw"), self.options.max_states)
+
+    def _extra_members(self, named: list[str], pattern_dfas: list[tuple[str, DFA]], patterns: dict,
+                       additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs) -> Node:
+        """``key: value`` for keys none of ``named``: for each set of patterns a key matches
+        (exactly those), the key texts of that set and values under those patterns' schemas;
+        keys matching no pattern take ``additionalProperties``. Keys also obey
+        ``propertyNames``. NOTHING when no undeclared key may appear."""
+        if len(pattern_dfas) > MAX_KEY_PATTERNS:
+            raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
+                                         "(each set of matched patterns is a key language of its own)")
+        max_states = self.options.max_states
+        keys = _extra_key_dfa(tuple(named), max_states)
+        if names_schema is False:
+            return NOTHING
+        if names_schema is not True:
+            names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", 0, refs)
+            if names is NOTHING:
+                return NOTHING
+            keys = keys.intersect(compile_node(names, max_states), max_states)
+        if keys.is_empty:
+            return NOTHING
+        raw_names = [(p, _quoted_key_dfa(p, max_states)) for p, _ in pattern_dfas]
+        options: list[Node] = []
+        for chosen in range(1 << len(raw_names)):
+            key_dfa = keys
+            for k, (_, quoted) in enumerate(raw_names):
+                key_dfa = key_dfa.intersect(quoted, max_states) if chosen >> k & 1 else key_dfa.difference(quoted, max_states)
+                if key_dfa.is_empty:
+                    break
+            if key_dfa.is_empty:
+                continue
+            parts = [patterns[p] for k, (p, _) in enumerate(raw_names) if chosen >> k & 1] or [additional]
+            where = f"{pointer}/patternProperties" if chosen else f"{pointer}/additionalProperties"
+            value = self.value(_all_of_schema(parts), where, inner, refs)
+            if value is not NOTHING:
+                options.append(seq(Embedded(key_dfa), self._colon(), value))
+        return alt(*options)
 
     # ---- free-form values ---------------------------------------------------------------
 
@@ -660,15 +927,65 @@ _CANONICAL_KEY_CHAR = alt(
 )
 
 
-def _extra_key(declared: list[str], max_states: int) -> Node:
-    """A quoted key that is none of the declared names. Extra keys are written in canonical
+@lru_cache(maxsize=256)
+def _extra_key_dfa(declared: tuple[str, ...], max_states: int) -> DFA:
+    """Quoted keys that are none of the declared names. Extra keys are written in canonical
     form: raw characters except where JSON requires an escape (so that a declared name cannot
     sneak in through ``\\u`` escapes)."""
-    body = compile_node(repeat(_CANONICAL_KEY_CHAR, 0, None), max_states)
+    body = compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')), max_states)
     if declared:
-        names = compile_node(alt(*(seq(*(_canonical_char(c) for c in name)) for name in declared)), max_states)
+        names = compile_node(alt(*(seq(literal('"'), *(_canonical_char(c) for c in name), literal('"'))
+                                   for name in declared)), max_states)
         body = body.difference(names, max_states)
-    return seq(literal('"'), Embedded(body), literal('"'))
+    return body
+
+
+@lru_cache(maxsize=256)
+def _quoted_key_dfa(pattern: str, max_states: int) -> DFA:
+    """Canonical quoted keys whose name ``pattern`` matches (search semantics): the pattern over
+    JSON-string bodies, kept to canonical writings (raw text, with ``"``, ``\\`` and control
+    characters escaped)."""
+    body = pattern_node(pattern, "", escapes="all")
+    canonical = compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')), max_states)
+    return canonical.intersect(compile_node(seq(literal('"'), body, literal('"')), max_states), max_states)
+
+
+def _condition_failures(condition: Any) -> list[Any] | None:
+    """Schemas that together hold exactly the values failing ``condition`` (an ``if`` over
+    object keys), or None when ``condition`` is not of that form."""
+    if not isinstance(condition, dict) or set(condition) - ANNOTATIONS - {"properties", "required", "type"}:
+        return None
+    if condition.get("type", "object") != "object":
+        return None
+    required = condition.get("required", [])
+    properties = condition.get("properties", {})
+    if not isinstance(required, list) or not isinstance(properties, dict):
+        return None
+    failures: list[Any] = [{"not": {"type": "object"}}] if "type" in condition else []
+    for name, sub in properties.items():
+        if sub is True or sub == {}:
+            continue
+        if sub is False:
+            failures.append({"type": "object", "required": [name]})  # the key is there
+            continue
+        if not isinstance(sub, dict) or set(sub) - ANNOTATIONS not in ({"const"}, {"enum"}):
+            return None
+        values = [sub["const"]] if "const" in sub else sub["enum"]
+        if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
+            return None
+        mismatch = {"type": "object", "properties": {name: {"not": {"enum": values}}}}
+        if name not in required:
+            mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
+        failures.append(mismatch)
+    for name in required:
+        if name not in properties or properties[name] is True or properties[name] == {}:
+            failures.append({"type": "object", "properties": {name: False}})  # the key is absent
+    return failures
+
+
+def _all_of_schema(parts: list[Any]) -> Any:
+    """One schema for the conjunction of ``parts`` (the single part itself)."""
+    return parts[0] if len(parts) == 1 else {"allOf": parts}
 
 
 def _canonical_char(c: str) -> Node:
@@ -684,6 +1001,95 @@ def _canonical_char(c: str) -> Node:
     elif c not in escapes:
         forms.append(literal(c))
     return alt(*forms)
+
+
+@lru_cache(maxsize=4096)
+def _encoded_char(char: str, raw: bool) -> Node:
+    """Every way to write ``char`` inside a JSON string (or, ``raw``, its UTF-8 bytes)."""
+    return literal(char) if raw else json_string_char([(ord(char), ord(char))])
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix (binary search over C-level slice comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _string_trie(values: list[str], raw: bool) -> Node:
+    """The distinct JSON strings ``values`` (quoted, every escape form; or ``raw`` text) as one
+    trie: a :class:`Graph` whose states are the prefixes where values branch and whose edges
+    are one character each, the unshared rest of a value one edge. Built in one pass over the
+    sorted values (a value shares with later ones at most what it shares with the next one), so
+    linear in the total length; flat however long the strings are."""
+    ordered = sorted(values)
+    forms: dict[str, Node] = {}
+
+    def form(char: str) -> Node:
+        hit = forms.get(char)
+        if hit is None:
+            hit = forms[char] = _encoded_char(char, raw)
+        return hit
+
+    # shared[i]: what value i shares with value i - 1 (and, sorted, at least all it shares with
+    # any earlier value)
+    shared = [0] + [_common_prefix(a, b) for a, b in zip(ordered, ordered[1:])] + [0]
+    path = [0]  # states of the previous value's explicit prefix: path[k] after k characters
+    edges: list[tuple[int, Node, int]] = []
+    ends: set[int] = set()
+    count = 1
+    for i, value in enumerate(ordered):
+        before = shared[i]
+        branch = max(before, shared[i + 1])
+        del path[before + 1:]
+        for char in value[before:branch]:  # explicit states where the next value may branch off
+            edges.append((path[-1], form(char), count))
+            path.append(count)
+            count += 1
+        if len(value) > branch:
+            rest = value[branch:]
+            edges.append((path[-1], form(rest) if len(rest) == 1 else Concat(tuple(form(c) for c in rest)), count))
+            ends.add(count)
+            count += 1
+        else:
+            ends.add(path[-1])
+    if raw:
+        return Graph(count, 0, frozenset(ends), tuple(edges))
+    quote = literal('"')
+    edges.extend((end, quote, count) for end in sorted(ends))
+    return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
+
+
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_SCHEMA_VALUES = frozenset({"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
+                            "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties"})
+"""Keywords whose values are sub-schemas (maps of them, lists of them, or one)."""
+
+
+@lru_cache(maxsize=None)
+def _plain_integer_dfa() -> DFA:
+    return compile_node(numbers.PLAIN_INTEGER)
+
+
+DRAFTS_IGNORING_REF_SIBLINGS = frozenset({"draft4", "draft6", "draft7"})
+_DIALECTS = {"json-schema.org/draft-04/schema": "draft4", "json-schema.org/draft-06/schema": "draft6",
+             "json-schema.org/draft-07/schema": "draft7", "json-schema.org/draft/2019-09/schema": "2019-09",
+             "json-schema.org/draft/2020-12/schema": "2020-12", "json-schema.org/schema": "2020-12"}
+
+
+def dialect_of(root: Any) -> str:
+    """``draft4`` ... ``2020-12`` from the root's ``$schema`` (2020-12 when absent or unknown:
+    :meth:`SchemaCompiler.compile` refuses unknown meta-schemas)."""
+    uri = root.get("$schema") if isinstance(root, dict) else None
+    if not isinstance(uri, str):
+        return "2020-12"
+    return _DIALECTS.get(uri.rstrip("#").split("://", 1)[-1], "2020-12")
 
 
 RAW_CHAR_ANY: Node = json_string_char(((0, 0x10FFFF),), escapes="raw")
@@ -815,6 +1221,9 @@ def merge(a: Any, b: Any) -> Any:
         rest = {"allOf": [_rest_schema(a), _rest_schema(b)]}
         a = {**{k: v for k, v in a.items() if k not in array_keys}, "prefixItems": prefix, "items": rest}
         b = {k: v for k, v in b.items() if k not in array_keys}
+    for x, y in ((a, b), (b, a)):
+        if "patternProperties" in x and "additionalProperties" in y and x.get("patternProperties"):
+            return None  # y's additionalProperties would have to skip x's pattern keys
     out = dict(a)
     for key, bv in b.items():
         if key not in out:
@@ -838,9 +1247,16 @@ def merge(a: Any, b: Any) -> Any:
             out[key] = props
         elif key == "required":
             out[key] = list(dict.fromkeys([*av, *bv]))
-        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems"):
+        elif key == "patternProperties":
+            patterns = dict(av)
+            for pattern, sub in bv.items():
+                patterns[pattern] = sub if pattern not in patterns else {"allOf": [patterns[pattern], sub]}
+            out[key] = patterns
+        elif key == "propertyNames":
+            out[key] = {"allOf": [av, bv]}
+        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"):
             out[key] = max(av, bv)
-        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems"):
+        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"):
             out[key] = min(av, bv)
         elif key in ("items", "additionalProperties", "additionalItems") and not isinstance(av, list) \
                 and not isinstance(bv, list):

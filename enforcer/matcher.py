@@ -15,11 +15,12 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .automaton import DEAD, DFA, LazyDFA, compile_node
-from .errors import InvalidSchemaError
+from .errors import InvalidSchemaError, SchemaTooComplexError
 from .ids import as_token_id
 from .json_schema import SchemaCompiler, SchemaOptions
 from .lru import COMPILED, LRU
 from .masks import MaskTable, clear_shared_masks, pack_ids, token_index
+from .schema_check import check_document, check_schema
 from .vocabulary import Vocabulary
 
 
@@ -284,16 +285,32 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
 
 
-def compile_schema_dfa(schema: Any, options: SchemaOptions, lazy: bool = True) -> DFA | LazyDFA:
-    """The automaton of every accepted serialisation of ``schema`` (no caching): lazy by
-    default (states are built when a walk first reaches them), or fully built."""
+def _parse(schema: Any) -> Any:
     if isinstance(schema, str):
         try:
-            schema = json.loads(schema)
+            return json.loads(schema)
         except json.JSONDecodeError as exc:
             raise InvalidSchemaError("", f"not JSON: {exc}") from None
-    node = SchemaCompiler(schema, options).compile()
-    dfa = LazyDFA(node) if lazy else compile_node(node, options.max_states)
+        except RecursionError:
+            raise SchemaTooComplexError("the schema text nests too deeply to be read") from None
+    return schema
+
+
+def compile_schema_dfa(schema: Any, options: SchemaOptions, lazy: bool = True, checked: bool = False) -> DFA | LazyDFA:
+    """The automaton of every accepted serialisation of ``schema`` (no caching): lazy by
+    default (states are built when a walk first reaches them), or fully built. The schema is
+    checked first (:func:`~enforcer.schema_check.check_schema`) unless ``checked`` says the
+    caller did."""
+    schema = _parse(schema)
+    if not checked:
+        check_schema(schema)
+    try:
+        node = SchemaCompiler(schema, options).compile()
+        dfa = LazyDFA(node) if lazy else compile_node(node, options.max_states)
+    except RecursionError:
+        # a safety net: documents are depth-checked and schema nesting is bounded
+        # (MAX_NESTING), so this is not expected; it must still never escape as a foreign error
+        raise SchemaTooComplexError("the schema nests too deeply to compile") from None
     if dfa.is_empty:
         raise InvalidSchemaError("", "no JSON value satisfies this schema")
     return dfa
@@ -303,18 +320,25 @@ def compile_json_schema(schema: Any, vocabulary: Vocabulary, **options: Any) -> 
     """Compile ``schema`` (a dict, bool or JSON text) for ``vocabulary``.
 
     Options are the fields of :class:`~enforcer.json_schema.SchemaOptions`. Cached: the same
-    (schema, options, vocabulary) returns the same object. Raises
-    :class:`~enforcer.errors.UnsupportedSchemaError` naming the keyword and its JSON pointer.
+    (schema, options, vocabulary) returns the same object. The schema is validated against its
+    dialect's meta-schema first. Raises :class:`~enforcer.errors.InvalidSchemaError` (a malformed
+    schema) or :class:`~enforcer.errors.UnsupportedSchemaError` (a keyword that cannot be
+    enforced exactly), each naming the JSON pointer, or :class:`~enforcer.errors.SchemaTooComplexError`.
     """
-    opts = schema_options(options)
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as exc:
-            raise InvalidSchemaError("", f"not JSON: {exc}") from None
-    key = (canonical_json(schema), opts, vocabulary.fingerprint)
+    return compiled_schema(_parse(schema), vocabulary, schema_options(options))
+
+
+def compiled_schema(schema: Any, vocabulary: Vocabulary, opts: SchemaOptions, checked: bool = False) -> CompiledSchema:
+    """:func:`compile_json_schema` for a parsed schema and options (``checked``: the caller
+    validated the document already, as ``compile_tools`` does for each tool)."""
+    if not checked:
+        check_document(schema)
+    schema_json = canonical_json(schema)
+    key = (schema_json, opts, vocabulary.fingerprint)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    compiled = CompiledSchema(schema, compile_schema_dfa(schema, opts), vocabulary, opts)
+    if not checked:
+        check_schema(schema, schema_json)
+    compiled = CompiledSchema(schema, compile_schema_dfa(schema, opts, checked=True), vocabulary, opts)
     return _CACHE.put(key, compiled)

@@ -852,6 +852,11 @@ _AUTHORITY = (rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_PCT})*@)?"
 _URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
         rf"|{_PCHAR}+(?:/{_PCHAR}*)*|)(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
 
+_SEGMENT_NC = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_PCT})"
+_RELATIVE_REF = (rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_SEGMENT_NC}+(?:/{_PCHAR}*)*|)"
+                 rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
+_JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
+
 _VARCHAR = "[A-Za-z0-9_]"
 _VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9]\d{{0,3}}|\*)?"
 _URI_TEMPLATE = (rf"(?:[!#$&(-;=?-\[\]_a-z~\u00A0-\uD7FF\uF900-\uFDCF\uFDF0-\uFFEF]|{_PCT}"
@@ -868,7 +873,21 @@ _FORMAT_SOURCES = {
     "uri": _URI,
     "hostname": _HOSTNAME,
     "uri-template": _URI_TEMPLATE,
+    "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
+    "json-pointer": _JSON_POINTER,
 }
+
+UNENFORCED_FORMATS: dict[str, str] = {
+    "regex": "ECMA-262 regular expressions nest (parentheses, classes): not a regular language",
+    "iri": "RFC 3987 IRIs are not enforced (ucschar/iprivate ranges not built)",
+    "iri-reference": "RFC 3987 IRI references are not enforced",
+    "idn-email": "RFC 6531 addresses need IDNA 2008 validation of the domain (not regular over text)",
+    "idn-hostname": "IDNA 2008 hostnames need contextual rules (not regular over text)",
+    "relative-json-pointer": "not enforced (jsonschema's checker refuses some forms the draft allows)",
+    "duration": "ISO 8601 durations are not enforced (the validators disagree on fractional forms)",
+}
+"""Standard formats that are not enforced: with formats asserted they are refused (never a
+looser constraint), whatever ``unknown_formats`` says."""
 
 FORMAT_DOCS: dict[str, str] = {
     "date-time": "RFC 3339 date-time: exact days per month and leap years (year 0000 refused, as "
@@ -888,6 +907,9 @@ FORMAT_DOCS: dict[str, str] = {
            "percent-encoding checked, IPv6/IPvFuture host literals",
     "hostname": "RFC 1123 labels of 1-63 letters, digits and inner hyphens, dot-separated, no "
                 "trailing dot; the 253-character total is not enforced",
+    "uri-reference": "RFC 3986 URI-reference: a URI (as 'uri') or a relative reference "
+                     "(network-path, absolute-path, no-colon first segment, or empty) with query and fragment",
+    "json-pointer": "RFC 6901: empty, or '/'-prefixed reference tokens where '~' is followed by 0 or 1",
     "uri-template": "RFC 6570 (level 4): literals (BMP ucschar, no iprivate) and {op var,var:3,var*} "
                     "expressions; no reserved operators (= , ! @ |) and no percent-encoded variable "
                     "names (the uri-template checker refuses both)",

@@ -2,7 +2,7 @@
 
 Declarations are checked before any decoding (names, duplicates, JSON Schema validity,
 unsupported keywords with their pointer). The argument automata come from
-:func:`~enforcer.matcher.compile_json_schema`'s cache, so tool sets that share a tool share its
+:func:`~enforcer.matcher.compile_json_schema`'s cache (:func:`~enforcer.matcher.compiled_schema`), so tool sets that share a tool share its
 masks. A :class:`CompiledTools` is immutable from the outside, thread-safe, and cached by a
 canonical key in a bounded LRU; the masks it fills lazily are shared by every matcher.
 """
@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 import threading
 import unicodedata
-from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
-import jsonschema
 import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
@@ -26,8 +24,9 @@ from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpe
                       get_format)
 from .lru import COMPILED, LRU
 from .masks import MaskTable, pack_ids, token_index
-from .matcher import CompiledSchema, compile_json_schema, schema_options
+from .matcher import CompiledSchema, compiled_schema, schema_options
 from .matcher import clear_cache as clear_schema_cache
+from .schema_check import check_document, check_schema
 from .text_rules import DfaRule, FreeRule, TokenTrie, TrieWithFreeText
 from .vocabulary import Vocabulary
 
@@ -77,23 +76,12 @@ def _check_name(name: str, index: int, forbidden: Iterable[str], colon: bool) ->
             raise InvalidToolsError(f"{where}: a name cannot contain the marker {marker!r}")
 
 
-@lru_cache(maxsize=4096)
-def _meta_schema_error(params_json: str) -> tuple[str, str] | None:
-    """(JSON pointer, message) of the first meta-schema violation, or None. Cached: the check
-    costs ~4 ms per tool and tool sets share tools."""
-    try:
-        jsonschema.Draft202012Validator.check_schema(json.loads(params_json))
-    except jsonschema.SchemaError as exc:
-        return ("/" + "/".join(str(p) for p in exc.path) if exc.path else ""), exc.message
-    return None
-
-
 def _arguments_schema(name: str, index: int, params: dict) -> dict:
-    error = _meta_schema_error(json.dumps(params, sort_keys=True))
-    if error is not None:
-        pointer, message = error
+    try:
+        check_schema(params)
+    except InvalidSchemaError as exc:
         raise InvalidToolsError(f"tool {name!r}: parameters are not a valid JSON Schema at "
-                                f"/tools/{index}/function/parameters{pointer}: {message}")
+                                f"/tools/{index}/function/parameters{exc.pointer}: {exc.reason}") from None
     declared = params.get("type")
     if declared is None:
         return {**params, "type": "object"}
@@ -515,6 +503,11 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     fmt = get_format(format)
     opts = schema_options(schema_opts)
     normalized = normalize_tools(tools)
+    for i, (name, params) in enumerate(normalized):
+        try:
+            check_document({"name": name, "parameters": params})
+        except InvalidSchemaError as exc:
+            raise InvalidToolsError(f"tools[{i}] at /tools/{i}/function{exc.pointer}: {exc.reason}") from None
     names = [n for n, _ in normalized]
     mode, forced = _parse_tool_choice(tool_choice, names)
     key = (json.dumps(normalized, sort_keys=False, ensure_ascii=False), fmt, mode, forced,
@@ -535,7 +528,7 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             continue
         where = f"/tools/{i}/function/parameters"
         try:
-            schemas.append(compile_json_schema(args, vocabulary, **schema_opts) if JsonArguments in texts else None)
+            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
             arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)
         except UnsupportedSchemaError as exc:
             raise UnsupportedSchemaError(exc.keyword, f"{where}{exc.pointer}",

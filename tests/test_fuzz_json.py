@@ -45,7 +45,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import enforcer
-from enforcer.conformance import load_maskbench, load_test_suite
+from benchmarks.conformance import load_maskbench, load_test_suite
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 SEED = 20250917

@@ -29,7 +29,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from enforcer import compile_tools
-from enforcer.conformance import load_maskbench
+from benchmarks.conformance import load_maskbench
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer.formats.kimi_k3 import CLOSE, END_OF_MSG, OPEN, SEP
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls

@@ -43,7 +43,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from enforcer import compile_tools
-from enforcer.conformance import load_maskbench
+from benchmarks.conformance import load_maskbench
 from enforcer.errors import InvalidToolsError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer.formats import kimi_k2
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls

@@ -3,7 +3,7 @@ JSON-mode object schemas as K3 tools, their instances (and mutants of the valid 
 K3 calls and teacher-forced through the matcher.
 
 Each object instance becomes ``<|open|>call tool="NAME" index="1"<|sep|>`` + one argument per key
-(in the schema's declared order, :class:`~enforcer.conformance.SchemaWalker`; type by
+(in the schema's declared order, :class:`~benchmarks.conformance.SchemaWalker`; type by
 ``kimi_k3.value_type``; a string raw, anything else ``json.dumps``) + the closing tags; each id
 must be set in ``fill_bitmask`` and accepted. A valid instance must be accepted to the end of the
 message (excluded, as in the JSON conformance runner, when it holds keys that ``strict=True``
@@ -23,7 +23,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from enforcer import compile_tools
-from enforcer.conformance import SchemaWalker, load_maskbench, mutants
+from benchmarks.conformance import SchemaWalker, load_maskbench, mutants
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer.formats import kimi_k3
 from enforcer.formats.kimi_k3 import CLOSE, END_OF_MSG, OPEN, SEP

@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -504,6 +505,9 @@ VALID = {
                  "1host", "hostnam3", "a" * 63, ("a" * 63 + ".") * 3 + "a", "A.B-C.d"],
     "uri-template": ["", "http://example.com/{id}", "/search{?q,lang}", "{+path:6}/here", "{var*}",
                      "http://a/{a.b,c}{#frag}", "é{x}", "{;x,y:12}", "map?{x,y}", "{/list*,path:4}"],
+    "uri-reference": ["http://foo.bar/?baz=qux#quux", "//foo.bar/?baz=qux#quux", "/abc", "abc", "#fragment",
+                      "", "?q=1", "a/b/c", "../x", "./a:b", "%41"],
+    "json-pointer": ["", "/", "/foo/0", "/a~1b", "/m~0n", "/ ", "/é/~01", "//", "/foo//bar"],
 }
 INVALID = {
     "date-time": ["1990-02-31T15:59:59.123-08:00", "1990-12-31T15:59:59-24:00",
@@ -551,6 +555,9 @@ INVALID = {
                  "a..b", "a.", ".a", "ex ample.com", "é.com", "a.-b", "a.b-", "xn--é"],
     "uri-template": ["http://example.com/resource/{", "a{b", "x}", "{", "{}", "{:3}", "{x:0}", "{x:12345}",
                      "a b", "{x,}", "{.x.}", "{x y}", "<x>", "%zz"],
+    "uri-reference": ["\\\\WINDOWS\\fileshare", "abc#fragm\\ent", "#frag\\ment", "a b", "a:b:c d", "%zz", "http://a/<b>",
+                      "1a:b/c", "a#b#c"],
+    "json-pointer": ["/foo/bar~", "#", "#/", "a", "/~2", "/~", "foo/bar", "0"],
 }
 
 
@@ -576,12 +583,12 @@ def test_format_common_escapes_same_values(fmt: str) -> None:
 
 
 def test_format_unknown_and_bad() -> None:
-    assert format_node("idn-hostname", "/f") is None
+    assert format_node("idn-hostname", "/f") is None  # refused by the compiler: UNENFORCED_FORMATS
     assert format_node("color", "/f") is None
     with pytest.raises(InvalidSchemaError):
         format_node(3, "/f")  # type: ignore[arg-type]
     assert set(FORMAT_DOCS) == {"date-time", "date", "time", "uuid", "email", "ipv4", "ipv6", "uri-template",
-                                "uri", "hostname"}
+                                "uri", "hostname", "uri-reference", "json-pointer"}
 
 
 def test_date_exact_over_four_centuries() -> None:
@@ -775,3 +782,12 @@ def test_corpus_pattern_suite(corpus_dir: Path) -> None:
                     assert dfa.matches(body) == case["valid"], case["description"]
                 checked += 1
     assert checked >= 5
+
+
+@pytest.mark.parametrize("fmt", ["uri-reference", "json-pointer"])
+def test_new_format_samples_agree_with_jsonschema(fmt: str) -> None:
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    for s in VALID[fmt]:
+        assert checker.conforms(s, fmt), (fmt, s)
+    for s in INVALID[fmt]:
+        assert not checker.conforms(s, fmt), (fmt, s)

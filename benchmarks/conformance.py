@@ -15,7 +15,7 @@ whatever the instance. A valid instance that is refused is excluded, not failed,
 compile options rule it out on purpose: undeclared keys under ``strict=True`` ("strictX") or a
 bad ``format`` while formats are asserted ("formatX", the Test-Suite's annotation-only cases).
 
-Run: ``python -m enforcer.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
+Run: ``python -m benchmarks.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
 [--limit N] [--source maskbench|testsuite|both] [--strict|--spec] [--mutants N] [--jobs N]
 [--report PATH]``; prints a table per tokenizer and writes every failure (schema file,
 instance, text, failing token and decoded prefix) to the JSON report.
@@ -40,19 +40,22 @@ import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 from jsonschema.validators import validator_for
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
-from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
-from .matcher import compile_json_schema
-from .vocabulary import Vocabulary
+from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from enforcer import clear_cache
+from enforcer.matcher import compile_json_schema
+from enforcer.vocabulary import Vocabulary
 
 SLOW_COMPILE_S = 1.0
 MASKBENCH_SUBSETS = ("BFCL", "MCPspec", "JME", "Handwritten")
+JSONSCHEMABENCH_SUBSETS = ("Github_trivial", "Github_medium", "Github_hard", "Kubernetes", "Snowplow",
+                           "WashingtonPost", "JsonSchemaStore", "Synthesized")
 TEST_SUITE_DIR = Path("json-schema-test-suite") / "draft2020-12"
 
 Encoder = Callable[[str], list[int]]
@@ -104,6 +107,23 @@ def load_maskbench(corpus: Path) -> list[Case]:
     return cases
 
 
+def load_jsonschemabench(corpus: Path) -> list[Case]:
+    """Every schema file of ``corpus/jsonschemabench`` (``<subset>---<id>.json``, MaskBench's file
+    format), sorted by name."""
+    folder = Path(corpus) / "jsonschemabench"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no jsonschemabench folder at {folder}")
+    cases = []
+    for path in sorted(folder.glob("*.json")):
+        subset = path.name.split("---", 1)[0]
+        if subset not in JSONSCHEMABENCH_SUBSETS:
+            raise ValueError(f"jsonschemabench file {path.name!r} belongs to no known subset")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        instances = [Instance(t.get("description", ""), t["data"], bool(t["valid"])) for t in doc["tests"]]
+        cases.append(Case(subset, path.name, doc["schema"], instances))
+    return cases
+
+
 def load_test_suite(corpus: Path) -> list[Case]:
     """Every case of the top-level draft 2020-12 files of the JSON-Schema-Test-Suite."""
     folder = Path(corpus) / TEST_SUITE_DIR
@@ -119,8 +139,8 @@ def load_test_suite(corpus: Path) -> list[Case]:
 
 
 def load_corpus(corpus: Path, sources: Iterable[str] = ("maskbench", "testsuite")) -> list[Case]:
-    """MaskBench and/or Test-Suite cases, in a stable order."""
-    loaders = {"maskbench": load_maskbench, "testsuite": load_test_suite}
+    """MaskBench, jsonschemabench and/or Test-Suite cases, in a stable order."""
+    loaders = {"maskbench": load_maskbench, "jsonschemabench": load_jsonschemabench, "testsuite": load_test_suite}
     cases: list[Case] = []
     for source in sources:
         if source not in loaders:
@@ -248,7 +268,7 @@ class SchemaWalker:
         if not any(isinstance(s.get("properties"), dict) for s, _ in applicable):
             return True
         for schema, _ in applicable:
-            if key in (schema.get("properties") or {}):
+            if key in (schema.get("properties") or {}) or key in _named_keys(schema):
                 return True
             for pattern in schema.get("patternProperties") or {}:
                 if self._pattern_matches(pattern, key):
@@ -273,6 +293,7 @@ class SchemaWalker:
         orders: list[Iterable[str]] = []
         if isinstance(schema.get("properties"), dict):
             orders.append(schema["properties"])
+        orders.append(_named_keys(schema))  # keys named by required/dependentRequired come next
         return orders + self._constants(schema, data)
 
     def walk(self, data: Any) -> tuple[Any, bool]:
@@ -301,6 +322,20 @@ class SchemaWalker:
                 undeclared = undeclared or child_undeclared
             return items, undeclared
         return data, False
+
+
+def _named_keys(schema: dict) -> list[str]:
+    """Keys a schema names outside ``properties`` (``required``, ``dependentRequired``,
+    array-form ``dependencies``), in that order: the compiler writes them after the declared
+    properties."""
+    names: list[str] = list(schema.get("required") or []) if isinstance(schema.get("required"), list) else []
+    for key in ("dependentRequired", "dependencies"):
+        value = schema.get(key)
+        if isinstance(value, dict):
+            for trigger, deps in value.items():
+                if isinstance(deps, list):
+                    names += [trigger, *deps]
+    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
 
 
 def serialisations(data: Any) -> list[tuple[str, str]]:
@@ -446,10 +481,89 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise CompileTimeout()
 
 
+class PeerRefused(Exception):
+    """A peer library refused a schema (its own error text)."""
+
+
+class _LLGuidanceCursor:
+    """One llguidance matcher behind the runner's matcher interface."""
+
+    __slots__ = ("_m", "_fill")
+
+    def __init__(self, matcher: Any, fill: Callable[..., None]) -> None:
+        self._m, self._fill = matcher, fill
+
+    def fill_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
+        self._fill(self._m, bitmask, index)
+
+    def accept_token(self, token_id: int) -> bool:
+        return bool(self._m.consume_token(token_id))
+
+    def is_accepting(self) -> bool:
+        return bool(self._m.is_accepting())
+
+
+class _LLGuidanceCompiled:
+    __slots__ = ("_template", "_fill")
+
+    def __init__(self, template: Any, fill: Callable[..., None]) -> None:
+        self._template, self._fill = template, fill
+
+    def matcher(self) -> _LLGuidanceCursor:
+        return _LLGuidanceCursor(self._template.deep_copy(), self._fill)
+
+
+class LLGuidanceEngine:
+    """llguidance (the bench extra) compiling the same schemas for the same token ids, so that
+    its counts sit beside ours from the same run: whitespace bounded as in
+    :mod:`benchmarks.peers`; in strict mode every object lacking ``additionalProperties`` is
+    closed (:func:`benchmarks.peers.close_objects`), in spec mode schemas are given as they are.
+    A grammar llguidance reports as an error is counted as refused. Lives for one run."""
+
+    name = "llguidance"
+
+    def __init__(self, tokenizer: Any, vocabulary: Vocabulary) -> None:
+        import llguidance
+        import llguidance.hf
+        import llguidance.numpy
+
+        from .peers import WHITESPACE_BOUND
+
+        self._llg = llguidance
+        self._fill = llguidance.numpy.fill_next_token_bitmask
+        self._tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocabulary.vocab_size)
+        self._overrides = {"whitespace_flexible": True,
+                           "whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{0,%d}" % WHITESPACE_BOUND}
+
+    def compile(self, schema: Any, strict: bool) -> _LLGuidanceCompiled:
+        from .peers import close_objects
+
+        try:
+            grammar = self._llg.LLMatcher.grammar_from_json_schema(
+                close_objects(schema) if strict else schema, overrides=self._overrides)
+            matcher = self._llg.LLMatcher(self._tokenizer, grammar, log_level=0)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise PeerRefused(str(exc)) from None
+        if matcher.is_error():
+            raise PeerRefused(matcher.get_error())
+        return _LLGuidanceCompiled(matcher, self._fill)
+
+
+def _peer_keyword(message: str) -> str:
+    """A short, countable reason from a peer's error text."""
+    message = message.strip().splitlines()[0] if message.strip() else "error"
+    found = re.search(r"[Uu]nimplemented keys?: \[?\"?([A-Za-z$]+)", message)
+    if found:
+        return found.group(1)
+    return re.sub(r"\d+", "N", message)[:60]
+
+
 class Runner:
     """Runs cases against one vocabulary. ``options`` go to ``compile_json_schema`` besides
     ``strict``; with ``mutants_per_instance`` each valid instance also yields that many edits
-    (``mutants``) that jsonschema calls invalid, which must be refused too. Lives for one run."""
+    (``mutants``) that jsonschema calls invalid, which must be refused too. With ``engine`` (an
+    :class:`LLGuidanceEngine`) the same cases are compiled by that peer instead of ours. Lives for
+    one run."""
 
     def __init__(
         self,
@@ -459,27 +573,29 @@ class Runner:
         strict: bool = True,
         compile_budget_s: float = 20.0,
         mutants_per_instance: int = 0,
+        engine: LLGuidanceEngine | None = None,
+        check_budget_s: float = 120.0,
         **options: Any,
     ) -> None:
         self.vocabulary = vocabulary
+        self.check_budget_s = check_budget_s
         self.mutants_per_instance = mutants_per_instance
         self.encode = encode
         self.strict = strict
+        self.engine = engine
         self.options = dict(options, strict=strict)
         self.compile_budget_s = compile_budget_s
         self._bitmask = np.zeros((1, (vocabulary.vocab_size + 31) // 32), dtype=np.int32)
 
+    def _compile_now(self, schema: Any) -> Any:
+        if self.engine is not None:
+            return self.engine.compile(schema, self.strict)
+        return compile_json_schema(schema, self.vocabulary, **self.options)
+
     def _compile(self, schema: Any) -> Any:
         """Compile under a SIGALRM budget (main thread only; elsewhere without a budget)."""
-        if threading.current_thread() is not threading.main_thread():
-            return compile_json_schema(schema, self.vocabulary, **self.options)
-        old = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.compile_budget_s)
-        try:
-            return compile_json_schema(schema, self.vocabulary, **self.options)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
+        with self._budget(self.compile_budget_s):
+            return self._compile_now(schema)
 
     def run_case(self, case: Case) -> CaseResult:
         """Compile ``case.schema`` and check each instance (both serialisations)."""
@@ -489,10 +605,14 @@ class Runner:
             compiled = self._compile(case.schema)
         except UnsupportedSchemaError as exc:
             result.status, result.keyword = "unsupported", exc.keyword
+        except PeerRefused as exc:
+            result.status, result.keyword = "unsupported", _peer_keyword(str(exc))
         except SchemaTooComplexError:
             result.status = "too_complex"
         except CompileTimeout:
             result.status = "timeout"
+        except MemoryError:  # the worker's memory cap (--memory-limit), not the library
+            result.status = "check_memory"
         except InvalidSchemaError as exc:
             result.status, result.keyword = "invalid_schema", str(exc)
             if any(inst.valid for inst in case.instances):
@@ -507,14 +627,38 @@ class Runner:
             walker = SchemaWalker(case.schema)
         except Exception:
             walker = None
-        for instance in case.instances + self._mutant_instances(case, walker):
+        with self._budget(self.check_budget_s):
             try:
-                self._check_instance(case, compiled, walker, instance, result)
-            except Exception:
-                result.failures.append(
-                    self._failure(case, "match_crash", instance, traceback.format_exc(limit=6))
-                )
+                for instance in case.instances + self._mutant_instances(case, walker):
+                    try:
+                        self._check_instance(case, compiled, walker, instance, result)
+                    except (CompileTimeout, MemoryError):
+                        raise
+                    except Exception:
+                        result.failures.append(
+                            self._failure(case, "match_crash", instance, traceback.format_exc(limit=6))
+                        )
+            except CompileTimeout:
+                result.status = "check_timeout"
+            except MemoryError:
+                result.status = "check_memory"
+        if self.engine is None:
+            clear_cache()  # every case is a new schema: nothing to share, memory to give back
         return result
+
+    @contextlib.contextmanager
+    def _budget(self, seconds: float) -> Iterable[None]:
+        """Raise :class:`CompileTimeout` after ``seconds`` (SIGALRM; main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
 
     def _mutant_instances(self, case: Case, walker: SchemaWalker | None) -> list[Instance]:
         """Edits of the valid instances (``mutants``) that jsonschema finds invalid or, in
@@ -646,10 +790,25 @@ def _run_index(index: int) -> CaseResult:
     return _WORKER.run_case(_WORKER_CASES[index])
 
 
-def run_cases(runner: Runner, cases: Sequence[Case], jobs: int = 1, progress: bool = False) -> list[CaseResult]:
+def _limit_memory(extra_mb: int | None) -> None:
+    """Cap a worker's address space at its current size plus ``extra_mb`` (a case that blows up
+    gets MemoryError instead of taking the machine)."""
+    if not extra_mb:
+        return
+    import resource
+
+    with open("/proc/self/statm") as f:
+        current = int(f.read().split()[0]) * resource.getpagesize()
+    limit = current + extra_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def run_cases(runner: Runner, cases: Sequence[Case], jobs: int = 1, progress: bool = False,
+              memory_limit_mb: int | None = None) -> list[CaseResult]:
     """Run every case, in ``jobs`` forked worker processes when ``jobs > 1`` (the runner, its
-    vocabulary and the cases are inherited, not pickled). Results keep the order of ``cases``;
-    ``progress`` prints a line to stderr every 100 cases."""
+    vocabulary and the cases are inherited, not pickled; each worker's memory capped at
+    ``memory_limit_mb`` above its start). Results keep the order of ``cases``; ``progress``
+    prints a line to stderr every 100 cases."""
     global _WORKER, _WORKER_CASES
     _WORKER, _WORKER_CASES = runner, cases
     start = time.perf_counter()
@@ -659,7 +818,8 @@ def run_cases(runner: Runner, cases: Sequence[Case], jobs: int = 1, progress: bo
             if jobs <= 1:
                 stream: Iterable[CaseResult] = map(runner.run_case, cases)
             else:
-                pool = stack.enter_context(multiprocessing.get_context("fork").Pool(jobs))
+                pool = stack.enter_context(multiprocessing.get_context("fork").Pool(
+                    jobs, initializer=_limit_memory, initargs=(memory_limit_mb,)))
                 stream = pool.imap(_run_index, range(len(cases)), chunksize=2)
             for result in stream:
                 results.append(result)
@@ -709,7 +869,8 @@ class Summary:
 
 
 def _empty_row() -> dict[str, int]:
-    keys = ("schemas", "compiled", "unsupported", "too_complex", "timeout", "invalid_schema", "crash")
+    keys = ("schemas", "compiled", "unsupported", "too_complex", "timeout", "invalid_schema", "crash", "check_timeout",
+            "check_memory")
     return {k: 0 for k in keys + COUNTERS}
 
 
@@ -760,12 +921,13 @@ def format_table(summary: Summary, title: str) -> str:
     columns = [
         ("schemas", "schemas"), ("compiled", "compiled"), ("unsupp", "unsupported"),
         ("complex", "too_complex"), ("timeout", "timeout"), ("invalid", "invalid_schema"), ("crash", "crash"),
+        ("CHK_TO", "check_timeout"), ("CHK_MEM", "check_memory"),
         ("val_ok", "valid_accepted"), ("VAL_REJ", "valid_rejected"), ("strictX", "valid_strict_excluded"),
         ("formatX", "valid_format_excluded"),
         ("inv_rej", "invalid_rejected"), ("INV_ACC", "invalid_accepted"),
         ("mut_rej", "mutant_rejected"), ("MUT_ACC", "mutant_accepted"), ("skip", "unserialisable"),
     ]
-    order = [s for s in MASKBENCH_SUBSETS if s in summary.rows]
+    order = [s for s in (*MASKBENCH_SUBSETS, *JSONSCHEMABENCH_SUBSETS) if s in summary.rows]
     order += ["TestSuite"] if "TestSuite" in summary.rows else []
     order += sorted(k for k in summary.rows if k.startswith("TestSuite/"))
     order.append("ALL")
@@ -793,9 +955,17 @@ def unsupported_share(summary: Summary, subsets: Sequence[str] = ("BFCL", "MCPsp
     return bad / total if total else 0.0
 
 
-def load_tokenizer(name: str) -> tuple[Any, Encoder]:
-    """``(Vocabulary, encoder)`` for ``kimi`` or ``deepseek`` (the test tokenizers)."""
-    from .testing import tokenizers
+class TestTokenizer(NamedTuple):
+    """A test tokenizer, its vocabulary and its text encoder."""
+
+    tokenizer: Any
+    vocabulary: Vocabulary
+    encode: Encoder
+
+
+def load_tokenizer(name: str) -> TestTokenizer:
+    """The ``kimi`` or ``deepseek`` test tokenizer with its vocabulary and encoder."""
+    from enforcer.testing import tokenizers
 
     if name == "kimi":
         tokenizer, vocab_size = tokenizers.kimi_k2_tokenizer(), None
@@ -803,7 +973,7 @@ def load_tokenizer(name: str) -> tuple[Any, Encoder]:
         tokenizer, vocab_size = tokenizers.deepseek_v3_tokenizer(), tokenizers.DEEPSEEK_V3_VOCAB_SIZE
     else:
         raise ValueError(f"unknown tokenizer {name!r}; expected 'kimi' or 'deepseek'")
-    return Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size), make_encoder(tokenizer)
+    return TestTokenizer(tokenizer, Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size), make_encoder(tokenizer))
 
 
 def run_conformance(
@@ -816,47 +986,93 @@ def run_conformance(
     compile_budget_s: float = 20.0,
     progress: bool = False,
     mutants_per_instance: int = 0,
+    engine: LLGuidanceEngine | None = None,
+    memory_limit_mb: int | None = None,
     **options: Any,
 ) -> Summary:
-    """Run ``cases`` against one vocabulary and summarise (``options`` go to the compiler)."""
+    """Run ``cases`` against one vocabulary and summarise (``options`` go to our compiler;
+    ``engine``: a peer compiles instead)."""
     runner = Runner(
         vocabulary, encode, strict=strict, compile_budget_s=compile_budget_s,
-        mutants_per_instance=mutants_per_instance, **options,
+        mutants_per_instance=mutants_per_instance, engine=engine, **options,
     )
     start = time.perf_counter()
-    results = run_cases(runner, cases, jobs, progress)
+    results = run_cases(runner, cases, jobs, progress, memory_limit_mb)
     return summarise(results, time.perf_counter() - start)
 
 
+REFUSED = ("unsupported", "too_complex", "timeout", "invalid_schema", "crash", "check_timeout", "check_memory")
+"""Statuses that count as a refused schema in the side-by-side table."""
+
+
+def side_by_side(summaries: dict[str, Summary], subsets: Sequence[str]) -> str:
+    """One line per subset: each engine's valid rejected / invalid accepted (corpus instances and
+    mutants) / refused schemas (count and share)."""
+    names = list(summaries)
+    header = f"{'subset':<18}{'schemas':>8}" + "".join(f"{n + ' VR/IA/refused':>34}" for n in names)
+    lines = [header]
+    for subset in [*subsets, "ALL"]:
+        rows = {n: summaries[n].row(subset) for n in names}
+        total = next(iter(rows.values()))["schemas"]
+        if not total:
+            continue
+        cells = []
+        for n in names:
+            r = rows[n]
+            refused = sum(r[k] for k in REFUSED)
+            cells.append(f"{r['valid_rejected']} / {r['invalid_accepted'] + r['mutant_accepted']} / "
+                         f"{refused} ({refused / total:.1%})")
+        lines.append(f"{subset:<18}{total:>8}" + "".join(f"{c:>34}" for c in cells))
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m enforcer.conformance", description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", required=True, type=Path, help="folder holding maskbench/ and json-schema-test-suite/")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.conformance", description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", required=True, type=Path,
+                        help="folder holding maskbench/, jsonschemabench/ and json-schema-test-suite/")
     parser.add_argument("--tokenizer", choices=("kimi", "deepseek", "both"), default="both")
     parser.add_argument("--limit", type=int, default=None, help="at most N schemas, spread over the corpus")
-    parser.add_argument("--source", choices=("maskbench", "testsuite", "both"), default="both")
+    parser.add_argument("--source", choices=("maskbench", "jsonschemabench", "testsuite", "both", "all"),
+                        default="both", help="both: maskbench + testsuite; all: the three")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--strict", dest="strict", action="store_true", default=True, help="no undeclared keys (default)")
     mode.add_argument("--spec", dest="strict", action="store_false", help="extra keys as the spec allows")
+    parser.add_argument("--peer", choices=("none", "llguidance"), default="none",
+                        help="also run the same cases through this peer, same tokenizer, same run")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--mutants", type=int, default=0, help="invalid edits checked per valid instance")
     parser.add_argument("--compile-budget", type=float, default=20.0, help="seconds per compile")
+    parser.add_argument("--memory-limit", type=int, default=3000, help="MB per worker above its start (jobs > 1)")
     parser.add_argument("--report", type=Path, default=Path("conformance_report.json"))
     args = parser.parse_args(argv)
 
-    sources = ("maskbench", "testsuite") if args.source == "both" else (args.source,)
-    cases = spread_sample(load_corpus(args.corpus, sources), args.limit)
+    sources = {"both": ("maskbench", "testsuite"), "all": ("maskbench", "jsonschemabench", "testsuite")}
+    cases = spread_sample(load_corpus(args.corpus, sources.get(args.source, (args.source,))), args.limit)
     names = ("kimi", "deepseek") if args.tokenizer == "both" else (args.tokenizer,)
+    mode_name = "strict" if args.strict else "spec"
     report: dict[str, Any] = {"strict": args.strict, "schemas": len(cases), "tokenizers": {}}
     for name in names:
-        vocabulary, encode = load_tokenizer(name)
-        summary = run_conformance(
-            cases, vocabulary, encode, strict=args.strict, jobs=args.jobs, compile_budget_s=args.compile_budget,
-            progress=True, mutants_per_instance=args.mutants,
-        )
-        mode_name = "strict" if args.strict else "spec"
-        print(format_table(summary, f"== {name} ({mode_name}), vocab {vocabulary.vocab_size} =="))
-        print(f"unsupported share of BFCL+MCPspec: {unsupported_share(summary):.2%}\n")
-        report["tokenizers"][name] = asdict(summary)
+        test_tokenizer = load_tokenizer(name)
+        vocabulary = test_tokenizer.vocabulary
+        engines: dict[str, LLGuidanceEngine | None] = {"enforcer": None}
+        if args.peer == "llguidance":
+            engines["llguidance"] = LLGuidanceEngine(test_tokenizer.tokenizer, vocabulary)
+        summaries = {}
+        for engine_name, engine in engines.items():
+            summary = run_conformance(
+                cases, vocabulary, test_tokenizer.encode, strict=args.strict, jobs=args.jobs,
+                compile_budget_s=args.compile_budget, progress=True, mutants_per_instance=args.mutants, engine=engine,
+                memory_limit_mb=args.memory_limit,
+            )
+            summaries[engine_name] = summary
+            print(format_table(summary, f"== {engine_name}, {name} ({mode_name}), vocab {vocabulary.vocab_size} =="))
+            print(f"unsupported share of BFCL+MCPspec: {unsupported_share(summary):.2%}\n")
+            report["tokenizers"][f"{name}/{engine_name}" if engine is not None else name] = asdict(summary)
+        if len(summaries) > 1:
+            subsets = [s for s in (*MASKBENCH_SUBSETS, *JSONSCHEMABENCH_SUBSETS, "TestSuite")
+                       if s in summaries["enforcer"].rows]
+            print(f"== side by side, {name} ({mode_name}): valid rejected / invalid accepted / refused ==")
+            print(side_by_side(summaries, subsets) + "\n")
     args.report.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
     print(f"report: {args.report}")
     return 0

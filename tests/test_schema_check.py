@@ -1,0 +1,118 @@
+"""Malformed, deep and cyclic schemas: the library's own error (with its pointer) or a bounded
+compile, never a foreign exception (RecursionError, TypeError, UnicodeEncodeError...)."""
+
+from __future__ import annotations
+
+import pytest
+
+from enforcer import compile_json_schema, compile_tools
+from enforcer.errors import (EnforcerError, InvalidSchemaError, InvalidToolsError, SchemaTooComplexError,
+                             UnsupportedSchemaError)
+from enforcer.json_schema import MAX_NESTING, SchemaOptions
+from enforcer.matcher import compile_schema_dfa
+from enforcer.schema_check import MAX_DOCUMENT_DEPTH
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    ({"type": 5}, "/type"),
+    ({"$ref": 5}, "/$ref"),
+    ({"type": "object", "required": "ab"}, "/required"),
+    ({"type": "object", "dependentRequired": {"a": "b"}}, "/dependentRequired/a"),
+    ({"type": "object", "properties": {"a": {"type": "strnig"}}}, "/properties/a/type"),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "required": []}, "/required"),
+    ({"type": "object", "properties": {"a\ud800": {"type": "string"}}}, "/properties"),
+    ({"enum": ["ok", "bad\udfff"]}, "/enum/1"),
+])
+def test_malformed_schema_is_invalid_with_pointer(schema, pointer):
+    with pytest.raises(InvalidSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.pointer == pointer
+
+
+def test_malformed_schema_through_the_public_front_doors(kimi_vocab):
+    with pytest.raises(InvalidSchemaError):
+        compile_json_schema({"type": "object", "required": "ab"}, kimi_vocab)
+    with pytest.raises(InvalidToolsError, match="/tools/0/function/parameters/properties"):
+        compile_tools([{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a\ud800": {"type": "string"}}}}}], kimi_vocab)
+
+
+def _nested_objects(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def _nested_any_of(levels: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(levels):
+        schema = {"anyOf": [{"type": "integer"}, {"type": "array", "items": schema}]}
+    return schema
+
+
+def _deep_list(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("schema", [
+    _nested_objects(300), _nested_any_of(200), {"const": _deep_list(2000)}, {"enum": [1, _deep_list(5000)]},
+    {"type": "array", "items": _nested_objects(MAX_DOCUMENT_DEPTH)},
+])
+def test_deep_documents_are_refused_by_the_documented_limit(schema):
+    with pytest.raises(SchemaTooComplexError, match="nests deeper than"):
+        compile_schema_dfa(schema, SchemaOptions())
+
+
+def test_deep_schema_text_is_refused_not_a_recursion_error(kimi_vocab):
+    with pytest.raises(EnforcerError):
+        compile_json_schema("[" * 100_000 + "]" * 100_000, kimi_vocab)
+
+
+def test_nesting_within_the_limits_compiles():
+    dfa = compile_schema_dfa(_nested_objects(30), SchemaOptions())
+    text = '{"a": ' * 30 + '"x"' + "}" * 30
+    assert dfa.matches(text) and not dfa.matches(text.replace('"x"', "1"))
+
+
+def test_reference_chain_of_a_thousand_links_compiles():
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(1000)}
+    defs["d1000"] = {"type": "string", "maxLength": 2}
+    dfa = compile_schema_dfa({"$defs": defs, "$ref": "#/$defs/d0"}, SchemaOptions())
+    assert dfa.matches('"ab"') and not dfa.matches('"abc"')
+
+
+def test_sub_schemas_nested_past_the_limit_are_refused_with_the_pointer():
+    defs = {f"d{i}": {"type": "array", "items": {"$ref": f"#/$defs/d{i + 1}"}} for i in range(MAX_NESTING + 10)}
+    defs[f"d{MAX_NESTING + 10}"] = {"type": "null"}
+    with pytest.raises(SchemaTooComplexError, match="nest more than"):
+        compile_schema_dfa({"$defs": defs, "$ref": "#/$defs/d0"}, SchemaOptions(max_recursion=1))
+
+
+@pytest.mark.parametrize("keyword", ["allOf", "anyOf", "oneOf"])
+def test_reference_cycle_without_descent_is_refused_with_the_cycle_named(keyword):
+    schema = {"$defs": {"a": {keyword: [{"$ref": "#/$defs/a"}, {"type": "object"}]}}, "$ref": "#/$defs/a"}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword == "$ref" and "#/$defs/a -> #/$defs/a" in str(info.value)
+
+
+def test_reference_cycle_through_all_of_under_properties_is_cut_by_max_recursion():
+    """``Foo.properties.childFoos = allOf[$ref Foo, $ref ChildFoo]``: cut after max_recursion."""
+    schema = {"$defs": {
+        "Foo": {"type": "object", "properties": {"childFoos": {"allOf": [{"$ref": "#/$defs/Foo"},
+                                                                         {"$ref": "#/$defs/ChildFoo"}]}}},
+        "ChildFoo": {"type": "object", "properties": {"x": {"type": "string"}}}}, "$ref": "#/$defs/Foo"}
+    dfa = compile_schema_dfa(schema, SchemaOptions(max_recursion=3, strict=False))
+    assert dfa.matches('{"childFoos": {"childFoos": {}, "x": "y"}}')
+    assert not dfa.matches('{"childFoos": {"childFoos": {"x": 1}}}')
+    assert not dfa.matches('{"childFoos": {"childFoos": {"childFoos": {"childFoos": {}}}}}'), "cut at depth 3"
+
+
+def test_meta_schema_check_does_not_judge_patterns_by_python_re():
+    """``\\p{Letter}`` is ECMA-262, not Python ``re``: the pattern compiler decides it."""
+    dfa = compile_schema_dfa({"type": "string", "pattern": "^\\p{Letter}+$"}, SchemaOptions())
+    assert dfa.matches('"é"') and not dfa.matches('"1"')
