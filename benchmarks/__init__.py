@@ -442,7 +442,8 @@ TABLE_COLUMNS = (
 )
 
 
-def _get(summary: dict[str, Any], path: tuple[str, ...]) -> float | None:
+def summary_value(summary: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    """The number at ``path`` in a saved summary (None where a library has no such figure)."""
     value: Any = summary
     for key in path:
         if not isinstance(value, dict) or key not in value:
@@ -457,14 +458,14 @@ def render_table(title: str, summaries: Sequence[dict[str, Any]], ours: str = "e
     rows = []
     for s in summaries:
         status = "ok" if s.get("ok") else (s.get("error") or f"rejected token {s.get('rejected_at')}")
-        rows.append([s["library"], *(fmt(_get(s, path)) for _, path in TABLE_COLUMNS), status[:60]])
+        rows.append([s["library"], *(fmt(summary_value(s, path)) for _, path in TABLE_COLUMNS), status[:60]])
     ratio_row = ["ours / best peer"]
     best_row = ["best peer"]
     mine = next((s for s in summaries if s["library"] == ours), None)
     for _, path in TABLE_COLUMNS:
         peers = [(v, s["library"]) for s in summaries if s["library"] != ours and s.get("ok")
-                 and (v := _get(s, path)) is not None]
-        mine_value = _get(mine, path) if mine and mine.get("ok") else None
+                 and (v := summary_value(s, path)) is not None]
+        mine_value = summary_value(mine, path) if mine and mine.get("ok") else None
         if peers and mine_value is not None:
             value, name = min(peers)
             ratio_row.append(f"{mine_value / value:.2f}x" if value > 0 else "-")
@@ -515,7 +516,7 @@ def plot_summaries(path: Path, panels: Sequence[tuple[str, Sequence[dict[str, An
         ok = [s for s in summaries if s.get("ok")]
         width = 0.8 / len(metrics)
         for k, (group, key, label) in enumerate(metrics):
-            values = [_get(s, (group, key)) or 0.0 for s in ok]
+            values = [summary_value(s, (group, key)) or 0.0 for s in ok]
             ax.bar([i + k * width for i in range(len(ok))], values, width, label=label)
         ax.set_xticks([i + width for i in range(len(ok))], [s["library"] for s in ok], rotation=20, fontsize=8)
         ax.set_yscale("log")

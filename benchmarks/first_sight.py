@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 from . import (
     RESULTS_DIR,
+    summary_value,
     encode_text,
     latency_stats,
     machine_info,
@@ -212,30 +213,21 @@ COLUMNS = (
 )
 
 
-def _get(summary: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = summary
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def render(summaries: Sequence[dict[str, Any]]) -> str:
     """One row per library, then ours / each peer and ours / best peer per column."""
     ours = next((s for s in summaries if s["library"] == "enforcer"), None)
-    rows = [[s["library"], *(f"{v:.1f}" if (v := _get(s, p)) is not None else "-" for _, p in COLUMNS),
+    rows = [[s["library"], *(f"{v:.1f}" if (v := summary_value(s, p)) is not None else "-" for _, p in COLUMNS),
              ", ".join(f"{k} {v}" for k, v in s["statuses"].items())] for s in summaries]
     peers = [s for s in summaries if s["library"] != "enforcer" and s.get("ok")]
     if ours and ours.get("ok") and peers:
         for peer in peers:
             rows.append([f"ours / {peer['library']}", *(
-                f"{a / b:.2f}x" if (a := _get(ours, p)) is not None and (b := _get(peer, p)) else "-"
+                f"{a / b:.2f}x" if (a := summary_value(ours, p)) is not None and (b := summary_value(peer, p)) else "-"
                 for _, p in COLUMNS), ""])
         best = []
         for _, p in COLUMNS:
-            values = [v for s in peers if (v := _get(s, p))]
-            a = _get(ours, p)
+            values = [v for s in peers if (v := summary_value(s, p))]
+            a = summary_value(ours, p)
             best.append(f"{a / min(values):.2f}x" if a is not None and values else "-")
         rows.append(["ours / best peer", *best, ""])
     return render_simple("first sight (pooled over the schemas every library compiled and accepted)",

@@ -29,7 +29,7 @@ from . import (
     check_same_vocabulary,
     encode_text,
     Environment,
-    _get,
+    summary_value,
     finish_suite,
     first_rejection,
     fmt,
@@ -422,7 +422,7 @@ def run(args: argparse.Namespace, env: Environment | None = None, name: str = "j
         print(render_simple("\nMaskBench tails (pooled µs per token) and time to first mask (ms, over schemas)",
                             ["library", "pass1 p90", "pass1 p99.9", "later p90", "later p99.9",
                              "1st mask p50", "1st mask p90"],
-                            [[s["library"], *(fmt(_get(s, k)) for k in (("pass1", "p90_us"), ("pass1", "p999_us"),
+                            [[s["library"], *(fmt(summary_value(s, k)) for k in (("pass1", "p90_us"), ("pass1", "p999_us"),
                               ("later", "p90_us"), ("later", "p999_us"), ("first_mask_p50_ms",),
                               ("first_mask_p90_ms",)))] for s in mb["pooled"]]))
     if corpus is not None and not args.quick and name == "json_schema":

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from enforcer import compile_json_schema
-from enforcer.conformance import load_maskbench, make_encoder, spread_sample
+from benchmarks.conformance import load_maskbench, make_encoder, spread_sample
 from enforcer import masks
 from enforcer.automaton import alt, codepoints, compile_node, literal, repeat, seq
 from enforcer.masks import MaskTable, pack_ids, reference_mask, token_index

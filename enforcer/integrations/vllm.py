@@ -442,11 +442,7 @@ class BatchEnforcer:
         if not targets:
             return logits
         try:
-            if logits.shape[-1] > self.vocab_size:
-                raise ValueError(f"logits have {logits.shape[-1]} columns, the vocabulary {self.vocab_size}")
-            if self._device != logits.device:
-                self._masks.clear()
-                self._device = logits.device
+            self._check_logits(logits)
             bitmask = self._rows_bitmask(len(targets))
             picked: list[tuple[int, _Mask]] = []
             kept = [(logits_row, self.rows[key]) for logits_row, key in targets if self.rows[key].state != _RELEASED]
@@ -494,11 +490,7 @@ class BatchEnforcer:
         if not rows:
             return logits
         try:
-            if logits.shape[-1] > self.vocab_size:
-                raise ValueError(f"logits have {logits.shape[-1]} columns, the vocabulary {self.vocab_size}")
-            if self._device != logits.device:
-                self._masks.clear()
-                self._device = logits.device
+            self._check_logits(logits)
             width = logits.shape[-1]
             bitmask = self._rows_bitmask(sum(len(r.logits_rows) for r in rows))
             picked: list[tuple[int, _Mask]] = []
@@ -539,6 +531,14 @@ class BatchEnforcer:
             for request in rows:
                 self.rows[request.key].state = _RELEASED
         return logits
+
+    def _check_logits(self, logits: torch.Tensor) -> None:
+        """Refuse logits wider than the vocabulary; drop the cached masks of another device."""
+        if logits.shape[-1] > self.vocab_size:
+            raise ValueError(f"logits have {logits.shape[-1]} columns, the vocabulary {self.vocab_size}")
+        if self._device != logits.device:
+            self._masks.clear()
+            self._device = logits.device
 
     def _rows_bitmask(self, n: int) -> np.ndarray:
         if self._bitmask.shape[0] < n:
