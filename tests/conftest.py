@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the tests marked 'slow' (real model loads; .ci/run does)")
     parser.addoption("--run-vllm", action="store_true", default=False,
                      help="run the tests marked 'vllm' (real vLLM engines; .ci/run does)")
+    parser.addoption("--all-compiles", action="store_true", default=False,
+                     help="with --corpus: also compile every shared schema in both modes (tests marked "
+                          "'all_compiles'; over 25 minutes on two cores, not run by .ci/run)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,6 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_corpus = pytest.mark.skip(reason="needs --corpus PATH")
     skip_slow = pytest.mark.skip(reason="slow: needs --run-slow")
     skip_vllm = pytest.mark.skip(reason="vllm: needs --run-vllm")
+    skip_all_compiles = pytest.mark.skip(reason="needs --all-compiles")
     for item in items:
         if item.get_closest_marker("corpus") is not None and config.getoption("--corpus") is None:
             item.add_marker(skip_corpus)
@@ -58,6 +62,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_slow)
         if item.get_closest_marker("vllm") is not None and not config.getoption("--run-vllm"):
             item.add_marker(skip_vllm)
+        if item.get_closest_marker("all_compiles") is not None and not config.getoption("--all-compiles"):
+            item.add_marker(skip_all_compiles)
 
 
 @pytest.fixture(scope="session")
