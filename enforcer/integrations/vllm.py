@@ -460,10 +460,7 @@ class BatchEnforcer:
                     bitmask[i] = row.stop
                     mask = self._mask(bitmask[i], logits.shape[-1])
                 picked.append((logits_row, mask))
-            if not (logits.device.type != "cpu" if self.dense is None else self.dense):
-                self._apply_sparse(logits, picked)
-            else:
-                self._apply_dense(logits, picked, bitmask)
+            self._apply_masks(logits, picked, bitmask)
         except Exception as exc:  # noqa: BLE001 - never fail the engine step
             self._warn_once(f"error:{type(exc).__name__}", "enforcer: masking failed (%r); the rows of this step "
                             "are released", exc)
@@ -521,16 +518,21 @@ class BatchEnforcer:
                         mask = self._mask(bitmask[i], width)
                     picked.append((logits_row, mask))
                 matcher.rollback(walked)
-            if not (logits.device.type != "cpu" if self.dense is None else self.dense):
-                self._apply_sparse(logits, picked)
-            else:
-                self._apply_dense(logits, picked, bitmask)
+            self._apply_masks(logits, picked, bitmask)
         except Exception as exc:  # noqa: BLE001 - never fail the engine step
             self._warn_once(f"error:{type(exc).__name__}", "enforcer: masking failed (%r); the rows of this step "
                             "are released", exc)
             for request in rows:
                 self.rows[request.key].state = _RELEASED
         return logits
+
+    def _apply_masks(self, logits: torch.Tensor, picked: list[tuple[int, "_Mask"]], bitmask: np.ndarray) -> None:
+        """Write the picked rows' masks into ``logits``: sparse on the CPU, dense on an
+        accelerator (or as ``dense`` says)."""
+        if not (logits.device.type != "cpu" if self.dense is None else self.dense):
+            self._apply_sparse(logits, picked)
+        else:
+            self._apply_dense(logits, picked, bitmask)
 
     def _check_logits(self, logits: torch.Tensor) -> None:
         """Refuse logits wider than the vocabulary; drop the cached masks of another device."""
