@@ -53,7 +53,10 @@ pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "integrations" / "vllm" / "kimi_k2_tools.jinja"
 TOOL_SETS = ("weather", "travel", "small_nested", "cjk")
-ENGINE = dict(dtype="float32", enforce_eager=True, gpu_memory_utilization=0.2, max_model_len=2048,
+# a fixed KV cache (512 MiB) rather than a share of the machine's memory (vLLM's CPU backend reads
+# gpu_memory_utilization as a fraction of RAM): four engines are alive at once in this module
+KV_CACHE_BYTES = 512 * 2**20
+ENGINE = dict(dtype="float32", enforce_eager=True, kv_cache_memory_bytes=KV_CACHE_BYTES, max_model_len=2048,
               max_num_seqs=32, seed=0)
 MAX_TOKENS = 160
 
@@ -307,7 +310,7 @@ def _serve(model: str, name: str, log: Path, *flags: str) -> Any:
     port = _free_port()
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", name,
-               "--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization", "0.2",
+               "--dtype", "float32", "--enforce-eager", "--kv-cache-memory-bytes", str(KV_CACHE_BYTES),
                "--max-model-len", "2048", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2_enforced",
                "--chat-template", str(TEMPLATE), *flags]
     with open(log, "wb") as sink:
