@@ -787,6 +787,13 @@ class SchemaCompiler:
         max_props = _count(schema, "maxProperties", pointer)
         if max_props is not None and extra is NOTHING and max_props >= len(members):
             max_props = None  # never reached: only the named keys may appear
+        if extra is not NOTHING and min_props > len(required) + 1:
+            # each undeclared key counts one, but an automaton cannot tell two undeclared keys
+            # apart: '{"x":0,"x":0}' would count two properties where JSON has one. Counting is
+            # exact while one undeclared key on top of the required ones reaches the bound.
+            raise UnsupportedSchemaError("minProperties", pointer, f"reaching {min_props} properties may take "
+                                         "two or more undeclared keys, and an automaton cannot check that "
+                                         "they differ (a repeated key counts once in JSON)")
         cap = max_props if max_props is not None else min_props
         if cap > MAX_COUNTED_PROPERTIES:
             keyword = "maxProperties" if max_props is not None else "minProperties"

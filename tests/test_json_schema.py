@@ -98,7 +98,7 @@ OBJECTS = [{"z": 1}, {"z": "s"}, {"a": 1, "z": 2}, {"a": 1, "b": "x"}, {"a": 1, 
     {"type": "object", "propertyNames": {"pattern": "^[a-c]+$"}, "additionalProperties": {"type": "integer"}},
     {"type": "object", "minProperties": 1, "maxProperties": 2},
     {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "minProperties": 2,
-     "additionalProperties": {"type": "integer"}},
+     "required": ["a"], "additionalProperties": {"type": "integer"}},
     {"type": "object", "properties": {"a": {"type": "integer"}}, "maxProperties": 1, "required": ["a"]},
 ])
 def test_object_keywords_against_oracle(schema, strict):
@@ -130,6 +130,42 @@ def test_object_keywords_against_oracle(schema, strict):
                     continue  # undeclared keys are written in canonical form (raw UTF-8, not \u escapes)
             if valid:
                 assert accepted, f"rejected valid {text!r}"
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "minProperties": 1},
+    {"type": "object", "properties": {"a": {}}, "required": ["a"], "minProperties": 2,
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "minProperties": 1, "maxProperties": 3},
+])
+def test_a_repeated_undeclared_key_counts_once_toward_min_properties(schema):
+    """JSON keeps one value per key: '{"x":0,"x":0}' has one property. Where minProperties is
+    counted (one undeclared key on top of the required ones reaches it), no repetition of an
+    undeclared key can make up for a missing property (maxProperties counts every writing, so a
+    repeated key may be refused there: never needed, since the value can be written once)."""
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    head = '"a":0,' if "a" in schema.get("properties", {}) else ""
+    for repeats in range(1, 5):
+        text = "{" + head + ",".join(['"x1":0'] * repeats) + "}"
+        assert not dfa.matches(text) or validator.is_valid(json.loads(text)), text
+        if repeats == 1:
+            assert dfa.matches(text) == validator.is_valid(json.loads(text)), text
+    text = "{" + head + '"x1":0,"x2":0}'
+    assert dfa.matches(text) == validator.is_valid(json.loads(text)), text
+
+
+def test_min_properties_that_needs_two_undeclared_keys_is_refused():
+    """Two undeclared keys might be one key written twice: an automaton cannot count them."""
+    corpus_case = {"type": "object", "minProperties": 4, "allOf": [
+        {"patternProperties": {"^.{1,3}$": False}, "additionalProperties": True},
+        {"patternProperties": {"a": True}, "additionalProperties": False}]}
+    for schema in ({"type": "object", "minProperties": 2},
+                   {"type": "object", "properties": {"a": {}}, "minProperties": 2},
+                   corpus_case):
+        with pytest.raises(UnsupportedSchemaError) as info:
+            compile_schema_dfa(schema, SchemaOptions(strict=False))
+        assert info.value.keyword == "minProperties" and "differ" in str(info.value)
 
 
 def test_spec_mode_allows_extra_properties_after_declared():
