@@ -58,13 +58,11 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
 from ..batch import fill_bitmasks
-from ..declarations import read_tool_declaration
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
-from ..formats import kimi_k2, kimi_k3
+from ..formats.registry import FormatFamily, detect_family, families, family_of, format_names
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
-from . import k3_prompt
 
 __all__ = [
     "DISABLE_ENV",
@@ -93,8 +91,8 @@ DISABLE_ENV = "ENFORCER_VLLM_DISABLE"
 FORMAT = "kimi_k2"
 """The format whose rules validate a request's declarations when it names no ``format`` (the
 engine's format is not known where vLLM validates; see the module docstring)."""
-FORMATS = ("kimi_k2", "kimi_k3", "kimi_k3_json")
-"""The formats a request's ``format`` setting may name."""
+FORMATS = format_names()
+"""The formats a request's ``format`` setting may name (every registered family's)."""
 
 _SETTING_NAMES = ("tools", "tool_choice", "parallel_tool_calls", "first_call_index", "enabled", "format")
 
@@ -168,25 +166,15 @@ def read_settings(extra_args: Mapping[str, Any] | None) -> RequestSettings | Non
                            else tool_choice, first_call_index=first, format=fmt, **flags)
 
 
-_K2_MARKERS = (*kimi_k2.TOOL_TOKENS, kimi_k2.THINK_BEGIN, kimi_k2.THINK_END, kimi_k2.IM_END,
-               kimi_k2.IM_USER, kimi_k2.IM_ASSISTANT, kimi_k2.IM_SYSTEM, kimi_k2.IM_MIDDLE)
-
-
-@functools.lru_cache(maxsize=2)
-def _validation_vocabulary(family: str = "kimi_k2") -> Vocabulary:
-    """256 single-byte tokens plus the markers of ``family`` (``kimi_k2``: the K2 tool, think
-    and role tokens; ``kimi_k3``: the four control tokens), encoding text byte by byte: enough to
-    compile any declaration and so find every error that does not depend on the model's
-    tokenizer. Built once per family, ~1 ms."""
-    names = kimi_k3.CONTROL_TOKENS if family == "kimi_k3" else _K2_MARKERS
+@functools.lru_cache(maxsize=None)
+def _validation_vocabulary(family: FormatFamily) -> Vocabulary:
+    """256 single-byte tokens plus the family's ``validation_tokens``, encoding text byte by
+    byte: enough to compile any declaration and so find every error that does not depend on the
+    model's tokenizer. Built once per family, ~1 ms."""
+    names = family.validation_tokens
     tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + [None] * len(names)
     return Vocabulary(tokens, [(name, 256 + i) for i, name in enumerate(names)],
-                      source=f"enforcer.vllm validation ({family})", encoder=lambda text: list(text.encode("utf-8")))
-
-
-def _family(fmt: str) -> str:
-    """The tokenizer family a format needs: ``kimi_k2`` or ``kimi_k3``."""
-    return "kimi_k3" if fmt.startswith("kimi_k3") else "kimi_k2"
+                      source=f"enforcer.vllm validation ({family.name})", encoder=lambda text: list(text.encode("utf-8")))
 
 
 def validate_settings(settings: RequestSettings) -> None:
@@ -204,7 +192,7 @@ def validate_settings(settings: RequestSettings) -> None:
         return  # tools come from the prompt, which validation does not see
     fmt = settings.format or FORMAT
     try:
-        compile_tools(tools, _validation_vocabulary(_family(fmt)), format=fmt, tool_choice=settings.tool_choice,
+        compile_tools(tools, _validation_vocabulary(family_of(fmt)), format=fmt, tool_choice=settings.tool_choice,
                       parallel_tool_calls=settings.parallel_tool_calls)
     except EnforcerError as exc:
         raise ValueError(f"enforcer: {exc}") from None
@@ -221,16 +209,11 @@ _VOCABULARY_LOCK = threading.Lock()
 
 
 def detect_format(tokens: Container[str]) -> str:
-    """The tool-call format of a tokenizer from its token names (``tokenizer.get_vocab()`` or
-    ``Vocabulary.special_tokens``): ``"kimi_k2"`` when it has ``<|tool_calls_section_begin|>``,
-    ``"kimi_k3"`` when it has the four K3 control tokens; ``ValueError`` naming both otherwise.
-    Cost: five lookups."""
-    if kimi_k2.SECTION_BEGIN in tokens:
-        return "kimi_k2"
-    if all(name in tokens for name in kimi_k3.CONTROL_TOKENS):
-        return "kimi_k3"
-    raise ValueError(f"the tokenizer has no {kimi_k2.SECTION_BEGIN} token (not a Kimi K2 model) and not all of "
-                     f"{', '.join(kimi_k3.CONTROL_TOKENS)} (not a Kimi K3 model)")
+    """The default tool-call format of a tokenizer's family from its token names
+    (``tokenizer.get_vocab()`` or ``Vocabulary.special_tokens``; see
+    :func:`~enforcer.formats.registry.detect_family`); ``ValueError`` naming what each family
+    needs otherwise. Cost: a few lookups per family."""
+    return detect_family(tokens).default_format
 
 
 def load_vocabulary(model_config: Any) -> Vocabulary:
@@ -353,8 +336,8 @@ class BatchEnforcer:
             if tools is None:
                 if not prompt:
                     return False
-                read = k3_prompt.read_tool_declaration if _family(fmt) == "kimi_k3" else read_tool_declaration
-                tools = read(prompt, self.vocabulary)
+                tools = family_of(fmt).prompt_function("read_tool_declaration", "declaration reader")(
+                    prompt, self.vocabulary)
                 if not tools:
                     return False
             compiled = compile_tools(tools, self.vocabulary, format=fmt, tool_choice=settings.tool_choice,
@@ -995,19 +978,21 @@ def install_admission_guard() -> None:
 
 TOOL_PARSER_NAME = "kimi_k2_enforced"
 K3_TOOL_PARSER_NAME = "kimi_k3_enforced"
-_TOOL_PARSERS = {TOOL_PARSER_NAME: ("KimiK2EnforcedToolParser", "KimiK2EnforcedParser"),
-                 K3_TOOL_PARSER_NAME: ("KimiK3EnforcedToolParser", "KimiK3EnforcedParser")}
-"""Parser name -> (the registered tool parser class, the id-based parser the lookup routes to),
-both in :mod:`enforcer.integrations.vllm_tool_parser`."""
+
+
+def _tool_parsers() -> dict[str, tuple[str, str]]:
+    """Parser name -> (the registered tool parser class, the id-based parser the lookup routes
+    to), both in :mod:`enforcer.integrations.vllm_tool_parser`: one pair per format family."""
+    return {family.tool_parser_name: (f"{family.parser_class}EnforcedToolParser", f"{family.parser_class}EnforcedParser")
+            for family in families()}
 
 
 def register_tool_parser() -> None:
     """The package's ``vllm.general_plugins`` entry point (runs in every vLLM process):
-    :func:`install_admission_guard`, then register the ``kimi_k2_enforced`` and
-    ``kimi_k3_enforced`` tool parsers (lazily: no parser module is imported here) and route the
-    server's parser lookup for those names to the id-based
-    :class:`~enforcer.integrations.vllm_tool_parser.KimiK2EnforcedParser` /
-    :class:`~enforcer.integrations.vllm_tool_parser.KimiK3EnforcedParser` (vLLM otherwise
+    :func:`install_admission_guard`, then register one ``{family}_enforced`` tool parser per
+    format family (``kimi_k2_enforced``, ``kimi_k3_enforced``, ...; lazily: no parser module is
+    imported here) and route the server's parser lookup for those names to the id-based
+    ``{Family}EnforcedParser`` of :mod:`enforcer.integrations.vllm_tool_parser` (vLLM otherwise
     wraps every tool parser in a text-based composition). Idempotent; never raises (a vLLM
     whose layout changed keeps working without the routing)."""
     install_admission_guard()
@@ -1015,7 +1000,8 @@ def register_tool_parser() -> None:
         from vllm.parser.parser_manager import ParserManager
         from vllm.tool_parsers import ToolParserManager
 
-        for name, (tool_parser, _) in _TOOL_PARSERS.items():
+        parsers = _tool_parsers()
+        for name, (tool_parser, _) in parsers.items():
             ToolParserManager.register_lazy_module(name, "enforcer.integrations.vllm_tool_parser", tool_parser)
         original = ParserManager.__dict__["get_parser"].__func__
         if getattr(original, "_enforcer_routed", False):
@@ -1024,15 +1010,15 @@ def register_tool_parser() -> None:
         def get_parser(cls: Any, *args: Any, **kwargs: Any) -> Any:
             parser = original(cls, *args, **kwargs)
             name = kwargs.get("tool_parser_name", args[0] if args else None)
-            if parser is None or name not in _TOOL_PARSERS or getattr(parser, "tool_parser_cls", None) is None:
+            if parser is None or name not in parsers or getattr(parser, "tool_parser_cls", None) is None:
                 return parser
             from . import vllm_tool_parser
 
-            routed = getattr(vllm_tool_parser, _TOOL_PARSERS[name][1])
+            routed = getattr(vllm_tool_parser, parsers[name][1])
             return type(routed.__name__.replace("Parser", "ServerParser"), (routed,),
                         {"tool_strict_level": getattr(parser, "tool_strict_level", routed.tool_strict_level)})
 
         get_parser._enforcer_routed = True  # type: ignore[attr-defined]
         ParserManager.get_parser = classmethod(get_parser)  # type: ignore[method-assign]
     except Exception as exc:  # noqa: BLE001 - a plugin must not stop vLLM from starting
-        logger.warning("enforcer: the %s tool parsers could not be registered: %r", "/".join(_TOOL_PARSERS), exc)
+        logger.warning("enforcer: the %s tool parsers could not be registered: %r", "/".join(_tool_parsers()), exc)
