@@ -18,10 +18,11 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import DFA, alt, codepoints, compile_node, literal, repeat
+from .automaton import DFA, LazyDFA, alt, codepoints, compile_node, literal, optional, repeat, seq
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
-from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, Word,
-                      get_format)
+from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
+                      Separator, Word, get_format)
+from .json_schema import SchemaCompiler
 from .lru import COMPILED, LRU
 from .masks import MaskTable, pack_ids, token_index
 from .matcher import CompiledSchema, compiled_schema, schema_options
@@ -127,6 +128,7 @@ class CompiledTools:
         self.done = next((i for i, p in enumerate(fmt.places) if not p.edges and p.text is None), -1)
         self._header_template = next((p.text.template for p in fmt.places if isinstance(p.text, CallHeader)), "")
         self._argument_tag = next((p.text for p in fmt.places if isinstance(p.text, ArgumentTag)), None)
+        self._named_json = next((p.text for p in fmt.places if isinstance(p.text, NamedJson)), None)
         self._dynamic_exits = tuple(any(e.guard in ("more_arguments", "arguments_complete") for e in p.edges)
                                     for p in fmt.places)
         self._exits: dict[tuple, dict[int, int]] = {}
@@ -195,8 +197,10 @@ class CompiledTools:
         kind = self.kinds[place]
         if kind is None:
             return None
-        if kind in ("free", "word"):
+        if kind in ("free", "word", "separator"):
             return (place,)
+        if kind == "named":
+            return (kind,)
         if kind in ("header", "tag"):
             return (kind, counter)
         if kind == "json":
@@ -230,6 +234,12 @@ class CompiledTools:
             return TokenTrie(options, self.index)
         if kind == "header":
             dfa = self._header_dfa(text.template, counter)
+            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+        if kind == "separator":
+            dfa = compile_node(optional(literal(text.text)))
+            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+        if kind == "named":
+            dfa = self._named_json_dfa(text)
             return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
         if kind == "tag":
             return TokenTrie([(self._encode_tag(text.word, ((text.name_attribute, name),
@@ -312,6 +322,29 @@ class CompiledTools:
         prefix, _, suffix = template.partition("{name}")
         return compile_node(alt(*(literal(prefix.format(index=counter) + n + suffix.format(index=counter))
                                   for n in self._callable_names())))
+
+    def _named_json_dfa(self, text: NamedJson) -> LazyDFA:
+        """One automaton for every callable tool: its prefix, its arguments' schema, the suffix
+        (built lazily, state by state, as decoding reaches it)."""
+        branches = []
+        for name in self._callable_names():
+            schema = self.schemas[self._name_index[name]]
+            node = SchemaCompiler(schema.schema, schema.options).compile()
+            branches.append(seq(literal(text.head(name)), node, literal(text.suffix)))
+        return LazyDFA(alt(*branches))
+
+    def tool_from_named_json(self, text: str) -> int:
+        """The tool a complete :class:`~enforcer.formats.NamedJson` text names (-1 if none)."""
+        named = self._named_json
+        for name in self._callable_names():
+            if text.startswith(named.head(name)):
+                return self._name_index[name]
+        return -1
+
+    def named_json_arguments(self, text: str, tool: int) -> str:
+        """The arguments of a complete :class:`~enforcer.formats.NamedJson` text of ``tool``."""
+        named = self._named_json
+        return text[len(named.head(self.tool_names[tool])):len(text) - len(named.suffix)]
 
     def tool_from_header(self, text: str, counter: int) -> int:
         """The tool a complete header names (-1 if none)."""
@@ -455,7 +488,7 @@ def _kind(text: Any) -> str | None:
     if text is None:
         return None
     return {FreeText: "free", Word: "word", CallHeader: "header", CallTag: "tag", JsonArguments: "json",
-            ArgumentTag: "argtag", ArgumentValue: "value"}[type(text)]
+            NamedJson: "named", Separator: "separator", ArgumentTag: "argtag", ArgumentValue: "value"}[type(text)]
 
 
 # ---- compile and cache ------------------------------------------------------------------------
@@ -528,7 +561,8 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             continue
         where = f"/tools/{i}/function/parameters"
         try:
-            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
+            json_texts = JsonArguments in texts or NamedJson in texts
+            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if json_texts else None)
             arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)
         except UnsupportedSchemaError as exc:
             raise UnsupportedSchemaError(exc.keyword, f"{where}{exc.pointer}",

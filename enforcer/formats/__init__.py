@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .base import (ArgumentTag, ArgumentValue, CallHeader, CallTag, Edge, FormatSpec, FreeText, JsonArguments,
-                   Place, Text, Word)
+                   NamedJson, Place, Separator, Text, Word)
 from .registry import FormatFamily, detect_family, families, family_of, format_names, get_family
 
 FORMAT_NAMES = format_names()
@@ -19,5 +19,5 @@ def get_format(name: str | FormatSpec) -> FormatSpec:
 
 
 __all__ = ["FORMAT_NAMES", "ArgumentTag", "ArgumentValue", "CallHeader", "CallTag", "Edge", "FormatFamily", "FormatSpec",
-           "FreeText", "JsonArguments", "Place", "Text", "Word", "detect_family", "families", "family_of",
+           "FreeText", "JsonArguments", "NamedJson", "Place", "Separator", "Text", "Word", "detect_family", "families", "family_of",
            "get_family", "get_format"]
