@@ -7,46 +7,11 @@ decoded as UTF-8 once (``errors="replace"``); the streaming parser uses incremen
 it never emits half a character, and the concatenation of its deltas equals the batch result.
 Both parsers run the same state machine, so they agree by construction.
 
-Kimi K2 rules (``format="kimi_k2"``):
+Each format family's rules (what is content, reasoning, a call, and what is dropped) are in its
+output reader's docstring, ``enforcer.formats.<family>.output`` (the parser finds the reader of
+``format`` in :mod:`enforcer.formats.registry`).
 
-- ``<|im_end|>`` ends the turn; later ids are ignored.
-- Reasoning is the text between ``<think>`` and ``</think>``. K2-Thinking may open the
-  tool-call section inside ``<think>``: reasoning then ends at the section begin.
-- A ``<|tool_call_begin|>`` outside a section opens a call as if the section had begun (the
-  model skipped the wrapper); stray markers elsewhere are dropped, never turned into text.
-- A call is reported once its ``<|tool_call_argument_begin|>`` arrived: its id is the header
-  text, its name the id without the ``functions.`` prefix (removed once) and without the
-  ``:N`` counter (split on the last ``:``). Arguments are the text generated up to
-  ``<|tool_call_end|>`` (or up to the marker that ends the call: the section end, the next
-  call), stripped of surrounding whitespace. A call cut off before its arguments began is
-  dropped; a call still open when the turn ends (``<|im_end|>`` or the end of the ids, e.g.
-  ``max_tokens`` reached) is *incomplete* (see below).
-- Content is the text outside reasoning and outside the section.
-
-Kimi K3 rules (``format="kimi_k3"``, :mod:`enforcer.formats.kimi_k3`):
-
-- Only the four control ids are structure. The text between ``<|open|>`` and ``<|sep|>`` is an
-  open tag ``TAG key="v" ...`` (values unescaped), between ``<|close|>`` and ``<|sep|>`` a
-  close tag; ``<|end_of_msg|>`` ends the turn (later ids are ignored). A tag that cannot be read
-  opens an ignored element (its text is dropped up to its close); a close tag that matches no
-  open element is dropped; a close tag closes the elements opened inside it too.
-- The turn is the body of the assistant message: ``in_reasoning=True`` starts inside the think
-  block, ``False`` inside the response block; opening ``message``, ``think``, ``response`` or
-  ``tools`` first closes the block in progress, so a turn that starts at its first
-  ``<|open|>`` reads the same.
-- Reasoning is the think body; content is the response body and any text outside blocks.
-- ``call tool="NAME" index="N"`` (inside ``tools``, or opening it implicitly) is reported when
-  its tag is complete, with id ``functions.NAME:N`` (N the call's position from 1 when the
-  index is not a number); a call without a tool name is ignored. Its arguments are built as
-  they arrive: ``argument key="K" type="T"`` adds ``"K": VALUE`` to a JSON object, a string
-  VALUE JSON-escaped and quoted, any other VALUE its literal as written (leading whitespace
-  dropped; an empty literal drops the argument); an argument without a key or with an unknown
-  type is ignored. A call whose first child is ``json`` has the json body as its arguments
-  (stripped). A closed call with no argument has ``{}``. A call closed by a later tag (the next
-  call, another block) counts as closed; a call still open when the turn ends is *incomplete*.
-  Text between the elements of a call is dropped.
-
-Both formats:
+Every format:
 
 - An incomplete call (the turn ended inside it: ``max_tokens`` reached, or an unenforced model
   ended the turn there) is never one of the ``tool_calls``: it is reported apart, as
@@ -57,7 +22,7 @@ Both formats:
   is not an integer in ``range(vocab_size)`` is skipped, as a hole in the vocabulary is; the
   parsers never raise on generated output.
 
-Cost: O(1) per token (a K3 tag is read once, when its ``<|sep|>`` arrives); a parser holds
+Cost: O(1) per token (a tag or a call text is read once, when it closes); a parser holds
 only the text of the current turn. Parsers are cheap, one per sequence, not thread-safe.
 """
 

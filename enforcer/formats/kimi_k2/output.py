@@ -1,8 +1,18 @@
 """Kimi K2 output ids -> OpenAI message parts (:class:`~enforcer.formats.section_reader.SectionReader`).
 
-A call is reported once its ``<|tool_call_argument_begin|>`` arrived: its id is the header text
-(stripped), its name the id without the ``functions.`` prefix (removed once) and without the
-``:N`` counter (split on the last ``:``).
+- ``<|im_end|>`` ends the turn; later ids are ignored.
+- Reasoning is the text between ``<think>`` and ``</think>``. K2-Thinking may open the
+  tool-call section inside ``<think>``: reasoning then ends at the section begin.
+- A ``<|tool_call_begin|>`` outside a section opens a call as if the section had begun (the
+  model skipped the wrapper); stray markers elsewhere are dropped, never turned into text.
+- A call is reported once its ``<|tool_call_argument_begin|>`` arrived: its id is the header
+  text, its name the id without the ``functions.`` prefix (removed once) and without the
+  ``:N`` counter (split on the last ``:``). Arguments are the text generated up to
+  ``<|tool_call_end|>`` (or up to the marker that ends the call: the section end, the next
+  call), stripped of surrounding whitespace. A call cut off before its arguments began is
+  dropped; a call still open when the turn ends (``<|im_end|>`` or the end of the ids, e.g.
+  ``max_tokens`` reached) is *incomplete* (see below).
+- Content is the text outside reasoning and outside the section.
 """
 
 from __future__ import annotations

@@ -1,6 +1,27 @@
-"""Kimi K3 output ids -> OpenAI message parts: a state machine over the stack of open elements
-(rules in :mod:`enforcer.parser`). O(1) per text token; a tag's text is held until its
-``<|sep|>`` and read once."""
+"""Kimi K3 output ids -> OpenAI message parts: a state machine over the stack of open elements.
+O(1) per text token; a tag's text is held until its ``<|sep|>`` and read once.
+
+- Only the four control ids are structure. The text between ``<|open|>`` and ``<|sep|>`` is an
+  open tag ``TAG key="v" ...`` (values unescaped), between ``<|close|>`` and ``<|sep|>`` a
+  close tag; ``<|end_of_msg|>`` ends the turn (later ids are ignored). A tag that cannot be read
+  opens an ignored element (its text is dropped up to its close); a close tag that matches no
+  open element is dropped; a close tag closes the elements opened inside it too.
+- The turn is the body of the assistant message: ``in_reasoning=True`` starts inside the think
+  block, ``False`` inside the response block; opening ``message``, ``think``, ``response`` or
+  ``tools`` first closes the block in progress, so a turn that starts at its first
+  ``<|open|>`` reads the same.
+- Reasoning is the think body; content is the response body and any text outside blocks.
+- ``call tool="NAME" index="N"`` (inside ``tools``, or opening it implicitly) is reported when
+  its tag is complete, with id ``functions.NAME:N`` (N the call's position from 1 when the
+  index is not a number); a call without a tool name is ignored. Its arguments are built as
+  they arrive: ``argument key="K" type="T"`` adds ``"K": VALUE`` to a JSON object, a string
+  VALUE JSON-escaped and quoted, any other VALUE its literal as written (leading whitespace
+  dropped; an empty literal drops the argument); an argument without a key or with an unknown
+  type is ignored. A call whose first child is ``json`` has the json body as its arguments
+  (stripped). A closed call with no argument has ``{}``. A call closed by a later tag (the next
+  call, another block) counts as closed; a call still open when the turn ends is *incomplete*.
+  Text between the elements of a call is dropped.
+"""
 
 from __future__ import annotations
 
