@@ -14,7 +14,7 @@ first token of the current text.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +22,9 @@ from .arguments import VALUE_TYPES, arguments_json
 from .automaton import DEAD
 from .ids import as_token_id
 from .matcher import Matcher, write_bitmask_row
-from .tools import CompiledTools
+
+if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this module, not the reverse
+    from .tools import CompiledTools
 
 
 _CALL_OPENERS = ("header", "tag", "named")

@@ -19,6 +19,7 @@ import numpy as np
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
 from .automaton import DFA, LazyDFA, alt, codepoints, compile_node, literal, optional, repeat, seq
+from .engine import ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
                       Separator, Word, get_format)
@@ -436,8 +437,6 @@ class CompiledTools:
         The call counter starts at ``first_call_index``, else (for formats that count over the
         dialog) after the calls already in ``prompt_ids``. The turn starts where the prompt left
         it (inside an open think block, for example), as the format reads it."""
-        from .engine import ToolCallMatcher
-
         fmt = self.format
         counter = fmt.first_index
         place = fmt.start

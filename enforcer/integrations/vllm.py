@@ -1,4 +1,4 @@
-"""vLLM adapter: enforced Kimi K2 and Kimi K3 tool calls for every request of a vLLM engine.
+"""vLLM adapter: enforced tool calls (every format family of the registry) for every request of a vLLM engine.
 
 :class:`ToolCallLogitsProcessor` is one batch-level logits processor with both of vLLM's
 interfaces: the V1 one (``__init__(vllm_config, device, is_pin_memory)``, ``update_state``,
@@ -9,17 +9,19 @@ interfaces: the V1 one (``__init__(vllm_config, device, is_pin_memory)``, ``upda
 same entry-point group (``vllm.logits_processors``) and the V2 loader refuses a V1-only class,
 which would stop the engine from starting.
 
-The format is a property of the engine's tokenizer, detected once (:func:`detect_format`):
-``<|tool_calls_section_begin|>`` present -> ``kimi_k2``; the four K3 control tokens
-(``<|end_of_msg|>``, ``<|open|>``, ``<|close|>``, ``<|sep|>``) present -> ``kimi_k3``; neither ->
-the processor stays inert for that model.
+The format is a property of the engine's tokenizer, detected once (:func:`detect_format`,
+through :mod:`enforcer.formats.registry`: Kimi K2 by ``<|tool_calls_section_begin|>``, Kimi K3 by
+its four control tokens, Qwen3 by ``<|im_start|>``, ``<|im_end|>``, ``<tool_call>``,
+``</tool_call>``, DeepSeek-V3.1 by its tool-call tokens); no family -> the processor stays inert
+for that model.
 
 Per request, ``SamplingParams.extra_args["enforcer"]`` (a dict, or its JSON text; over HTTP
-``vllm_xargs={"enforcer": "<json>"}``) holds ``tools``, ``tool_choice``,
-``parallel_tool_calls``, ``first_call_index``, ``enabled`` and ``format`` (``kimi_k2``,
-``kimi_k3`` or ``kimi_k3_json``; default: the engine's). Without settings the tools are read
-from the prompt's tool declaration (K2: the ``tool_declare`` message; K3: the
-``type="tool-declare"`` system message, :mod:`.k3_prompt`), so an unmodified OpenAI client gets
+``vllm_xargs={"enforcer": "<json>"}``; :mod:`.vllm_settings`) holds ``tools``, ``tool_choice``,
+``parallel_tool_calls``, ``first_call_index``, ``enabled`` and ``format`` (any registered format;
+default: the engine's). Without settings the tools are read from the prompt's tool declaration
+by the family's prompt reader (K2: the ``tool_declare`` message; K3: the ``type="tool-declare"``
+system message; Qwen3: the ``<tools>`` lines of the system message; DeepSeek-V3.1: the
+``## Tools`` section of the system prompt), so an unmodified OpenAI client gets
 enforced calls; a request without tools costs one dictionary miss per step. Bad declarations are
 rejected in :meth:`ToolCallLogitsProcessor.validate_params` (vLLM answers HTTP 400 with the
 reason) under the rules of the request's ``format``, K2's when it names none (vLLM validates
@@ -40,7 +42,6 @@ without uninstalling the package.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import threading
 import weakref
@@ -60,9 +61,10 @@ from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Logi
 from ..batch import fill_bitmasks
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
-from ..formats.registry import FormatFamily, detect_family, families, family_of, format_names
+from ..formats.registry import FormatFamily, detect_family, families, family_of
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
+from .vllm_settings import FORMATS, SETTINGS_KEY, RequestSettings, read_settings
 
 __all__ = [
     "DISABLE_ENV",
@@ -84,86 +86,13 @@ __all__ = [
 
 logger = init_logger(__name__)
 
-SETTINGS_KEY = "enforcer"
-"""The ``SamplingParams.extra_args`` key (``vllm_xargs`` over HTTP) of the per-request settings."""
 DISABLE_ENV = "ENFORCER_VLLM_DISABLE"
 """Set to ``1`` in the engine's environment to turn the processor into a no-op."""
 FORMAT = "kimi_k2"
 """The format whose rules validate a request's declarations when it names no ``format`` (the
 engine's format is not known where vLLM validates; see the module docstring)."""
-FORMATS = format_names()
-"""The formats a request's ``format`` setting may name (every registered family's)."""
-
-_SETTING_NAMES = ("tools", "tool_choice", "parallel_tool_calls", "first_call_index", "enabled", "format")
-
-
 def _disabled() -> bool:
     return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-# --------------------------------------------------------------------------------------------
-# Per-request settings
-
-
-@dataclass(frozen=True)
-class RequestSettings:
-    """What one request asks of the enforcer. ``tools=None``: read them from the prompt;
-    ``format=None``: the engine's."""
-
-    tools: list[Any] | None = None
-    tool_choice: Any = "auto"
-    parallel_tool_calls: bool = True
-    first_call_index: int | None = None
-    enabled: bool = True
-    format: str | None = None
-
-
-def read_settings(extra_args: Mapping[str, Any] | None) -> RequestSettings | None:
-    """The settings under ``extra_args["enforcer"]``, or None when there are none.
-
-    The value is a mapping or its JSON text (``vllm_xargs`` only carries strings and numbers).
-    Raises ``ValueError`` naming the bad field. Cost: one small JSON parse.
-    """
-    if not extra_args or SETTINGS_KEY not in extra_args:
-        return None
-    raw = extra_args[SETTINGS_KEY]
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            raise ValueError(f"extra_args[{SETTINGS_KEY!r}] is not valid JSON: {exc}") from None
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"extra_args[{SETTINGS_KEY!r}] must be an object (or its JSON text), "
-                         f"got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(_SETTING_NAMES))
-    if unknown:
-        raise ValueError(f"extra_args[{SETTINGS_KEY!r}] has unknown field(s) {unknown}; "
-                         f"known: {list(_SETTING_NAMES)}")
-    tools = raw.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise ValueError(f"{SETTINGS_KEY}.tools must be a list of OpenAI tools, got {type(tools).__name__}")
-    tool_choice = raw.get("tool_choice", "auto")
-    if tool_choice is None:
-        tool_choice = "auto"
-    if not isinstance(tool_choice, (str, Mapping)):
-        raise ValueError(f"{SETTINGS_KEY}.tool_choice must be a string or an object, "
-                         f"got {type(tool_choice).__name__}")
-    flags = {}
-    for name, default in (("parallel_tool_calls", True), ("enabled", True)):
-        value = raw.get(name, default)
-        if value is None:
-            value = default
-        if not isinstance(value, bool):
-            raise ValueError(f"{SETTINGS_KEY}.{name} must be true or false, got {value!r}")
-        flags[name] = value
-    first = raw.get("first_call_index")
-    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
-        raise ValueError(f"{SETTINGS_KEY}.first_call_index must be an integer >= 0, got {first!r}")
-    fmt = raw.get("format")
-    if fmt is not None and (not isinstance(fmt, str) or fmt not in FORMATS):
-        raise ValueError(f"{SETTINGS_KEY}.format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    return RequestSettings(tools=tools, tool_choice=dict(tool_choice) if isinstance(tool_choice, Mapping)
-                           else tool_choice, first_call_index=first, format=fmt, **flags)
 
 
 @functools.lru_cache(maxsize=None)

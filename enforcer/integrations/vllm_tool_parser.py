@@ -42,7 +42,7 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 from ..formats.registry import FormatFamily, families, family_of
 from ..parser import Delta, StreamingToolCallParser, parse_tool_calls
 from ..vocabulary import Vocabulary
-from .vllm import SETTINGS_KEY
+from .vllm_settings import SETTINGS_KEY
 
 NAME = "kimi_k2_enforced"
 K3_NAME = "kimi_k3_enforced"
