@@ -7,7 +7,7 @@ Every step is a tuple pushed on a stack, so ``rollback`` is a pop. Nothing raise
 decoding: a refused token returns False and leaves the state unchanged.
 
 State tuple: ``(place, text_state, counter, tool, written, value, start)`` - ``tool`` is the
-called tool (-1 before the header), ``written`` the bitmask of argument keys written in this
+called tool (``None`` before the call names one), ``written`` the bitmask of argument keys written in this
 call, ``value`` the current argument as ``key * 8 + type``, ``start`` the position of the
 first token of the current text.
 """
@@ -42,7 +42,7 @@ class ToolCallMatcher(Matcher):
 
     def __init__(self, tools: CompiledTools, place: int, counter: int) -> None:
         self._tools = tools
-        self._stack: list[tuple] = [tools.enter(place, counter, -1, 0, 0, 0)]
+        self._stack: list[tuple] = [tools.enter(place, counter, None, 0, 0, 0)]
         self._tokens: list[int] = []
         self._calls: list[tuple[int, int, tuple, int]] = []  # (counter, tool, parts, tokens when complete)
 
@@ -101,13 +101,13 @@ class ToolCallMatcher(Matcher):
                 target = rule.payload(tstate)
             elif kind == "header":
                 tool = tools.tool_from_header(self._text(start), counter)
-                if tool < 0:
+                if tool is None:
                     return None
             elif kind == "tag":
                 tool = rule.payload(tstate)
             elif kind == "named":
                 tool = tools.tool_from_named_json(self._text(start))
-                if tool < 0:
+                if tool is None:
                     return None
             elif kind == "argtag":
                 key, type_index = rule.payload(tstate)
