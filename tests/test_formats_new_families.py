@@ -346,47 +346,71 @@ class _Fuzzer:
         closers = (qwen3.THINK_END, qwen3.TOOL_CALL_END, qwen3.IM_END, qwen3.TOOL_CALL) if family.format == "qwen3" \
             else (ds.THINK_END, ds.SEP, ds.CALL_END, ds.CALLS_END, ds.EOS, ds.CALL_BEGIN, ds.CALLS_BEGIN)
         self.markers = [family.id(n) for n in closers]
+        self.single_bytes = sorted(self.byte_ids)
+        self._paths: dict[tuple[int, int], int | None] = {}
 
     def _completion(self, rule: Any, state: int) -> int | None:
-        """The first byte of a shortest path to an accepting state of ``rule``'s automaton."""
+        """The first byte of a shortest path to an accepting state of ``rule``'s automaton
+        (breadth-first; cached per automaton and state)."""
         dfa = rule.dfa
-        seen, queue = {state: None}, deque([state])
+        key = (id(dfa), state)
+        if key in self._paths:
+            return self._paths[key]
+        first: dict[int, int | None] = {state: None}
+        queue = deque([state])
+        found = None
         while queue:
             s = queue.popleft()
             if dfa.accepting_list[s]:
-                while seen[s] is not None and seen[s][0] != state:
-                    s = seen[s][0]
-                return None if seen[s] is None else seen[s][1]
+                found = first[s]
+                break
             row = dfa.row(s)
-            for b in self.rng.permutation(256):
+            for b in self.single_bytes:
                 t = row[b]
-                if t >= 0 and t not in seen and b in self.byte_ids:
-                    seen[t] = (s, int(b))
+                if t >= 0 and t not in first:
+                    first[t] = b if first[s] is None else first[s]
                     queue.append(t)
-        return None
+        self._paths[key] = found
+        return found
 
     def generate(self, compiled: Any, budget: int) -> tuple[Any, list[int]]:
+        """One turn: text by rejection from the softmax of fixed noise (exact for the masked
+        distribution; explicit ids after 64 misses), structure moved on past ``budget`` steps."""
         matcher = compiled.matcher()
-        logits = self.rng.normal(size=self.family.vocab.vocab_size) * 3
+        size = self.family.vocab.vocab_size
+        logits = self.rng.normal(size=size) * 3
+        cdf = np.cumsum(np.exp(logits - logits.max()))
+        row = np.zeros((1, (size + 31) // 32), dtype=np.int32)
+
+        def allowed(token_id: int) -> bool:
+            return bool((int(row[0, token_id >> 5]) >> (token_id & 31)) & 1)
+
         for step in range(3000):
             if matcher.is_finished:
                 break
-            allowed = np.array(matcher.allowed_token_ids())
-            assert len(allowed), matcher.error
+            matcher.fill_bitmask(row)
+            assert row.any(), matcher.error
             if step > budget:
-                allowed_set = set(allowed.tolist())
-                marker = next((m for m in self.markers if m in allowed_set), None)
+                marker = next((m for m in self.markers if allowed(m)), None)
                 state = matcher._stack[-1]
                 rule = compiled.rule(state)
                 if marker is None and rule is not None and hasattr(rule, "dfa"):
                     byte = self._completion(rule, state[1])
-                    if byte is not None and self.byte_ids[byte] in allowed_set:
+                    if byte is not None and allowed(self.byte_ids[byte]):
                         marker = self.byte_ids[byte]
                 if marker is not None:
                     assert matcher.accept_token(marker)
                     continue
-            weights = np.exp(logits[allowed] - logits[allowed].max())
-            choice = int(self.rng.choice(allowed, p=weights / weights.sum()))
+            choice = None
+            for _ in range(64):
+                draw = int(np.searchsorted(cdf, self.rng.random() * cdf[-1]))
+                if draw < size and allowed(draw):
+                    choice = draw
+                    break
+            if choice is None:
+                ids = np.flatnonzero(np.unpackbits(row[0].view(np.uint8), bitorder="little")[:size])
+                weights = np.exp(logits[ids] - logits[ids].max())
+                choice = int(self.rng.choice(ids, p=weights / weights.sum()))
             assert matcher.accept_token(choice)
         return matcher, matcher.token_ids
 
