@@ -418,34 +418,39 @@ class _Fuzzer:
 TOOL_SETS = ("weather", "small_nested", "travel", "cjk")
 
 
-def _fuzz(family: Family, generations: int) -> None:
+def _schema_tool_sets() -> list[list[dict]]:
+    return [json.loads((SCHEMAS / f"{name}.json").read_text()) for name in TOOL_SETS]
+
+
+def _fuzz(family: Family, generations: int, tool_sets: list[list[dict]] | None = None) -> None:
+    """``generations`` turns over ``tool_sets`` (default: ``schemas/``), cycling the tool_choice
+    modes and parallel calls; every failure is collected, then reported."""
+    tool_sets = tool_sets or _schema_tool_sets()
     fuzzer = _Fuzzer(family, seed=20261201)
     modes = ["auto", "required", "none", None]
-    done = 0
     failures: list[str] = []
-    while done < generations:
-        for name in TOOL_SETS:
-            tools = json.loads((SCHEMAS / f"{name}.json").read_text())
-            mode = modes[done % len(modes)] or {"type": "function", "function": {"name": tools[-1]["function"]["name"]}}
-            parallel = done % 3 != 0
-            compiled = compile_tools(tools, family.vocab, format=family.format, tool_choice=mode,
-                                     parallel_tool_calls=parallel)
-            matcher, ids = fuzzer.generate(compiled, budget=int(fuzzer.rng.integers(2, 40)))
-            label = f"{family.format} {name} #{done} {mode}"
-            if not matcher.is_finished:
-                failures.append(f"{label}: unfinished")
-            parsed = _both_parsers(family.vocab, family.format, ids)
-            if parsed["tool_calls"] != matcher.calls:
-                failures.append(f"{label}: parser {parsed['tool_calls']} != matcher {matcher.calls}")
-            failures += [f"{label}: {p}" for p in _vendor_verifier(tools, matcher.calls)]
-            if mode == "none" and matcher.calls or mode not in ("auto", "none") and not matcher.calls:
-                failures.append(f"{label}: {len(matcher.calls)} calls under tool_choice {mode}")
-            if not parallel and len(matcher.calls) > 1:
-                failures.append(f"{label}: {len(matcher.calls)} calls without parallel calls")
-            done += 1
-            if done == generations:
-                break
+    with_calls = 0
+    for done in range(generations):
+        tools = tool_sets[done % len(tool_sets)]
+        mode = modes[done % len(modes)] or {"type": "function", "function": {"name": tools[-1]["function"]["name"]}}
+        parallel = done % 3 != 0
+        compiled = compile_tools(tools, family.vocab, format=family.format, tool_choice=mode,
+                                 parallel_tool_calls=parallel)
+        matcher, ids = fuzzer.generate(compiled, budget=int(fuzzer.rng.integers(2, 40)))
+        label = f"{family.format} set {done % len(tool_sets)} #{done} {mode}"
+        if not matcher.is_finished:
+            failures.append(f"{label}: unfinished")
+        parsed = _both_parsers(family.vocab, family.format, ids)
+        if parsed["tool_calls"] != matcher.calls:
+            failures.append(f"{label}: parser {parsed['tool_calls']} != matcher {matcher.calls}")
+        failures += [f"{label}: {p}" for p in _vendor_verifier(tools, matcher.calls)]
+        if mode == "none" and matcher.calls or mode not in ("auto", "none") and not matcher.calls:
+            failures.append(f"{label}: {len(matcher.calls)} calls under tool_choice {mode}")
+        if not parallel and len(matcher.calls) > 1:
+            failures.append(f"{label}: {len(matcher.calls)} calls without parallel calls")
+        with_calls += bool(matcher.calls)
     assert not failures, "\n".join(failures[:20])
+    assert with_calls >= generations // 2  # the forced modes alone are half of the turns
 
 
 def test_fuzz_fast_subset(family: Family) -> None:
@@ -455,3 +460,31 @@ def test_fuzz_fast_subset(family: Family) -> None:
 @pytest.mark.slow
 def test_fuzz_thousand_generations(family: Family) -> None:
     _fuzz(family, 1000)
+
+
+CORPUS_TOOLS = 200
+
+
+@pytest.mark.corpus
+def test_fuzz_corpus_tools(family: Family, corpus_dir: Path) -> None:
+    """200 MaskBench object schemas as tools, four per set, one turn per set and mode."""
+    from benchmarks.conformance import load_maskbench
+
+    from enforcer.errors import InvalidToolsError, SchemaTooComplexError, UnsupportedSchemaError
+
+    cases = [c for c in load_maskbench(corpus_dir) if isinstance(c.schema, dict) and
+             (c.schema.get("type") == "object" or ("type" not in c.schema and "properties" in c.schema))]
+    stride = max(1, len(cases) // CORPUS_TOOLS)
+    tools: list[dict] = []
+    for case in cases[::stride] + cases[1::stride]:
+        if len(tools) >= CORPUS_TOOLS:
+            break
+        tool = {"type": "function", "function": {"name": f"t{len(tools)}", "parameters": case.schema}}
+        try:
+            compile_tools([tool], family.vocab, format=family.format)
+        except (UnsupportedSchemaError, SchemaTooComplexError, InvalidToolsError):
+            continue
+        tools.append(tool)
+    assert len(tools) == CORPUS_TOOLS
+    sets = [tools[k:k + 4] for k in range(0, len(tools), 4)]
+    _fuzz(family, 4 * len(sets), sets)
