@@ -18,15 +18,14 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import DFA, LazyDFA, alt, codepoints, compile_node, literal, optional, repeat, seq
+from .automaton import DFA, LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
 from .engine import ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
                       Separator, Word, get_format)
-from .json_schema import SchemaCompiler
 from .lru import COMPILED, LRU
 from .masks import MaskTable, pack_ids, token_index
-from .matcher import CompiledSchema, compiled_schema, schema_options
+from .matcher import CompiledSchema, compiled_schema, schema_node, schema_options
 from .matcher import clear_cache as clear_schema_cache
 from .schema_check import check_document, check_schema
 from .text_rules import DfaRule, FreeRule, TokenTrie, TrieWithFreeText
@@ -101,7 +100,7 @@ class CompiledTools:
     def __init__(self, tools: list[tuple[str, dict]], vocabulary: Vocabulary, fmt: FormatSpec,
                  tool_choice: str, forced_name: str | None, parallel_tool_calls: bool,
                  allow_thinking: bool, schemas: list[CompiledSchema | None],
-                 arguments: list[SplitArguments | None]) -> None:
+                 arguments: list[SplitArguments | None], nodes: list[Node | None]) -> None:
         self.vocabulary = vocabulary
         self.format = fmt
         self.tool_names = tuple(n for n, _ in tools)
@@ -112,6 +111,9 @@ class CompiledTools:
         self.allow_thinking = allow_thinking
         self.schemas = tuple(schemas)
         self.arguments = tuple(arguments)
+        self.nodes = tuple(nodes)
+        """Per tool, its arguments' expression, for formats that combine it with the call text
+        (:class:`~enforcer.formats.NamedJson`; built once, at compile time)."""
         self._name_index = {n: i for i, n in enumerate(self.tool_names)}
         self.stop_id = self._token_id(fmt.stop)
         self.controlled_ids = frozenset(self._token_id(n) for n in fmt.controlled) | {self.stop_id}
@@ -330,12 +332,8 @@ class CompiledTools:
     def _named_json_dfa(self, text: NamedJson) -> LazyDFA:
         """One automaton for every callable tool: its prefix, its arguments' schema, the suffix
         (built lazily, state by state, as decoding reaches it)."""
-        branches = []
-        for name in self._callable_names():
-            schema = self.schemas[self._name_index[name]]
-            node = SchemaCompiler(schema.schema, schema.options).compile()
-            branches.append(seq(literal(text.head(name)), node, literal(text.suffix)))
-        return LazyDFA(alt(*branches))
+        return LazyDFA(alt(*(seq(literal(text.head(name)), self.nodes[self._name_index[name]], literal(text.suffix))
+                             for name in self._callable_names())))
 
     def tool_from_named_json(self, text: str) -> int | None:
         """The tool a complete :class:`~enforcer.formats.NamedJson` text names (None if none)."""
@@ -554,17 +552,22 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     texts = {type(p.text) for p in fmt.places}
     schemas: list[CompiledSchema | None] = []
     arguments: list[SplitArguments | None] = []
+    nodes: list[Node | None] = []
     for i, (name, params) in enumerate(normalized):
         _check_name(name, i, markers, colon=CallHeader in texts)
         args = _arguments_schema(name, i, params)
         if mode == "named" and name != forced:
             schemas.append(None)
             arguments.append(None)
+            nodes.append(None)
             continue
         where = f"/tools/{i}/function/parameters"
         try:
-            json_texts = JsonArguments in texts or NamedJson in texts
-            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if json_texts else None)
+            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
+            node = schema_node(args, opts, checked=True) if NamedJson in texts else None
+            if node is not None and is_empty_node(node):
+                raise InvalidSchemaError("", "no JSON value satisfies this schema")
+            nodes.append(node)
             arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)
         except UnsupportedSchemaError as exc:
             raise UnsupportedSchemaError(exc.keyword, f"{where}{exc.pointer}",
@@ -572,5 +575,5 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
         except InvalidSchemaError as exc:
             raise InvalidSchemaError(f"{where}{exc.pointer}", f"in tool {name!r}: {exc.reason}") from None
     compiled = CompiledTools(normalized, vocabulary, fmt, mode, forced, bool(parallel_tool_calls),
-                             bool(allow_thinking), schemas, arguments)
+                             bool(allow_thinking), schemas, arguments, nodes)
     return _CACHE.put(key, compiled)
