@@ -61,7 +61,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Logi
 from ..batch import fill_bitmasks
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
-from ..formats.registry import FormatFamily, detect_family, families, family_of
+from ..formats.registry import detect_family, families, family_of, get_family
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
 from .vllm_settings import FORMATS, SETTINGS_KEY, RequestSettings, read_settings
@@ -96,10 +96,11 @@ def _disabled() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _validation_vocabulary(family: FormatFamily) -> Vocabulary:
-    """256 single-byte tokens plus the family's ``validation_tokens``, encoding text byte by
-    byte: enough to compile any declaration and so find every error that does not depend on the
-    model's tokenizer. Built once per family, ~1 ms."""
+def _validation_vocabulary(family_name: str) -> Vocabulary:
+    """256 single-byte tokens plus the ``validation_tokens`` of the family called
+    ``family_name``, encoding text byte by byte: enough to compile any declaration and so find
+    every error that does not depend on the model's tokenizer. Built once per family, ~1 ms."""
+    family = get_family(family_name)
     names = family.validation_tokens
     tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + [None] * len(names)
     return Vocabulary(tokens, [(name, 256 + i) for i, name in enumerate(names)],
@@ -121,7 +122,7 @@ def validate_settings(settings: RequestSettings) -> None:
         return  # tools come from the prompt, which validation does not see
     fmt = settings.format or FORMAT
     try:
-        compile_tools(tools, _validation_vocabulary(family_of(fmt)), format=fmt, tool_choice=settings.tool_choice,
+        compile_tools(tools, _validation_vocabulary(family_of(fmt).name), format=fmt, tool_choice=settings.tool_choice,
                       parallel_tool_calls=settings.parallel_tool_calls)
     except EnforcerError as exc:
         raise ValueError(f"enforcer: {exc}") from None
