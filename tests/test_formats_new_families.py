@@ -304,7 +304,10 @@ def test_transformers_processor_with_format(family: Family) -> None:
     allowed = torch.isfinite(out[0]).nonzero().flatten().tolist()
     opener = family.id(family.open_call if family.format == "qwen3" else ds.CALLS_BEGIN)
     assert set(allowed) == {opener, family.id(qwen3.THINK_BEGIN)}
-    assert family.id(family.stop) in processor.stop_token_ids if hasattr(processor, "stop_token_ids") else True
+    assert processor.stop_token_ids == [family.id(family.stop)]
+    # one step on: the opener chosen, the row's next mask is the call's text (no control token but the ones it allows)
+    step = processor(torch.cat([prompt, torch.tensor([[opener]])], dim=1), scores.clone())
+    assert opener not in torch.isfinite(step[0]).nonzero().flatten().tolist()
 
 
 # ---- fuzz -------------------------------------------------------------------------------------
