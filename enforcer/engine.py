@@ -7,14 +7,14 @@ Every step is a tuple pushed on a stack, so ``rollback`` is a pop. Nothing raise
 decoding: a refused token returns False and leaves the state unchanged.
 
 State tuple: ``(place, text_state, counter, tool, written, value, start)`` - ``tool`` is the
-called tool (-1 before the header), ``written`` the bitmask of argument keys written in this
+called tool (``None`` before the call names one), ``written`` the bitmask of argument keys written in this
 call, ``value`` the current argument as ``key * 8 + type``, ``start`` the position of the
 first token of the current text.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +22,16 @@ from .arguments import VALUE_TYPES, arguments_json
 from .automaton import DEAD
 from .ids import as_token_id
 from .matcher import Matcher, write_bitmask_row
-from .tools import CompiledTools
+
+if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this module, not the reverse
+    from .tools import CompiledTools
+
+
+_CALL_OPENERS = ("header", "tag", "named")
+"""Kinds of text that name a call (entering one starts a call's arguments afresh)."""
+_NAMED = -2
+"""A recorded part that is a whole :class:`~enforcer.formats.NamedJson` call text (-1: JSON
+arguments)."""
 
 
 class ToolCallMatcher(Matcher):
@@ -33,7 +42,7 @@ class ToolCallMatcher(Matcher):
 
     def __init__(self, tools: CompiledTools, place: int, counter: int) -> None:
         self._tools = tools
-        self._stack: list[tuple] = [tools.enter(place, counter, -1, 0, 0, 0)]
+        self._stack: list[tuple] = [tools.enter(place, counter, None, 0, 0, 0)]
         self._tokens: list[int] = []
         self._calls: list[tuple[int, int, tuple, int]] = []  # (counter, tool, parts, tokens when complete)
 
@@ -92,15 +101,19 @@ class ToolCallMatcher(Matcher):
                 target = rule.payload(tstate)
             elif kind == "header":
                 tool = tools.tool_from_header(self._text(start), counter)
-                if tool < 0:
+                if tool is None:
                     return None
             elif kind == "tag":
                 tool = rule.payload(tstate)
+            elif kind == "named":
+                tool = tools.tool_from_named_json(self._text(start))
+                if tool is None:
+                    return None
             elif kind == "argtag":
                 key, type_index = rule.payload(tstate)
                 written |= 1 << key
                 value = key * 8 + type_index
-        if tools.kinds[target] in ("header", "tag"):
+        if tools.kinds[target] in _CALL_OPENERS:
             written = 0
         if tools.ends_call[target]:
             counter += 1
@@ -116,10 +129,14 @@ class ToolCallMatcher(Matcher):
         place means the token at position ``k`` ended that text."""
         tools = self._tools
         parts: list[tuple[int, int, int, int]] = []  # (value, start, end, tag start); value -1: JSON
-        _, _, counter, tool, _, _, _ = self._stack[-2]
+        counter = self._stack[-2][2]
+        tool = self._stack[-1][3]  # the edge that ended the call knows its tool (a named-JSON text names it last)
         for pos in range(len(self._stack) - 2, -1, -1):
             place, _, _, _, _, value, start = self._stack[pos]
             kind = tools.kinds[place]
+            if kind == "named":
+                parts.append((_NAMED, start, pos, -1))
+                break
             if kind in ("header", "tag"):
                 break
             if self._stack[pos + 1][0] != place:
@@ -205,7 +222,9 @@ class ToolCallMatcher(Matcher):
             def text(s: int, e: int) -> str:
                 return b"".join(data[t] for t in self._tokens[s:e]).decode("utf-8", "replace")
 
-            if parts and parts[0][0] < 0:
+            if parts and parts[0][0] == _NAMED:
+                args = tools.named_json_arguments(text(parts[0][1], parts[0][2]), tool)
+            elif parts and parts[0][0] < 0:
                 args = text(parts[0][1], parts[0][2])
             else:
                 keys = tools.arguments[tool].keys

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .automaton import DEAD, DFA, LazyDFA, compile_node
+from .automaton import DEAD, DFA, LazyDFA, Node, compile_node
 from .errors import InvalidSchemaError, SchemaTooComplexError
 from .ids import as_token_id
 from .json_schema import SchemaCompiler, SchemaOptions
@@ -296,16 +296,26 @@ def _parse(schema: Any) -> Any:
     return schema
 
 
+def schema_node(schema: Any, options: SchemaOptions, checked: bool = False) -> Node:
+    """The byte-level expression of every accepted serialisation of ``schema`` (no caching; to
+    combine with other expressions before determinising). Checked first unless ``checked``.
+    Not tested for emptiness (:func:`~enforcer.automaton.is_empty_node` does that)."""
+    schema = _parse(schema)
+    if not checked:
+        check_schema(schema)
+    try:
+        return SchemaCompiler(schema, options).compile()
+    except RecursionError:
+        raise SchemaTooComplexError("the schema nests too deeply to compile") from None
+
+
 def compile_schema_dfa(schema: Any, options: SchemaOptions, lazy: bool = True, checked: bool = False) -> DFA | LazyDFA:
     """The automaton of every accepted serialisation of ``schema`` (no caching): lazy by
     default (states are built when a walk first reaches them), or fully built. The schema is
     checked first (:func:`~enforcer.schema_check.check_schema`) unless ``checked`` says the
     caller did."""
-    schema = _parse(schema)
-    if not checked:
-        check_schema(schema)
+    node = schema_node(schema, options, checked)
     try:
-        node = SchemaCompiler(schema, options).compile()
         dfa = LazyDFA(node) if lazy else compile_node(node, options.max_states)
     except RecursionError:
         # a safety net: documents are depth-checked and schema nesting is bounded

@@ -18,13 +18,14 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import DFA, alt, codepoints, compile_node, literal, repeat
+from .automaton import DFA, LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
+from .engine import ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
-from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, Word,
-                      get_format)
+from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
+                      Separator, Word, get_format)
 from .lru import COMPILED, LRU
 from .masks import MaskTable, pack_ids, token_index
-from .matcher import CompiledSchema, compiled_schema, schema_options
+from .matcher import CompiledSchema, compiled_schema, schema_node, schema_options
 from .matcher import clear_cache as clear_schema_cache
 from .schema_check import check_document, check_schema
 from .text_rules import DfaRule, FreeRule, TokenTrie, TrieWithFreeText
@@ -99,7 +100,7 @@ class CompiledTools:
     def __init__(self, tools: list[tuple[str, dict]], vocabulary: Vocabulary, fmt: FormatSpec,
                  tool_choice: str, forced_name: str | None, parallel_tool_calls: bool,
                  allow_thinking: bool, schemas: list[CompiledSchema | None],
-                 arguments: list[SplitArguments | None]) -> None:
+                 arguments: list[SplitArguments | None], nodes: list[Node | None]) -> None:
         self.vocabulary = vocabulary
         self.format = fmt
         self.tool_names = tuple(n for n, _ in tools)
@@ -110,6 +111,9 @@ class CompiledTools:
         self.allow_thinking = allow_thinking
         self.schemas = tuple(schemas)
         self.arguments = tuple(arguments)
+        self.nodes = tuple(nodes)
+        """Per tool, its arguments' expression, for formats that combine it with the call text
+        (:class:`~enforcer.formats.NamedJson`; built once, at compile time)."""
         self._name_index = {n: i for i, n in enumerate(self.tool_names)}
         self.stop_id = self._token_id(fmt.stop)
         self.controlled_ids = frozenset(self._token_id(n) for n in fmt.controlled) | {self.stop_id}
@@ -127,6 +131,7 @@ class CompiledTools:
         self.done = next((i for i, p in enumerate(fmt.places) if not p.edges and p.text is None), -1)
         self._header_template = next((p.text.template for p in fmt.places if isinstance(p.text, CallHeader)), "")
         self._argument_tag = next((p.text for p in fmt.places if isinstance(p.text, ArgumentTag)), None)
+        self._named_json = next((p.text for p in fmt.places if isinstance(p.text, NamedJson)), None)
         self._dynamic_exits = tuple(any(e.guard in ("more_arguments", "arguments_complete") for e in p.edges)
                                     for p in fmt.places)
         self._exits: dict[tuple, dict[int, int]] = {}
@@ -136,7 +141,7 @@ class CompiledTools:
         self._value_index: dict[tuple[int, int], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
-                self.rule(self.enter(place, fmt.first_index, -1, 0, 0, 0))
+                self.rule(self.enter(place, fmt.first_index, None, 0, 0, 0))
         for i, split in enumerate(self.arguments):
             if split is None:
                 continue
@@ -157,11 +162,14 @@ class CompiledTools:
 
     # ---- the graph -------------------------------------------------------------------------
 
-    def enter(self, place: int, counter: int, tool: int, written: int, value: int, start: int) -> tuple:
-        """The matcher state on entering ``place`` (its text at its start)."""
+    def enter(self, place: int, counter: int, tool: int | None, written: int, value: int, start: int) -> tuple:
+        """The matcher state on entering ``place`` (its text at its start): a plain tuple
+        ``(place, text_state, counter, tool, written, value, start)``, ``tool`` None until a call
+        names one (a NamedTuple costs ~1 us more per token to build, measured: the per-token path
+        keeps the tuple)."""
         return (place, 0, counter, tool, written, value, start)
 
-    def _guard(self, guard: str, tool: int, written: int) -> bool:
+    def _guard(self, guard: str, tool: int | None, written: int) -> bool:
         if not guard:
             return True
         if guard == "may_call":
@@ -177,7 +185,7 @@ class CompiledTools:
             return bool(self._argument_options(tool, written)) or split.extra_allowed(written, self.format.any_order)
         return split.complete(written)  # arguments_complete
 
-    def exits(self, place: int, tool: int, written: int) -> dict[int, int]:
+    def exits(self, place: int, tool: int | None, written: int) -> dict[int, int]:
         """Control token id -> the place it leads to (-1: where the written word says), for the
         edges of ``place`` whose guard holds (cached)."""
         key = (place, tool, written) if self._dynamic_exits[place] else (place,)
@@ -195,8 +203,10 @@ class CompiledTools:
         kind = self.kinds[place]
         if kind is None:
             return None
-        if kind in ("free", "word"):
+        if kind in ("free", "word", "separator"):
             return (place,)
+        if kind == "named":
+            return (kind,)
         if kind in ("header", "tag"):
             return (kind, counter)
         if kind == "json":
@@ -226,10 +236,16 @@ class CompiledTools:
             return FreeRule(self._free_words(text))
         if kind == "word":
             options = [(self._encode_tag(word, attrs), self.place_index[to])
-                       for word, attrs, to, guard in text.options if self._guard(guard, -1, 0)]
+                       for word, attrs, to, guard in text.options if self._guard(guard, None, 0)]
             return TokenTrie(options, self.index)
         if kind == "header":
             dfa = self._header_dfa(text.template, counter)
+            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+        if kind == "separator":
+            dfa = compile_node(optional(literal(text.text)))
+            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+        if kind == "named":
+            dfa = self._named_json_dfa(text)
             return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
         if kind == "tag":
             return TokenTrie([(self._encode_tag(text.word, ((text.name_attribute, name),
@@ -313,13 +329,32 @@ class CompiledTools:
         return compile_node(alt(*(literal(prefix.format(index=counter) + n + suffix.format(index=counter))
                                   for n in self._callable_names())))
 
-    def tool_from_header(self, text: str, counter: int) -> int:
-        """The tool a complete header names (-1 if none)."""
+    def _named_json_dfa(self, text: NamedJson) -> LazyDFA:
+        """One automaton for every callable tool: its prefix, its arguments' schema, the suffix
+        (built lazily, state by state, as decoding reaches it)."""
+        return LazyDFA(alt(*(seq(literal(text.head(name)), self.nodes[self._name_index[name]], literal(text.suffix))
+                             for name in self._callable_names())))
+
+    def tool_from_named_json(self, text: str) -> int | None:
+        """The tool a complete :class:`~enforcer.formats.NamedJson` text names (None if none)."""
+        named = self._named_json
+        for name in self._callable_names():
+            if text.startswith(named.head(name)):
+                return self._name_index[name]
+        return None
+
+    def named_json_arguments(self, text: str, tool: int) -> str:
+        """The arguments of a complete :class:`~enforcer.formats.NamedJson` text of ``tool``."""
+        named = self._named_json
+        return text[len(named.head(self.tool_names[tool])):len(text) - len(named.suffix)]
+
+    def tool_from_header(self, text: str, counter: int) -> int | None:
+        """The tool a complete header names (None if none)."""
         prefix, _, suffix = self._header_template.partition("{name}")
         prefix, suffix = prefix.format(index=counter), suffix.format(index=counter)
         if text.startswith(prefix) and text.endswith(suffix):
-            return self._name_index.get(text[len(prefix):len(text) - len(suffix)], -1)
-        return -1
+            return self._name_index.get(text[len(prefix):len(text) - len(suffix)])
+        return None
 
     # ---- masks ---------------------------------------------------------------------------
 
@@ -403,8 +438,6 @@ class CompiledTools:
         The call counter starts at ``first_call_index``, else (for formats that count over the
         dialog) after the calls already in ``prompt_ids``. The turn starts where the prompt left
         it (inside an open think block, for example), as the format reads it."""
-        from .engine import ToolCallMatcher
-
         fmt = self.format
         counter = fmt.first_index
         place = fmt.start
@@ -455,7 +488,7 @@ def _kind(text: Any) -> str | None:
     if text is None:
         return None
     return {FreeText: "free", Word: "word", CallHeader: "header", CallTag: "tag", JsonArguments: "json",
-            ArgumentTag: "argtag", ArgumentValue: "value"}[type(text)]
+            NamedJson: "named", Separator: "separator", ArgumentTag: "argtag", ArgumentValue: "value"}[type(text)]
 
 
 # ---- compile and cache ------------------------------------------------------------------------
@@ -519,16 +552,22 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     texts = {type(p.text) for p in fmt.places}
     schemas: list[CompiledSchema | None] = []
     arguments: list[SplitArguments | None] = []
+    nodes: list[Node | None] = []
     for i, (name, params) in enumerate(normalized):
         _check_name(name, i, markers, colon=CallHeader in texts)
         args = _arguments_schema(name, i, params)
         if mode == "named" and name != forced:
             schemas.append(None)
             arguments.append(None)
+            nodes.append(None)
             continue
         where = f"/tools/{i}/function/parameters"
         try:
             schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
+            node = schema_node(args, opts, checked=True) if NamedJson in texts else None
+            if node is not None and is_empty_node(node):
+                raise InvalidSchemaError("", "no JSON value satisfies this schema")
+            nodes.append(node)
             arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)
         except UnsupportedSchemaError as exc:
             raise UnsupportedSchemaError(exc.keyword, f"{where}{exc.pointer}",
@@ -536,5 +575,5 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
         except InvalidSchemaError as exc:
             raise InvalidSchemaError(f"{where}{exc.pointer}", f"in tool {name!r}: {exc.reason}") from None
     compiled = CompiledTools(normalized, vocabulary, fmt, mode, forced, bool(parallel_tool_calls),
-                             bool(allow_thinking), schemas, arguments)
+                             bool(allow_thinking), schemas, arguments, nodes)
     return _CACHE.put(key, compiled)

@@ -974,7 +974,7 @@ def test_detect_format_names_both_families(kimi_tokenizer: Any, k3_tokenizer: An
 
 @needs_vllm
 @pytest.mark.parametrize("raw, fragment", [
-    ({"format": "kimi_k4"}, "format must be one of kimi_k2, kimi_k3, kimi_k3_json, got 'kimi_k4'"),
+    ({"format": "kimi_k4"}, "format must be one of deepseek_v3_1, kimi_k2, kimi_k3, kimi_k3_json, qwen3, got 'kimi_k4'"),
     ({"format": 3}, "format must be one of"),
 ])
 def test_read_settings_checks_the_format(raw: Any, fragment: str) -> None:

@@ -1,14 +1,13 @@
-"""Tool-call formats: templates as data (:mod:`.base`), one module per model family."""
+"""Tool-call formats: templates as data (:mod:`.base`), one package per model family
+(:mod:`.kimi_k2`, :mod:`.kimi_k3`, ...), found by :mod:`.registry`."""
 
 from __future__ import annotations
 
-from . import kimi_k2, kimi_k3
-from .base import (ArgumentTag, ArgumentValue, CallHeader, CallTag, Edge, FormatSpec, FreeText, JsonArguments, Place,
-                   Text, Word)
+from .base import (ArgumentTag, ArgumentValue, CallHeader, CallTag, Edge, FormatSpec, FreeText, JsonArguments,
+                   NamedJson, Place, Separator, Text, Word)
+from .registry import FormatFamily, detect_family, families, family_of, format_names, get_family
 
-_FORMATS = {"kimi_k2": kimi_k2.spec, "kimi_k3": kimi_k3.spec,
-            "kimi_k3_json": lambda: kimi_k3.spec(json_arguments=True)}
-FORMAT_NAMES = tuple(sorted(_FORMATS))
+FORMAT_NAMES = format_names()
 """The names ``format=`` takes (a :class:`FormatSpec` is taken too, e.g. ``kimi_k3.spec(any_order=True)``)."""
 
 
@@ -16,11 +15,9 @@ def get_format(name: str | FormatSpec) -> FormatSpec:
     """The :class:`FormatSpec` called ``name`` (a spec is returned as is)."""
     if isinstance(name, FormatSpec):
         return name
-    try:
-        return _FORMATS[name]()
-    except KeyError:
-        raise ValueError(f"unknown tool-call format {name!r}; known: {sorted(_FORMATS)}") from None
+    return family_of(name).formats[name]()
 
 
-__all__ = ["FORMAT_NAMES", "ArgumentTag", "ArgumentValue", "CallHeader", "CallTag", "Edge", "FormatSpec", "FreeText", "JsonArguments",
-           "Place", "Text", "Word", "get_format"]
+__all__ = ["FORMAT_NAMES", "ArgumentTag", "ArgumentValue", "CallHeader", "CallTag", "Edge", "FormatFamily", "FormatSpec",
+           "FreeText", "JsonArguments", "NamedJson", "Place", "Separator", "Text", "Word", "detect_family", "families", "family_of",
+           "get_family", "get_format"]

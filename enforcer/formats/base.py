@@ -13,6 +13,7 @@ runs every spec, so a new format is a new graph (:mod:`.kimi_k2`, :mod:`.kimi_k3
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
@@ -73,6 +74,28 @@ class JsonArguments:
 
 
 @dataclass(frozen=True)
+class NamedJson:
+    """A call written as one text: ``prefix`` (with ``{name}``: a declared tool name, JSON-string
+    escaped), that tool's arguments as one JSON object under its ``parameters`` schema, then
+    ``suffix``; matched byte by byte in any tokenization, as one automaton (the arguments' schema
+    depends on the name written). The call's arguments are the text between prefix and suffix."""
+
+    prefix: str
+    suffix: str
+
+    def head(self, name: str) -> str:
+        """The prefix with ``name`` in it."""
+        return self.prefix.replace("{name}", json.dumps(name, ensure_ascii=False)[1:-1])
+
+
+@dataclass(frozen=True)
+class Separator:
+    """Text that may be written between two structural tokens: exactly ``text``, or nothing."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ArgumentTag:
     """One argument's tag, ``word key_attribute="KEY" type_attribute="T"``: a declared key that
     may come next and one of the JSON types its schema admits, forced in the format's
@@ -92,7 +115,7 @@ class ArgumentValue:
     text, any other type as its JSON literal."""
 
 
-Text = Union[FreeText, Word, CallHeader, CallTag, JsonArguments, ArgumentTag, ArgumentValue]
+Text = Union[FreeText, Word, CallHeader, CallTag, JsonArguments, NamedJson, Separator, ArgumentTag, ArgumentValue]
 
 
 @dataclass(frozen=True)
@@ -169,9 +192,9 @@ class FormatSpec:
                 raise ValueError(f"format {self.name!r}: tag text needs tag_pieces")
             if place.text is not None and not isinstance(place.text, FreeText) and not place.edges:
                 raise ValueError(f"format {self.name!r}: text in place {place.name!r} cannot end")
-        if not any(isinstance(p.text, (CallHeader, CallTag)) for p in self.places):
+        if not any(isinstance(p.text, (CallHeader, CallTag, NamedJson)) for p in self.places):
             raise ValueError(f"format {self.name!r}: no place names a call")
-        if not any(isinstance(p.text, (JsonArguments, ArgumentValue)) for p in self.places):
+        if not any(isinstance(p.text, (JsonArguments, ArgumentValue, NamedJson)) for p in self.places):
             raise ValueError(f"format {self.name!r}: no place holds arguments")
 
     def place(self, name: str) -> Place:

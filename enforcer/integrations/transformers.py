@@ -11,7 +11,10 @@ Any format of :func:`enforcer.compile_tools` works the same way: ``format="kimi_
 :func:`enforcer.declarations.encode_chat`; ``stop_token_ids`` is then ``<|end_of_msg|>``, and each
 row's matcher starts where its prompt left the turn (inside ``<|open|>think<|sep|>`` or
 ``<|open|>response<|sep|>``). Read the rows back with ``parse_tool_calls(ids, vocabulary,
-format="kimi_k3", in_reasoning=True)`` when the prompt opened the think block.
+format="kimi_k3", in_reasoning=True)`` when the prompt opened the think block. Qwen3
+(``format="qwen3"``) and DeepSeek-V3.1 (``format="deepseek_v3_1"``) take prompt text from
+``render_chat(messages, tools, format=...)`` encoded by their tokenizer; every format of
+:data:`enforcer.formats.FORMAT_NAMES` works the same way.
 
 One processor serves one ``generate()`` call (or call :meth:`ToolCallLogitsProcessor.reset`).
 Making one per request is cheap: the ``Vocabulary`` is cached per tokenizer object, the
@@ -147,7 +150,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
 
     ``tokenizer``: the model's ``transformers`` tokenizer (the format's marker tokens must be in
     it). ``tools``: the OpenAI ``tools`` list. ``tool_choice``, ``parallel_tool_calls``,
-    ``format`` (``"kimi_k2"``, ``"kimi_k3"``, ``"kimi_k3_json"`` or a ``FormatSpec``): as in
+    ``format`` (a name of :data:`enforcer.formats.FORMAT_NAMES` or a ``FormatSpec``): as in
     :func:`enforcer.compile_tools`; the stop ids are the compiled format's and each row's
     matcher starts where its (unpadded) prompt left the turn. ``vocab_size``: the model's logits width
     (default: the tokenizer's id count; wider logits are accepted and their extra ids are never

@@ -1,4 +1,4 @@
-"""vLLM adapter: enforced Kimi K2 and Kimi K3 tool calls for every request of a vLLM engine.
+"""vLLM adapter: enforced tool calls (every format family of the registry) for every request of a vLLM engine.
 
 :class:`ToolCallLogitsProcessor` is one batch-level logits processor with both of vLLM's
 interfaces: the V1 one (``__init__(vllm_config, device, is_pin_memory)``, ``update_state``,
@@ -9,17 +9,19 @@ interfaces: the V1 one (``__init__(vllm_config, device, is_pin_memory)``, ``upda
 same entry-point group (``vllm.logits_processors``) and the V2 loader refuses a V1-only class,
 which would stop the engine from starting.
 
-The format is a property of the engine's tokenizer, detected once (:func:`detect_format`):
-``<|tool_calls_section_begin|>`` present -> ``kimi_k2``; the four K3 control tokens
-(``<|end_of_msg|>``, ``<|open|>``, ``<|close|>``, ``<|sep|>``) present -> ``kimi_k3``; neither ->
-the processor stays inert for that model.
+The format is a property of the engine's tokenizer, detected once (:func:`detect_format`,
+through :mod:`enforcer.formats.registry`: Kimi K2 by ``<|tool_calls_section_begin|>``, Kimi K3 by
+its four control tokens, Qwen3 by ``<|im_start|>``, ``<|im_end|>``, ``<tool_call>``,
+``</tool_call>``, DeepSeek-V3.1 by its tool-call tokens); no family -> the processor stays inert
+for that model.
 
 Per request, ``SamplingParams.extra_args["enforcer"]`` (a dict, or its JSON text; over HTTP
-``vllm_xargs={"enforcer": "<json>"}``) holds ``tools``, ``tool_choice``,
-``parallel_tool_calls``, ``first_call_index``, ``enabled`` and ``format`` (``kimi_k2``,
-``kimi_k3`` or ``kimi_k3_json``; default: the engine's). Without settings the tools are read
-from the prompt's tool declaration (K2: the ``tool_declare`` message; K3: the
-``type="tool-declare"`` system message, :mod:`.k3_prompt`), so an unmodified OpenAI client gets
+``vllm_xargs={"enforcer": "<json>"}``; :mod:`.vllm_settings`) holds ``tools``, ``tool_choice``,
+``parallel_tool_calls``, ``first_call_index``, ``enabled`` and ``format`` (any registered format;
+default: the engine's). Without settings the tools are read from the prompt's tool declaration
+by the family's prompt reader (K2: the ``tool_declare`` message; K3: the ``type="tool-declare"``
+system message; Qwen3: the ``<tools>`` lines of the system message; DeepSeek-V3.1: the
+``## Tools`` section of the system prompt), so an unmodified OpenAI client gets
 enforced calls; a request without tools costs one dictionary miss per step. Bad declarations are
 rejected in :meth:`ToolCallLogitsProcessor.validate_params` (vLLM answers HTTP 400 with the
 reason) under the rules of the request's ``format``, K2's when it names none (vLLM validates
@@ -40,7 +42,6 @@ without uninstalling the package.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import threading
 import weakref
@@ -58,13 +59,12 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
 from ..batch import fill_bitmasks
-from ..declarations import read_tool_declaration
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
-from ..formats import kimi_k2, kimi_k3
+from ..formats.registry import detect_family, families, family_of, get_family
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
-from . import k3_prompt
+from .vllm_settings import FORMATS, SETTINGS_KEY, RequestSettings, read_settings
 
 __all__ = [
     "DISABLE_ENV",
@@ -86,107 +86,25 @@ __all__ = [
 
 logger = init_logger(__name__)
 
-SETTINGS_KEY = "enforcer"
-"""The ``SamplingParams.extra_args`` key (``vllm_xargs`` over HTTP) of the per-request settings."""
 DISABLE_ENV = "ENFORCER_VLLM_DISABLE"
 """Set to ``1`` in the engine's environment to turn the processor into a no-op."""
 FORMAT = "kimi_k2"
 """The format whose rules validate a request's declarations when it names no ``format`` (the
 engine's format is not known where vLLM validates; see the module docstring)."""
-FORMATS = ("kimi_k2", "kimi_k3", "kimi_k3_json")
-"""The formats a request's ``format`` setting may name."""
-
-_SETTING_NAMES = ("tools", "tool_choice", "parallel_tool_calls", "first_call_index", "enabled", "format")
-
-
 def _disabled() -> bool:
     return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-# --------------------------------------------------------------------------------------------
-# Per-request settings
-
-
-@dataclass(frozen=True)
-class RequestSettings:
-    """What one request asks of the enforcer. ``tools=None``: read them from the prompt;
-    ``format=None``: the engine's."""
-
-    tools: list[Any] | None = None
-    tool_choice: Any = "auto"
-    parallel_tool_calls: bool = True
-    first_call_index: int | None = None
-    enabled: bool = True
-    format: str | None = None
-
-
-def read_settings(extra_args: Mapping[str, Any] | None) -> RequestSettings | None:
-    """The settings under ``extra_args["enforcer"]``, or None when there are none.
-
-    The value is a mapping or its JSON text (``vllm_xargs`` only carries strings and numbers).
-    Raises ``ValueError`` naming the bad field. Cost: one small JSON parse.
-    """
-    if not extra_args or SETTINGS_KEY not in extra_args:
-        return None
-    raw = extra_args[SETTINGS_KEY]
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            raise ValueError(f"extra_args[{SETTINGS_KEY!r}] is not valid JSON: {exc}") from None
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"extra_args[{SETTINGS_KEY!r}] must be an object (or its JSON text), "
-                         f"got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(_SETTING_NAMES))
-    if unknown:
-        raise ValueError(f"extra_args[{SETTINGS_KEY!r}] has unknown field(s) {unknown}; "
-                         f"known: {list(_SETTING_NAMES)}")
-    tools = raw.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise ValueError(f"{SETTINGS_KEY}.tools must be a list of OpenAI tools, got {type(tools).__name__}")
-    tool_choice = raw.get("tool_choice", "auto")
-    if tool_choice is None:
-        tool_choice = "auto"
-    if not isinstance(tool_choice, (str, Mapping)):
-        raise ValueError(f"{SETTINGS_KEY}.tool_choice must be a string or an object, "
-                         f"got {type(tool_choice).__name__}")
-    flags = {}
-    for name, default in (("parallel_tool_calls", True), ("enabled", True)):
-        value = raw.get(name, default)
-        if value is None:
-            value = default
-        if not isinstance(value, bool):
-            raise ValueError(f"{SETTINGS_KEY}.{name} must be true or false, got {value!r}")
-        flags[name] = value
-    first = raw.get("first_call_index")
-    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
-        raise ValueError(f"{SETTINGS_KEY}.first_call_index must be an integer >= 0, got {first!r}")
-    fmt = raw.get("format")
-    if fmt is not None and (not isinstance(fmt, str) or fmt not in FORMATS):
-        raise ValueError(f"{SETTINGS_KEY}.format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    return RequestSettings(tools=tools, tool_choice=dict(tool_choice) if isinstance(tool_choice, Mapping)
-                           else tool_choice, first_call_index=first, format=fmt, **flags)
-
-
-_K2_MARKERS = (*kimi_k2.TOOL_TOKENS, kimi_k2.THINK_BEGIN, kimi_k2.THINK_END, kimi_k2.IM_END,
-               kimi_k2.IM_USER, kimi_k2.IM_ASSISTANT, kimi_k2.IM_SYSTEM, kimi_k2.IM_MIDDLE)
-
-
-@functools.lru_cache(maxsize=2)
-def _validation_vocabulary(family: str = "kimi_k2") -> Vocabulary:
-    """256 single-byte tokens plus the markers of ``family`` (``kimi_k2``: the K2 tool, think
-    and role tokens; ``kimi_k3``: the four control tokens), encoding text byte by byte: enough to
-    compile any declaration and so find every error that does not depend on the model's
-    tokenizer. Built once per family, ~1 ms."""
-    names = kimi_k3.CONTROL_TOKENS if family == "kimi_k3" else _K2_MARKERS
+@functools.lru_cache(maxsize=None)
+def _validation_vocabulary(family_name: str) -> Vocabulary:
+    """256 single-byte tokens plus the ``validation_tokens`` of the family called
+    ``family_name``, encoding text byte by byte: enough to compile any declaration and so find
+    every error that does not depend on the model's tokenizer. Built once per family, ~1 ms."""
+    family = get_family(family_name)
+    names = family.validation_tokens
     tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + [None] * len(names)
     return Vocabulary(tokens, [(name, 256 + i) for i, name in enumerate(names)],
-                      source=f"enforcer.vllm validation ({family})", encoder=lambda text: list(text.encode("utf-8")))
-
-
-def _family(fmt: str) -> str:
-    """The tokenizer family a format needs: ``kimi_k2`` or ``kimi_k3``."""
-    return "kimi_k3" if fmt.startswith("kimi_k3") else "kimi_k2"
+                      source=f"enforcer.vllm validation ({family.name})", encoder=lambda text: list(text.encode("utf-8")))
 
 
 def validate_settings(settings: RequestSettings) -> None:
@@ -204,7 +122,7 @@ def validate_settings(settings: RequestSettings) -> None:
         return  # tools come from the prompt, which validation does not see
     fmt = settings.format or FORMAT
     try:
-        compile_tools(tools, _validation_vocabulary(_family(fmt)), format=fmt, tool_choice=settings.tool_choice,
+        compile_tools(tools, _validation_vocabulary(family_of(fmt).name), format=fmt, tool_choice=settings.tool_choice,
                       parallel_tool_calls=settings.parallel_tool_calls)
     except EnforcerError as exc:
         raise ValueError(f"enforcer: {exc}") from None
@@ -221,16 +139,11 @@ _VOCABULARY_LOCK = threading.Lock()
 
 
 def detect_format(tokens: Container[str]) -> str:
-    """The tool-call format of a tokenizer from its token names (``tokenizer.get_vocab()`` or
-    ``Vocabulary.special_tokens``): ``"kimi_k2"`` when it has ``<|tool_calls_section_begin|>``,
-    ``"kimi_k3"`` when it has the four K3 control tokens; ``ValueError`` naming both otherwise.
-    Cost: five lookups."""
-    if kimi_k2.SECTION_BEGIN in tokens:
-        return "kimi_k2"
-    if all(name in tokens for name in kimi_k3.CONTROL_TOKENS):
-        return "kimi_k3"
-    raise ValueError(f"the tokenizer has no {kimi_k2.SECTION_BEGIN} token (not a Kimi K2 model) and not all of "
-                     f"{', '.join(kimi_k3.CONTROL_TOKENS)} (not a Kimi K3 model)")
+    """The default tool-call format of a tokenizer's family from its token names
+    (``tokenizer.get_vocab()`` or ``Vocabulary.special_tokens``; see
+    :func:`~enforcer.formats.registry.detect_family`); ``ValueError`` naming what each family
+    needs otherwise. Cost: a few lookups per family."""
+    return detect_family(tokens).default_format
 
 
 def load_vocabulary(model_config: Any) -> Vocabulary:
@@ -353,8 +266,8 @@ class BatchEnforcer:
             if tools is None:
                 if not prompt:
                     return False
-                read = k3_prompt.read_tool_declaration if _family(fmt) == "kimi_k3" else read_tool_declaration
-                tools = read(prompt, self.vocabulary)
+                tools = family_of(fmt).prompt_function("read_tool_declaration", "declaration reader")(
+                    prompt, self.vocabulary)
                 if not tools:
                     return False
             compiled = compile_tools(tools, self.vocabulary, format=fmt, tool_choice=settings.tool_choice,
@@ -995,19 +908,21 @@ def install_admission_guard() -> None:
 
 TOOL_PARSER_NAME = "kimi_k2_enforced"
 K3_TOOL_PARSER_NAME = "kimi_k3_enforced"
-_TOOL_PARSERS = {TOOL_PARSER_NAME: ("KimiK2EnforcedToolParser", "KimiK2EnforcedParser"),
-                 K3_TOOL_PARSER_NAME: ("KimiK3EnforcedToolParser", "KimiK3EnforcedParser")}
-"""Parser name -> (the registered tool parser class, the id-based parser the lookup routes to),
-both in :mod:`enforcer.integrations.vllm_tool_parser`."""
+
+
+def _tool_parsers() -> dict[str, tuple[str, str]]:
+    """Parser name -> (the registered tool parser class, the id-based parser the lookup routes
+    to), both in :mod:`enforcer.integrations.vllm_tool_parser`: one pair per format family."""
+    return {family.tool_parser_name: (f"{family.parser_class}EnforcedToolParser", f"{family.parser_class}EnforcedParser")
+            for family in families()}
 
 
 def register_tool_parser() -> None:
     """The package's ``vllm.general_plugins`` entry point (runs in every vLLM process):
-    :func:`install_admission_guard`, then register the ``kimi_k2_enforced`` and
-    ``kimi_k3_enforced`` tool parsers (lazily: no parser module is imported here) and route the
-    server's parser lookup for those names to the id-based
-    :class:`~enforcer.integrations.vllm_tool_parser.KimiK2EnforcedParser` /
-    :class:`~enforcer.integrations.vllm_tool_parser.KimiK3EnforcedParser` (vLLM otherwise
+    :func:`install_admission_guard`, then register one ``{family}_enforced`` tool parser per
+    format family (``kimi_k2_enforced``, ``kimi_k3_enforced``, ...; lazily: no parser module is
+    imported here) and route the server's parser lookup for those names to the id-based
+    ``{Family}EnforcedParser`` of :mod:`enforcer.integrations.vllm_tool_parser` (vLLM otherwise
     wraps every tool parser in a text-based composition). Idempotent; never raises (a vLLM
     whose layout changed keeps working without the routing)."""
     install_admission_guard()
@@ -1015,7 +930,8 @@ def register_tool_parser() -> None:
         from vllm.parser.parser_manager import ParserManager
         from vllm.tool_parsers import ToolParserManager
 
-        for name, (tool_parser, _) in _TOOL_PARSERS.items():
+        parsers = _tool_parsers()
+        for name, (tool_parser, _) in parsers.items():
             ToolParserManager.register_lazy_module(name, "enforcer.integrations.vllm_tool_parser", tool_parser)
         original = ParserManager.__dict__["get_parser"].__func__
         if getattr(original, "_enforcer_routed", False):
@@ -1024,15 +940,15 @@ def register_tool_parser() -> None:
         def get_parser(cls: Any, *args: Any, **kwargs: Any) -> Any:
             parser = original(cls, *args, **kwargs)
             name = kwargs.get("tool_parser_name", args[0] if args else None)
-            if parser is None or name not in _TOOL_PARSERS or getattr(parser, "tool_parser_cls", None) is None:
+            if parser is None or name not in parsers or getattr(parser, "tool_parser_cls", None) is None:
                 return parser
             from . import vllm_tool_parser
 
-            routed = getattr(vllm_tool_parser, _TOOL_PARSERS[name][1])
+            routed = getattr(vllm_tool_parser, parsers[name][1])
             return type(routed.__name__.replace("Parser", "ServerParser"), (routed,),
                         {"tool_strict_level": getattr(parser, "tool_strict_level", routed.tool_strict_level)})
 
         get_parser._enforcer_routed = True  # type: ignore[attr-defined]
         ParserManager.get_parser = classmethod(get_parser)  # type: ignore[method-assign]
     except Exception as exc:  # noqa: BLE001 - a plugin must not stop vLLM from starting
-        logger.warning("enforcer: the %s tool parsers could not be registered: %r", "/".join(_TOOL_PARSERS), exc)
+        logger.warning("enforcer: the %s tool parsers could not be registered: %r", "/".join(_tool_parsers()), exc)

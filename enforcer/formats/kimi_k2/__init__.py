@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from ..vocabulary import Vocabulary
-    from .base import FormatSpec
+    from ...vocabulary import Vocabulary
+    from ..base import FormatSpec
+    from ..registry import FormatFamily
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -58,7 +59,7 @@ def spec() -> "FormatSpec":
     """The K2 turn: free text (a ``<think>`` block may open at the start), then optionally
     ``SECTION_BEGIN (CALL_BEGIN functions.NAME:N ARGUMENT_BEGIN {json} CALL_END)+ SECTION_END``,
     then ``<|im_end|>``. The section may also open inside reasoning (K2-Thinking does)."""
-    from .base import CallHeader, Edge, FormatSpec, FreeText, JsonArguments, Place
+    from ..base import CallHeader, Edge, FormatSpec, FreeText, JsonArguments, Place
 
     to_section = Edge(SECTION_BEGIN, "section", "may_call")
     end_turn = Edge(IM_END, "done", "may_end")
@@ -88,3 +89,23 @@ def spec() -> "FormatSpec":
         call_id=CALL_ID_PREFIX + "{name}" + CALL_ID_SEPARATOR + "{index}",
         resume=resume,
     )
+
+
+def _family() -> "FormatFamily":
+    from ..registry import FormatFamily
+
+    return FormatFamily(
+        name="kimi_k2",
+        formats={"kimi_k2": spec},
+        markers=(SECTION_BEGIN,),
+        validation_tokens=(*TOOL_TOKENS, THINK_BEGIN, THINK_END, IM_END, IM_USER, IM_ASSISTANT, IM_SYSTEM, IM_MIDDLE),
+        reader=f"{__name__}.output:new_reader",
+        prompt=f"{__name__}.prompt",
+        test_tokenizer="enforcer.testing.tokenizers:kimi_k2_tokenizer",
+        description="Kimi K2",
+        parser_class="KimiK2",
+    )
+
+
+FAMILY = _family()
+"""This package's entry in :mod:`enforcer.formats.registry`."""
