@@ -27,7 +27,14 @@ ROW_LIST_BYTES = 2_104
 """A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
 SUBSET_BYTES = 300
 """About what one lazily built state's NFA subset (a frozenset and its index entry) takes."""
+SUBSET_ITEM_BYTES = 48
+"""About what each NFA state in a subset or a closure adds (a set slot and an int)."""
+NFA_STATE_BYTES = 100
+"""About what one NFA state takes at the peak of building a lazy automaton's NFA (its edges,
+epsilons and the per-state slices made from them)."""
 DEFAULT_MAX_STATES = 200_000
+DEFAULT_MAX_AUTOMATON_BYTES = 512 << 20
+"""Decode-time budget of one lazy automaton: its NFA, its subsets, its table and rows."""
 MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
 path visits one state per byte whether or not equivalent states were merged (masks are computed
@@ -482,6 +489,9 @@ class DFA(_Reading):
 
     __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key")
 
+    exhausted = None
+    """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
+
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray, counted: "CountedRepeat | None" = None) -> None:
         self.transitions = transitions
         self.counted = counted
@@ -697,24 +707,30 @@ class _Determiniser:
             eps_src, eps_dst = eps_src[keep_eps], eps_dst[keep_eps]
         # per-state slices (CSR), in the order the edges were added
         order = np.argsort(edge_src, kind="stable")
-        self._edge_start = np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._edge_start = array("q", np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1))
+                                 .astype(np.int64).tobytes())
         self._edge_lo, self._edge_hi, self._edge_dst = edge_lo[order], edge_hi[order], edge_dst[order]
         order = np.argsort(eps_src, kind="stable")
-        self._eps_start = np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._eps_start = array("q", np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1))
+                                .astype(np.int64).tobytes())
         self._eps_dst = eps_dst[order]
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
         self._closures: dict[int, frozenset[int]] = {}
+        self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
         first = self.closure(start)
         self.index: dict[frozenset[int], int] = {first: 0}
         self.sets: list[frozenset[int]] = [first]
         self.accepting: list[bool] = [self.end in first]
+        self.subset_items += len(first)
 
     def memory_size_bytes(self) -> int:
-        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset."""
+        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset, and
+        48 per NFA state a subset or closure holds."""
         arrays = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst))
-        return arrays + 16 * self.num_nfa_states + SUBSET_BYTES * (len(self.sets) + len(self._closures))
+        arrays += 8 * (len(self._edge_start) + len(self._eps_start))
+        return arrays + SUBSET_BYTES * (len(self.sets) + len(self._closures)) + SUBSET_ITEM_BYTES * self.subset_items
 
     def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
                eps_dst: np.ndarray) -> np.ndarray:
@@ -797,6 +813,7 @@ class _Determiniser:
                     stack.append(t)
         result = frozenset(seen)
         self._closures[state] = result
+        self.subset_items += len(result)
         return result
 
     def _edge_bytes(self, states: Iterable[int]) -> np.ndarray:
@@ -862,6 +879,7 @@ class _Determiniser:
                     target = self.index[key] = len(self.sets)
                     self.sets.append(key)
                     self.accepting.append(self.end in key)
+                    self.subset_items += len(key)
                     if max_states is not None and len(self.sets) > max_states:
                         raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
@@ -932,22 +950,78 @@ def is_empty_node(node: Node) -> bool:
     return empty(node)
 
 
+class AutomatonBudgetError(SchemaTooComplexError):
+    """A lazy automaton passed its decode-time budget during a mask walk. Internal to the mask
+    tables, which turn it into an empty mask and an ``error``: never leaves the decode loop."""
+
+
+def nfa_size(node: Node) -> int:
+    """Exactly how many states the Thompson NFA of ``node`` has (what :class:`_NFA` would
+    build), read off the expression without building it: linear in the distinct sub-nodes,
+    however often a shared one (a ``$ref`` definition) is used."""
+    memo: dict[int, int] = {}
+
+    def size(n: Node) -> int:
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        if isinstance(n, (ByteSet, _Epsilon, _Nothing)):
+            out = 0
+        elif isinstance(n, Concat):
+            out = len(n.parts) - 1 + sum(size(p) for p in n.parts)
+        elif isinstance(n, Union):
+            out = sum(size(a) for a in n.alternatives)
+        elif isinstance(n, Repeat):
+            inner = size(n.node) + 1
+            out = n.minimum * inner + (inner + 1 if n.maximum is None else (n.maximum - n.minimum) * inner)
+        elif isinstance(n, Graph):
+            out = n.num_states + sum(size(sub) for _, sub, _ in n.edges)
+        elif isinstance(n, Embedded):
+            out = n.dfa.num_states
+        else:  # pragma: no cover - programming error
+            raise TypeError(f"not a Node: {n!r}")
+        memo[id(n)] = out
+        return out
+
+    return size(node)
+
+
 class LazyDFA(_Reading):
     """A DFA built on demand: the NFA when first read, then each state by subset construction the
-    first time a walk reaches it. Creating one costs a structural emptiness check; the NFA costs
-    milliseconds for a large schema; each new state tens of microseconds, then a list index. Same reading interface as :class:`DFA` (``rows``,
+    first time a walk reaches it. Creating one costs a structural emptiness check and an exact
+    count of the NFA's states; the NFA costs milliseconds for a large schema; each new state tens
+    of microseconds, then a list index. Same reading interface as :class:`DFA` (``rows``,
     ``accepting``, ``transitions``) once :meth:`ensure` / :meth:`row` made the states exist.
     Thread-safe for readers: states are only ever appended, under a lock.
+
+    Budget: an NFA whose estimated size (``NFA_STATE_BYTES`` per state) exceeds ``max_bytes``
+    is refused here with :class:`SchemaTooComplexError`, before any token. While decoding, once
+    the automaton has more than ``max_states`` states or holds more than ``max_bytes`` (NFA,
+    subsets, table, rows), :attr:`exhausted` says so and :meth:`ensure` (what mask walks call)
+    raises :class:`AutomatonBudgetError` after building what it was asked for: the mask tables
+    turn that into an empty mask and the matcher's ``error``. Rows are never cut: reading a
+    token (``row``) stays exact, so every mask computed keeps agreeing with ``accept_token``.
     """
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, max_states: int = DEFAULT_MAX_STATES,
+                 max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
+        self.is_empty = is_empty_node(node)
+        nfa_states = nfa_size(node) + 2
+        if nfa_states * NFA_STATE_BYTES > max_bytes:
+            raise SchemaTooComplexError(
+                f"the automaton needs {nfa_states:,} NFA states (about {nfa_states * NFA_STATE_BYTES >> 20:,} MiB), "
+                f"over its budget of {max_bytes >> 20:,} MiB (max_automaton_bytes)")
+        self.max_states = max_states
+        self.max_bytes = max_bytes
+        self.exhausted: str | None = None
+        """Why the automaton stopped growing while decoding (None: it did not)."""
         self._node: Node | None = node
         self._det: _Determiniser | None = None
         self.rows: list[list[int] | None] = [None]
         self._table = np.full((64, 256), DEAD, dtype=np.int32)
         self._built = np.zeros(64, dtype=bool)
+        self._num_built = 0
         self._lock = threading.RLock()
-        self.is_empty = is_empty_node(node)
 
     def _determiniser(self) -> "_Determiniser":
         """The NFA and its subset construction, built on first use (a tool set compiles its
@@ -1015,7 +1089,15 @@ class LazyDFA(_Reading):
             self.rows.extend([None] * (n - len(self.rows)))
             self._table[state] = r
             self._built[state] = True
+            self._num_built += 1
             r = self.rows[state] = tuple(r)  # immutable: the collector stops tracking it
+            if self.exhausted is None:
+                if n > self.max_states:
+                    self.exhausted = f"{self.max_states:,} states (max_states)"
+                elif self.memory_size_bytes() > self.max_bytes:
+                    self.exhausted = f"{self.max_bytes >> 20:,} MiB (max_automaton_bytes)"
+                if self.exhausted is not None:
+                    self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
             return r
 
     def memory_size_bytes(self) -> int:
@@ -1023,8 +1105,7 @@ class LazyDFA(_Reading):
         the subsets of the states created and the NFA once built."""
         det = self._det
         nfa = det.memory_size_bytes() if det is not None else 0
-        built = sum(1 for r in self.rows if r is not None)
-        return int(self._table.nbytes + self._built.nbytes) + built * ROW_LIST_BYTES + nfa
+        return int(self._table.nbytes + self._built.nbytes) + self._num_built * ROW_LIST_BYTES + nfa
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt
@@ -1037,11 +1118,14 @@ class LazyDFA(_Reading):
         return self._determiniser().embedding(state)
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
-        """Build the rows of ``states``; returns the (possibly reallocated) table."""
+        """Build the rows of ``states``; returns the (possibly reallocated) table. Raises
+        :class:`AutomatonBudgetError` once the automaton is :attr:`exhausted`."""
         missing = states[~self._built[states]] if states.size else states
         if missing.size:
             for s in np.unique(missing).tolist():
                 self._build(s)
+        if self.exhausted is not None:
+            raise AutomatonBudgetError(self.exhausted)
         return self._table
 
     def __repr__(self) -> str:
