@@ -31,9 +31,10 @@ DEAD = -1
 ROW_LIST_BYTES = 2_104
 """A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
 SUBSET_BYTES = 300
-"""About what one lazily built state's NFA subset (a frozenset and its index entry) takes."""
-SUBSET_ITEM_BYTES = 48
-"""About what each NFA state in a subset or a closure adds (a set slot and an int)."""
+"""About what one lazily built state's NFA subset (its key and index entry) takes, besides its members."""
+SUBSET_ITEM_BYTES = 24
+"""About what each NFA state in a subset or a closure adds (4 bytes in its key, a slot in its
+closure tuple, a share of the int objects and of the sets a row is built from)."""
 NFA_STATE_BYTES = 100
 """About what one NFA state takes at the peak of building a lazy automaton's NFA (its edges,
 epsilons and the per-state slices made from them)."""
@@ -709,6 +710,11 @@ def _empty_dfa() -> DFA:
     return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
 
 
+def _subset_key(states: Iterable[int]) -> bytes:
+    """A set of NFA states as the int32 bytes of its sorted members (one key per set)."""
+    return array("i", sorted(states)).tobytes()
+
+
 class _Determiniser:
     """Subset construction over a Thompson NFA, one DFA state at a time."""
 
@@ -742,19 +748,22 @@ class _Determiniser:
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
-        self._closures: dict[int, frozenset[int]] = {}
+        self._closures: dict[int, tuple[int, ...]] = {}
         self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
             + 8 * (len(self._edge_start) + len(self._eps_start))
         self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
         first = self.closure(start)
-        self.index: dict[frozenset[int], int] = {first: 0}
-        self.sets: list[frozenset[int]] = [first]
+        # subsets are keyed by their sorted members as int32 bytes: bytes are not tracked by the
+        # garbage collector (frozensets are), so thousands of states add nothing to its pauses
+        key = _subset_key(first)
+        self.index: dict[bytes, int] = {key: 0}
+        self.sets: list[bytes] = [key]
         self.accepting: list[bool] = [self.end in first]
         self.subset_items += len(first)
 
     def memory_size_bytes(self) -> int:
         """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset, and
-        48 per NFA state a subset or closure holds."""
+        24 per NFA state a subset or closure holds."""
         return self._array_bytes + SUBSET_BYTES * (len(self.sets) + len(self._closures)) + SUBSET_ITEM_BYTES * self.subset_items
 
     def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
@@ -823,7 +832,13 @@ class _Determiniser:
         self._epsilons[s] = hit
         return hit
 
-    def closure(self, state: int) -> frozenset[int]:
+    def members(self, i: int) -> Sequence[int]:
+        """The NFA states of DFA state ``i`` (ascending)."""
+        return memoryview(self.sets[i]).cast("i")
+
+    def closure(self, state: int) -> tuple[int, ...]:
+        """The NFA states reachable from ``state`` by epsilon edges (cached; a tuple of ints,
+        which the collector stops tracking)."""
         hit = self._closures.get(state)
         if hit is not None:
             return hit
@@ -836,7 +851,7 @@ class _Determiniser:
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        result = frozenset(seen)
+        result = tuple(seen)
         self._closures[state] = result
         self.subset_items += len(result)
         return result
@@ -860,7 +875,7 @@ class _Determiniser:
             return None
         inside: int | None = None
         others = []
-        for s in self.sets[i]:
+        for s in self.members(i):
             if not self.edges_of(s):
                 continue
             if self._block_at(s) is None:
@@ -883,7 +898,7 @@ class _Determiniser:
         edges_of = self.edges_of
         row = [DEAD] * 256
         succ: set[int] = set()
-        outgoing = [e for s in self.sets[i] for e in edges_of(s)]
+        outgoing = [e for s in self.members(i) for e in edges_of(s)]
         if outgoing:
             # split the byte axis at every range boundary; each edge adds its target's closure
             # to the pieces it covers
@@ -893,18 +908,18 @@ class _Determiniser:
             for elo, ehi, t in outgoing:
                 closure = self.closure(t)
                 for k in range(at[elo], at[ehi + 1]):
-                    pieces[k] |= closure
+                    pieces[k].update(closure)
             for k, targets in enumerate(pieces):
                 if not targets:
                     continue
                 lo, hi = cuts[k], cuts[k + 1] - 1
-                key = frozenset(targets)
+                key = _subset_key(targets)
                 target = self.index.get(key)
                 if target is None:
                     target = self.index[key] = len(self.sets)
                     self.sets.append(key)
-                    self.accepting.append(self.end in key)
-                    self.subset_items += len(key)
+                    self.accepting.append(self.end in targets)
+                    self.subset_items += len(targets)
                     if max_states is not None and len(self.sets) > max_states:
                         raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
