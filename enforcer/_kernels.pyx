@@ -8,7 +8,7 @@ not built yet stop the walk of the tokens that reach them; those come back as *p
 step) for the caller to build and resume. Cost: about one table lookup per trie edge.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 cdef enum:
     MAX_TOKEN_BYTES = 4096
@@ -87,3 +87,87 @@ def walk_tokens(const int32_t[:, ::1] table, const uint8_t[::1] built, const uin
             mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
             found += 1
     return found, pending
+
+
+cdef inline Py_ssize_t _slot(const int64_t[::1] keys, int64_t key, Py_ssize_t mask) noexcept nogil:
+    """Open-addressing slot of ``key``: where it is, or the empty slot (-1) where it would go."""
+    cdef Py_ssize_t h = <Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask
+    while keys[h] != -1 and keys[h] != key:
+        h = (h + 1) & mask
+    return h
+
+
+def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_other_dead, Py_ssize_t max_states):
+    """Pairs of states of DFA tables ``a`` and ``b`` reached by the same strings, breadth first
+    from (0, 0) (from (0, -1) when ``b`` has no state), bytes in increasing order: intersection
+    follows bytes both tables accept, difference (``keep_other_dead``) every byte ``a`` accepts,
+    ``b`` possibly dead (-1). Returns (table, first states, second states), one row per pair in
+    the order found, or None past ``max_states`` pairs. Cost: one hash probe per live byte."""
+    import numpy as np
+
+    cdef Py_ssize_t nb1 = b.shape[0] + 1
+    cdef Py_ssize_t capacity = 1024, rows = 64, n = 1, i = 0, h, k
+    cdef int byte
+    cdef int32_t sa, sb, ta, tb, target
+    cdef int64_t key
+    keys_arr = np.full(capacity, -1, dtype=np.int64)
+    values_arr = np.empty(capacity, dtype=np.int32)
+    table_arr = np.full((rows, 256), -1, dtype=np.int32)
+    first_arr = np.empty(rows, dtype=np.int32)
+    second_arr = np.empty(rows, dtype=np.int32)
+    cdef int64_t[::1] keys = keys_arr
+    cdef int32_t[::1] values = values_arr
+    cdef int32_t[:, ::1] table = table_arr
+    cdef int32_t[::1] first = first_arr
+    cdef int32_t[::1] second = second_arr
+    cdef int64_t[::1] old_keys
+    cdef int32_t[::1] old_values
+    first[0] = 0
+    second[0] = 0 if b.shape[0] else -1
+    key = second[0] + 1
+    h = _slot(keys, key, capacity - 1)
+    keys[h] = key
+    values[h] = 0
+    while i < n:
+        sa = first[i]
+        sb = second[i]
+        for byte in range(256):
+            ta = a[sa, byte]
+            if ta < 0:
+                continue
+            tb = b[sb, byte] if sb >= 0 else -1
+            if tb < 0 and not keep_other_dead:
+                continue
+            key = <int64_t>ta * nb1 + tb + 1
+            h = _slot(keys, key, capacity - 1)
+            if keys[h] == key:
+                target = values[h]
+            else:
+                if n >= max_states:
+                    return None
+                target = <int32_t>n
+                keys[h] = key
+                values[h] = target
+                if n == rows:
+                    rows *= 2
+                    table_arr = np.concatenate([table_arr, np.full((rows - n, 256), -1, dtype=np.int32)])
+                    first_arr = np.concatenate([first_arr, np.empty(rows - n, dtype=np.int32)])
+                    second_arr = np.concatenate([second_arr, np.empty(rows - n, dtype=np.int32)])
+                    table, first, second = table_arr, first_arr, second_arr
+                first[n] = ta
+                second[n] = tb
+                n += 1
+                if 2 * n > capacity:  # rehash into twice the slots
+                    old_keys, old_values = keys, values
+                    capacity *= 2
+                    keys_arr = np.full(capacity, -1, dtype=np.int64)
+                    values_arr = np.empty(capacity, dtype=np.int32)
+                    keys, values = keys_arr, values_arr
+                    for k in range(old_keys.shape[0]):
+                        if old_keys[k] != -1:
+                            h = _slot(keys, old_keys[k], capacity - 1)
+                            keys[h] = old_keys[k]
+                            values[h] = old_values[k]
+            table[i, byte] = target
+        i += 1
+    return table_arr[:n], first_arr[:n], second_arr[:n]

@@ -153,7 +153,7 @@ def _key(name: str, required: bool, schema: Any, pointer: str, compiler: SchemaC
         cache_key = (text, options, vocabulary.fingerprint)
         compiled = _VALUES.get(cache_key) if shared else None
         if compiled is None:
-            dfa = LazyDFA(compiler.value(restricted, pointer, 0, ()))
+            dfa = LazyDFA(compiler.value(restricted, pointer, 0, ()), options.max_states, options.max_automaton_bytes)
             compiled = None if dfa.is_empty else CompiledSchema(restricted, dfa, vocabulary, options)
             if compiled is not None and shared:
                 compiled = _VALUES.put(cache_key, compiled)

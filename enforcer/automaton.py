@@ -22,12 +22,25 @@ import numpy as np
 
 from .errors import SchemaTooComplexError
 
+try:
+    from ._kernels import dfa_product
+except ImportError:  # a source tree without the built extension: the Python product does the work
+    dfa_product = None
+
 DEAD = -1
 ROW_LIST_BYTES = 2_104
 """A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
 SUBSET_BYTES = 300
-"""About what one lazily built state's NFA subset (a frozenset and its index entry) takes."""
+"""About what one lazily built state's NFA subset (its key and index entry) takes, besides its members."""
+SUBSET_ITEM_BYTES = 24
+"""About what each NFA state in a subset or a closure adds (4 bytes in its key, a slot in its
+closure tuple, a share of the int objects and of the sets a row is built from)."""
+NFA_STATE_BYTES = 100
+"""About what one NFA state takes at the peak of building a lazy automaton's NFA (its edges,
+epsilons and the per-state slices made from them)."""
 DEFAULT_MAX_STATES = 200_000
+DEFAULT_MAX_AUTOMATON_BYTES = 512 << 20
+"""Decode-time budget of one lazy automaton: its NFA, its subsets, its table and rows."""
 MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
 path visits one state per byte whether or not equivalent states were merged (masks are computed
@@ -482,6 +495,9 @@ class DFA(_Reading):
 
     __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key")
 
+    exhausted = None
+    """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
+
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray, counted: "CountedRepeat | None" = None) -> None:
         self.transitions = transitions
         self.counted = counted
@@ -579,7 +595,27 @@ class DFA(_Reading):
 
     def _product(self, other: "DFA", keep_other_dead: bool, max_states: int) -> "DFA":
         """Pairs of states reached by the same strings. Intersection follows bytes both accept;
-        difference follows every byte ``self`` accepts, ``other`` possibly dead (-1)."""
+        difference follows every byte ``self`` accepts, ``other`` possibly dead (-1). The
+        compiled breadth-first walk (:func:`enforcer._kernels.dfa_product`) when built, else
+        :meth:`_product_reference` (same table, state for state)."""
+        if dfa_product is None:
+            return self._product_reference(other, keep_other_dead, max_states)
+        found = dfa_product(np.ascontiguousarray(self.transitions, dtype=np.int32),
+                            np.ascontiguousarray(other.transitions, dtype=np.int32),
+                            keep_other_dead, max_states)
+        if found is None:
+            raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+        table, first, second = found
+        acc = self.accepting[first]
+        seconds_accept = np.zeros(first.shape[0], dtype=bool)
+        live = second >= 0
+        seconds_accept[live] = other.accepting[second[live]]
+        acc = acc & ~seconds_accept if keep_other_dead else acc & seconds_accept
+        return _finalise(table, acc)
+
+    def _product_reference(self, other: "DFA", keep_other_dead: bool, max_states: int) -> "DFA":
+        """:meth:`_product` in Python: the fallback without the compiled kernels and the oracle
+        of its differential test."""
         index = {(0, 0 if not other.is_empty else DEAD): 0}
         pairs = list(index)
         rows: list[np.ndarray] = []
@@ -674,6 +710,11 @@ def _empty_dfa() -> DFA:
     return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
 
 
+def _subset_key(states: Iterable[int]) -> bytes:
+    """A set of NFA states as the int32 bytes of its sorted members (one key per set)."""
+    return array("i", sorted(states)).tobytes()
+
+
 class _Determiniser:
     """Subset construction over a Thompson NFA, one DFA state at a time."""
 
@@ -697,24 +738,33 @@ class _Determiniser:
             eps_src, eps_dst = eps_src[keep_eps], eps_dst[keep_eps]
         # per-state slices (CSR), in the order the edges were added
         order = np.argsort(edge_src, kind="stable")
-        self._edge_start = np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._edge_start = array("q", np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1))
+                                 .astype(np.int64).tobytes())
         self._edge_lo, self._edge_hi, self._edge_dst = edge_lo[order], edge_hi[order], edge_dst[order]
         order = np.argsort(eps_src, kind="stable")
-        self._eps_start = np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1)).tolist()
+        self._eps_start = array("q", np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1))
+                                .astype(np.int64).tobytes())
         self._eps_dst = eps_dst[order]
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
-        self._closures: dict[int, frozenset[int]] = {}
+        self._closures: dict[int, tuple[int, ...]] = {}
+        self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
+            + 8 * (len(self._edge_start) + len(self._eps_start))
+        self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
         first = self.closure(start)
-        self.index: dict[frozenset[int], int] = {first: 0}
-        self.sets: list[frozenset[int]] = [first]
+        # subsets are keyed by their sorted members as int32 bytes: bytes are not tracked by the
+        # garbage collector (frozensets are), so thousands of states add nothing to its pauses
+        key = _subset_key(first)
+        self.index: dict[bytes, int] = {key: 0}
+        self.sets: list[bytes] = [key]
         self.accepting: list[bool] = [self.end in first]
+        self.subset_items += len(first)
 
     def memory_size_bytes(self) -> int:
-        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset."""
-        arrays = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst))
-        return arrays + 16 * self.num_nfa_states + SUBSET_BYTES * (len(self.sets) + len(self._closures))
+        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset, and
+        24 per NFA state a subset or closure holds."""
+        return self._array_bytes + SUBSET_BYTES * (len(self.sets) + len(self._closures)) + SUBSET_ITEM_BYTES * self.subset_items
 
     def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
                eps_dst: np.ndarray) -> np.ndarray:
@@ -782,7 +832,13 @@ class _Determiniser:
         self._epsilons[s] = hit
         return hit
 
-    def closure(self, state: int) -> frozenset[int]:
+    def members(self, i: int) -> Sequence[int]:
+        """The NFA states of DFA state ``i`` (ascending)."""
+        return memoryview(self.sets[i]).cast("i")
+
+    def closure(self, state: int) -> tuple[int, ...]:
+        """The NFA states reachable from ``state`` by epsilon edges (cached; a tuple of ints,
+        which the collector stops tracking)."""
         hit = self._closures.get(state)
         if hit is not None:
             return hit
@@ -795,8 +851,9 @@ class _Determiniser:
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        result = frozenset(seen)
+        result = tuple(seen)
         self._closures[state] = result
+        self.subset_items += len(result)
         return result
 
     def _edge_bytes(self, states: Iterable[int]) -> np.ndarray:
@@ -818,7 +875,7 @@ class _Determiniser:
             return None
         inside: int | None = None
         others = []
-        for s in self.sets[i]:
+        for s in self.members(i):
             if not self.edges_of(s):
                 continue
             if self._block_at(s) is None:
@@ -841,7 +898,7 @@ class _Determiniser:
         edges_of = self.edges_of
         row = [DEAD] * 256
         succ: set[int] = set()
-        outgoing = [e for s in self.sets[i] for e in edges_of(s)]
+        outgoing = [e for s in self.members(i) for e in edges_of(s)]
         if outgoing:
             # split the byte axis at every range boundary; each edge adds its target's closure
             # to the pieces it covers
@@ -851,17 +908,18 @@ class _Determiniser:
             for elo, ehi, t in outgoing:
                 closure = self.closure(t)
                 for k in range(at[elo], at[ehi + 1]):
-                    pieces[k] |= closure
+                    pieces[k].update(closure)
             for k, targets in enumerate(pieces):
                 if not targets:
                     continue
                 lo, hi = cuts[k], cuts[k + 1] - 1
-                key = frozenset(targets)
+                key = _subset_key(targets)
                 target = self.index.get(key)
                 if target is None:
                     target = self.index[key] = len(self.sets)
                     self.sets.append(key)
-                    self.accepting.append(self.end in key)
+                    self.accepting.append(self.end in targets)
+                    self.subset_items += len(targets)
                     if max_states is not None and len(self.sets) > max_states:
                         raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
@@ -932,22 +990,78 @@ def is_empty_node(node: Node) -> bool:
     return empty(node)
 
 
+class AutomatonBudgetError(SchemaTooComplexError):
+    """A lazy automaton passed its decode-time budget during a mask walk. Internal to the mask
+    tables, which turn it into an empty mask and an ``error``: never leaves the decode loop."""
+
+
+def nfa_size(node: Node) -> int:
+    """Exactly how many states the Thompson NFA of ``node`` has (what :class:`_NFA` would
+    build), read off the expression without building it: linear in the distinct sub-nodes,
+    however often a shared one (a ``$ref`` definition) is used."""
+    memo: dict[int, int] = {}
+
+    def size(n: Node) -> int:
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        if isinstance(n, (ByteSet, _Epsilon, _Nothing)):
+            out = 0
+        elif isinstance(n, Concat):
+            out = len(n.parts) - 1 + sum(size(p) for p in n.parts)
+        elif isinstance(n, Union):
+            out = sum(size(a) for a in n.alternatives)
+        elif isinstance(n, Repeat):
+            inner = size(n.node) + 1
+            out = n.minimum * inner + (inner + 1 if n.maximum is None else (n.maximum - n.minimum) * inner)
+        elif isinstance(n, Graph):
+            out = n.num_states + sum(size(sub) for _, sub, _ in n.edges)
+        elif isinstance(n, Embedded):
+            out = n.dfa.num_states
+        else:  # pragma: no cover - programming error
+            raise TypeError(f"not a Node: {n!r}")
+        memo[id(n)] = out
+        return out
+
+    return size(node)
+
+
 class LazyDFA(_Reading):
     """A DFA built on demand: the NFA when first read, then each state by subset construction the
-    first time a walk reaches it. Creating one costs a structural emptiness check; the NFA costs
-    milliseconds for a large schema; each new state tens of microseconds, then a list index. Same reading interface as :class:`DFA` (``rows``,
+    first time a walk reaches it. Creating one costs a structural emptiness check and an exact
+    count of the NFA's states; the NFA costs milliseconds for a large schema; each new state tens
+    of microseconds, then a list index. Same reading interface as :class:`DFA` (``rows``,
     ``accepting``, ``transitions``) once :meth:`ensure` / :meth:`row` made the states exist.
     Thread-safe for readers: states are only ever appended, under a lock.
+
+    Budget: an NFA whose estimated size (``NFA_STATE_BYTES`` per state) exceeds ``max_bytes``
+    is refused here with :class:`SchemaTooComplexError`, before any token. While decoding, once
+    the automaton has more than ``max_states`` states or holds more than ``max_bytes`` (NFA,
+    subsets, table, rows), :attr:`exhausted` says so and :meth:`ensure` (what mask walks call)
+    raises :class:`AutomatonBudgetError` after building what it was asked for: the mask tables
+    turn that into an empty mask and the matcher's ``error``. Rows are never cut: reading a
+    token (``row``) stays exact, so every mask computed keeps agreeing with ``accept_token``.
     """
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, max_states: int = DEFAULT_MAX_STATES,
+                 max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
+        self.is_empty = is_empty_node(node)
+        nfa_states = nfa_size(node) + 2
+        if nfa_states * NFA_STATE_BYTES > max_bytes:
+            raise SchemaTooComplexError(
+                f"the automaton needs {nfa_states:,} NFA states (about {nfa_states * NFA_STATE_BYTES >> 20:,} MiB), "
+                f"over its budget of {max_bytes >> 20:,} MiB (max_automaton_bytes)")
+        self.max_states = max_states
+        self.max_bytes = max_bytes
+        self.exhausted: str | None = None
+        """Why the automaton stopped growing while decoding (None: it did not)."""
         self._node: Node | None = node
         self._det: _Determiniser | None = None
         self.rows: list[list[int] | None] = [None]
         self._table = np.full((64, 256), DEAD, dtype=np.int32)
         self._built = np.zeros(64, dtype=bool)
+        self._num_built = 0
         self._lock = threading.RLock()
-        self.is_empty = is_empty_node(node)
 
     def _determiniser(self) -> "_Determiniser":
         """The NFA and its subset construction, built on first use (a tool set compiles its
@@ -1015,7 +1129,15 @@ class LazyDFA(_Reading):
             self.rows.extend([None] * (n - len(self.rows)))
             self._table[state] = r
             self._built[state] = True
+            self._num_built += 1
             r = self.rows[state] = tuple(r)  # immutable: the collector stops tracking it
+            if self.exhausted is None:
+                if n > self.max_states:
+                    self.exhausted = f"{self.max_states:,} states (max_states)"
+                elif self.memory_size_bytes() > self.max_bytes:
+                    self.exhausted = f"{self.max_bytes >> 20:,} MiB (max_automaton_bytes)"
+                if self.exhausted is not None:
+                    self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
             return r
 
     def memory_size_bytes(self) -> int:
@@ -1023,8 +1145,7 @@ class LazyDFA(_Reading):
         the subsets of the states created and the NFA once built."""
         det = self._det
         nfa = det.memory_size_bytes() if det is not None else 0
-        built = sum(1 for r in self.rows if r is not None)
-        return int(self._table.nbytes + self._built.nbytes) + built * ROW_LIST_BYTES + nfa
+        return int(self._table.nbytes + self._built.nbytes) + self._num_built * ROW_LIST_BYTES + nfa
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt
@@ -1037,11 +1158,14 @@ class LazyDFA(_Reading):
         return self._determiniser().embedding(state)
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
-        """Build the rows of ``states``; returns the (possibly reallocated) table."""
+        """Build the rows of ``states``; returns the (possibly reallocated) table. Raises
+        :class:`AutomatonBudgetError` once the automaton is :attr:`exhausted`."""
         missing = states[~self._built[states]] if states.size else states
         if missing.size:
             for s in np.unique(missing).tolist():
                 self._build(s)
+        if self.exhausted is not None:
+            raise AutomatonBudgetError(self.exhausted)
         return self._table
 
     def __repr__(self) -> str:
@@ -1110,13 +1234,30 @@ def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = T
 _HASH_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, size=257, dtype=np.int64) | 1
 
 
+_ROW_WEIGHTS = np.random.default_rng(0x5EED + 1).integers(1, 2**62, size=MINIMISE_LIMIT + 1, dtype=np.int64)
+
+
+def _distinct_columns(trans: np.ndarray) -> np.ndarray:
+    """The distinct columns of ``trans`` (in some order): each column hashed to one int64,
+    grouped by hash and checked exactly, with ``np.unique(axis=1)`` (a sort of 256 structured
+    rows: ~7 ms at 30 states, against ~50 us here) on the never observed event of a collision."""
+    weights = _ROW_WEIGHTS[:trans.shape[0]]
+    if weights.shape[0] < trans.shape[0]:
+        weights = np.random.default_rng(0x5EED).integers(1, 2**62, size=trans.shape[0], dtype=np.int64)
+    _, first, inverse = np.unique(weights @ trans.astype(np.int64), return_index=True, return_inverse=True)
+    columns = trans[:, first]
+    if not np.array_equal(columns[:, inverse.reshape(-1)], trans):
+        return np.unique(trans, axis=1)
+    return columns
+
+
 def _minimise(trans: np.ndarray, acc: np.ndarray) -> DFA:
     """Moore partition refinement. Each round hashes every state's (class, successor classes)
     row to one int64 (vectorised), groups by hash, and checks the grouping exactly against the
     rows, falling back to an exact row sort on the (never observed) event of a collision."""
     n = trans.shape[0]
     # bytes that every state treats alike form one column: refine over distinct columns only
-    columns = np.unique(trans, axis=1)
+    columns = _distinct_columns(trans)
     live = columns >= 0
     safe = np.where(live, columns, 0)
     weights = _HASH_WEIGHTS[1:columns.shape[1] + 1]

@@ -22,6 +22,7 @@ from .arguments import VALUE_TYPES, arguments_json
 from .automaton import DEAD
 from .ids import as_token_id
 from .matcher import Matcher, write_bitmask_row
+from .text_rules import DfaRule
 
 if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this module, not the reverse
     from .tools import CompiledTools
@@ -209,7 +210,9 @@ class ToolCallMatcher(Matcher):
             return None
         words, _ = self._mask_words()
         if not words.any():
-            return "no token of the vocabulary can continue from this state"
+            rule = self._tools.rule(self._stack[-1])
+            exhausted = rule.dfa.exhausted if isinstance(rule, DfaRule) else None
+            return exhausted or "no token of the vocabulary can continue from this state"
         return None
 
     @property

@@ -81,6 +81,14 @@ class SchemaOptions:
     treats them as the annotations JSON Schema 2020-12 makes them by default (validators,
     and Moonshot's verifier, do not check them); ``"error"`` raises UnsupportedSchemaError."""
     max_states: int = 200_000
+    """States one automaton may have: an eagerly built one (patterns, formats, intersections)
+    is refused beyond it at compile time; a lazily built one stops growing while decoding
+    (the matcher's ``error`` says so; see :class:`~enforcer.automaton.LazyDFA`)."""
+    max_automaton_bytes: int = 512 << 20
+    """Bytes one lazily built automaton may hold (NFA, subsets, table, rows): an NFA estimated
+    above it is refused at compile time; past it while decoding the automaton stops growing."""
+    max_mask_bytes: int = 256 << 20
+    """Bytes of masks one compiled value keeps; past it new masks are computed but not kept."""
 
     def __post_init__(self) -> None:
         if self.unknown_formats not in ("ignore", "error"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .automaton import DFA, Block, LazyDFA, codepoints, compile_node, concat_ranges, star
+from .automaton import DFA, AutomatonBudgetError, Block, LazyDFA, codepoints, compile_node, concat_ranges, star
 from .lru import LRU
 from .vocabulary import Vocabulary
 
@@ -20,6 +20,9 @@ try:
     from ._kernels import TOKEN_BYTES_LIMIT, walk_tokens
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
     TOKEN_BYTES_LIMIT, walk_tokens = 0, None
+
+DEFAULT_MAX_MASK_BYTES = 256 << 20
+"""Masks one :class:`MaskTable` keeps (its packed rows, id lists and torch copies)."""
 
 _WIDE = 64  # states with more live first bytes than this use whole first-byte groups
 
@@ -298,16 +301,24 @@ class MaskTable:
     """Lazily computed token masks for every state of one DFA over one vocabulary.
 
     Thread-safe in the sense that matters: two threads computing the same state produce the
-    same array and either may be kept.
+    same array and either may be kept. Bounded: once the masks kept take ``max_bytes``, new
+    masks are still computed and returned but not kept (decoding stays exact, each new state
+    then costs its walk every time it is reached). Once a lazy automaton is exhausted
+    (:attr:`LazyDFA.exhausted`), the mask of every state not computed yet is empty and the state
+    is recorded in :attr:`cut` (matchers refuse every token from it, so masks and
+    ``accept_token`` agree; an accepting state may still end the value).
     """
 
-    def __init__(self, dfa: DFA | LazyDFA, index: TokenIndex) -> None:
+    def __init__(self, dfa: DFA | LazyDFA, index: TokenIndex, max_bytes: int = DEFAULT_MAX_MASK_BYTES) -> None:
         self.dfa = dfa
         self.index = index
+        self.max_bytes = max_bytes
         self._masks: dict[int, np.ndarray] = {}
         self._allowed: dict[int, np.ndarray] = {}
         self._torch: dict[int, object] = {}
         self._bytes = 0
+        self.cut: set[int] = set()
+        """States whose mask the automaton's budget emptied."""
 
     def memory_size_bytes(self) -> int:
         """Bytes of the masks computed so far (packed words, id lists and torch copies)."""
@@ -318,8 +329,10 @@ class MaskTable:
         hit = self._allowed.get(state)
         if hit is None:
             bits = np.unpackbits(self.mask(state).view(np.uint8), bitorder="little")
-            hit = self._allowed[state] = np.flatnonzero(bits).astype(np.int64)
-            self._bytes += hit.nbytes
+            hit = np.flatnonzero(bits).astype(np.int64)
+            if self._bytes + hit.nbytes <= self.max_bytes:
+                self._allowed[state] = hit
+                self._bytes += hit.nbytes
         return hit
 
     def mask(self, state: int) -> np.ndarray:
@@ -328,9 +341,10 @@ class MaskTable:
         if hit is None:
             hit = self._compute(state)
             hit.setflags(write=False)
-            if state not in self._masks:
-                self._bytes += hit.nbytes
-            self._masks[state] = hit
+            if self._bytes + hit.nbytes <= self.max_bytes:
+                if state not in self._masks:
+                    self._bytes += hit.nbytes
+                self._masks[state] = hit
         return hit
 
     def cached(self, state: int) -> np.ndarray | None:
@@ -347,8 +361,10 @@ class MaskTable:
         if hit is None:
             import torch
 
-            hit = self._torch[state] = torch.from_numpy(self.mask(state).copy())
-            self._bytes += hit.numel() * 4
+            hit = torch.from_numpy(self.mask(state).copy())
+            if self._bytes + hit.numel() * 4 <= self.max_bytes:
+                self._torch[state] = hit
+                self._bytes += hit.numel() * 4
         return hit
 
     def precompute(self) -> None:
@@ -364,6 +380,23 @@ class MaskTable:
                     stack.append(t)
 
     def _compute(self, state: int) -> np.ndarray:
+        dfa = self.dfa
+        try:
+            if dfa.exhausted is not None:
+                raise AutomatonBudgetError(dfa.exhausted)
+            mask = self._shared_work_mask(state)
+            if mask is None:
+                mask = walk_mask(self.index, dfa, state, self.index.candidates(dfa, state))
+            if dfa.exhausted is not None:
+                raise AutomatonBudgetError(dfa.exhausted)
+            return mask
+        except AutomatonBudgetError:
+            self.cut.add(state)
+            return np.zeros(self.index.words, dtype=np.int32)
+
+    def _shared_work_mask(self, state: int) -> np.ndarray | None:
+        """The mask of ``state`` from work shared with other states (an embedded automaton that
+        only unsafe bytes leave, or a free string body); None when neither applies."""
         index = self.index
         dfa = self.dfa
         embedding = dfa.embedding(state) if isinstance(dfa, LazyDFA) else None
@@ -377,7 +410,7 @@ class MaskTable:
             mask = walk_mask(index, dfa, state, exits[live_first])
             mask |= index.string_body_mask()
             return mask
-        return walk_mask(index, dfa, state, index.candidates(dfa, state))
+        return None
 
     def _embedded_mask(self, state: int, block: Block, inner: int, leaving: np.ndarray) -> np.ndarray:
         """``state`` stands at state ``inner`` of an embedded automaton that only unsafe bytes

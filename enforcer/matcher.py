@@ -73,7 +73,7 @@ class CompiledSchema:
         self.dfa = dfa
         self.vocabulary = vocabulary
         self.options = options
-        self.masks = MaskTable(dfa, token_index(vocabulary))
+        self.masks = MaskTable(dfa, token_index(vocabulary), options.max_mask_bytes)
 
     @property
     def num_states(self) -> int:
@@ -131,13 +131,14 @@ class JsonMatcher(Matcher):
     """Per-sequence cursor over a :class:`CompiledSchema`. Not thread-safe; one per sequence."""
 
     __slots__ = ("_compiled", "_rows", "_accepting", "_tokens", "_stop", "_states", "_finished",
-                 "_stop_words")
+                 "_stop_words", "_cut")
 
     def __init__(self, compiled: CompiledSchema, stop_token_ids: tuple[int, ...] = ()) -> None:
         self._compiled = compiled
         self._rows = compiled.dfa.rows
         self._accepting = compiled.dfa.accepting_list
         self._tokens = compiled.vocabulary.byte_tokens
+        self._cut = compiled.masks.cut
         stop = [as_token_id(t) for t in stop_token_ids]
         size = compiled.vocabulary.vocab_size
         for given, token in zip(stop_token_ids, stop):
@@ -171,7 +172,7 @@ class JsonMatcher(Matcher):
         if not 0 <= token_id < len(self._tokens):
             return False
         data = self._tokens[token_id]
-        if not data:
+        if not data or state in self._cut:  # cut: the automaton's budget emptied this mask
             return False
         rows = self._rows
         for b in data:
@@ -253,7 +254,7 @@ class JsonMatcher(Matcher):
             return None
         state = self._states[-1]
         if not self._accepting[state] and self._compiled.masks.is_empty(state):
-            return "no token of the vocabulary can continue the value from here"
+            return self._compiled.dfa.exhausted or "no token of the vocabulary can continue the value from here"
         return None
 
     @property
@@ -316,7 +317,8 @@ def compile_schema_dfa(schema: Any, options: SchemaOptions, lazy: bool = True, c
     caller did."""
     node = schema_node(schema, options, checked)
     try:
-        dfa = LazyDFA(node) if lazy else compile_node(node, options.max_states)
+        dfa = LazyDFA(node, options.max_states, options.max_automaton_bytes) if lazy \
+            else compile_node(node, options.max_states)
     except RecursionError:
         # a safety net: documents are depth-checked and schema nesting is bounded
         # (MAX_NESTING), so this is not expected; it must still never escape as a foreign error

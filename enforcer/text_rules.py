@@ -62,7 +62,7 @@ class DfaRule:
 
     def step(self, state: int, token: int) -> int:
         data = self._byte_tokens[token] if 0 <= token < len(self._byte_tokens) else None
-        if not data:
+        if not data or state in self.table.cut:  # cut: the automaton's budget emptied this mask
             return DEAD
         dfa = self.dfa
         rows = dfa.rows

@@ -27,6 +27,7 @@ from .lru import COMPILED, LRU
 from .masks import MaskTable, pack_ids, token_index
 from .matcher import CompiledSchema, compiled_schema, schema_node, schema_options
 from .matcher import clear_cache as clear_schema_cache
+from .json_schema import SchemaOptions
 from .schema_check import check_document, check_schema
 from .text_rules import DfaRule, FreeRule, TokenTrie, TrieWithFreeText
 from .vocabulary import Vocabulary
@@ -100,7 +101,8 @@ class CompiledTools:
     def __init__(self, tools: list[tuple[str, dict]], vocabulary: Vocabulary, fmt: FormatSpec,
                  tool_choice: str, forced_name: str | None, parallel_tool_calls: bool,
                  allow_thinking: bool, schemas: list[CompiledSchema | None],
-                 arguments: list[SplitArguments | None], nodes: list[Node | None]) -> None:
+                 arguments: list[SplitArguments | None], nodes: list[Node | None],
+                 schema_opts: SchemaOptions) -> None:
         self.vocabulary = vocabulary
         self.format = fmt
         self.tool_names = tuple(n for n, _ in tools)
@@ -148,6 +150,8 @@ class CompiledTools:
             for j, key in enumerate((*split.keys, split.extra) if split.extra else split.keys):
                 for json_type, compiled in zip(key.types, key.values):
                     self._value_index[(i, j * 8 + VALUE_TYPES.index(json_type))] = compiled
+        # made here, not when decoding reaches it: the budget check may refuse it
+        self._named_dfa = self._named_json_dfa(self._named_json, schema_opts) if self._named_json else None
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -245,7 +249,7 @@ class CompiledTools:
             dfa = compile_node(optional(literal(text.text)))
             return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
         if kind == "named":
-            dfa = self._named_json_dfa(text)
+            dfa = self._named_dfa
             return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
         if kind == "tag":
             return TokenTrie([(self._encode_tag(text.word, ((text.name_attribute, name),
@@ -329,11 +333,11 @@ class CompiledTools:
         return compile_node(alt(*(literal(prefix.format(index=counter) + n + suffix.format(index=counter))
                                   for n in self._callable_names())))
 
-    def _named_json_dfa(self, text: NamedJson) -> LazyDFA:
+    def _named_json_dfa(self, text: NamedJson, options: SchemaOptions) -> LazyDFA:
         """One automaton for every callable tool: its prefix, its arguments' schema, the suffix
-        (built lazily, state by state, as decoding reaches it)."""
+        (built lazily, state by state, as decoding reaches it, within the options' budget)."""
         return LazyDFA(alt(*(seq(literal(text.head(name)), self.nodes[self._name_index[name]], literal(text.suffix))
-                             for name in self._callable_names())))
+                             for name in self._callable_names())), options.max_states, options.max_automaton_bytes)
 
     def tool_from_named_json(self, text: str) -> int | None:
         """The tool a complete :class:`~enforcer.formats.NamedJson` text names (None if none)."""
@@ -575,5 +579,5 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
         except InvalidSchemaError as exc:
             raise InvalidSchemaError(f"{where}{exc.pointer}", f"in tool {name!r}: {exc.reason}") from None
     compiled = CompiledTools(normalized, vocabulary, fmt, mode, forced, bool(parallel_tool_calls),
-                             bool(allow_thinking), schemas, arguments, nodes)
+                             bool(allow_thinking), schemas, arguments, nodes, opts)
     return _CACHE.put(key, compiled)

@@ -2,7 +2,10 @@
 
 import random
 
+import numpy as np
 import pytest
+
+from enforcer.errors import SchemaTooComplexError
 
 from enforcer.automaton import (ANY_CODEPOINT, EPSILON, NOTHING, Graph, alt, byte_chars, codepoints,
                                 compile_node, literal, optional, plus, repeat, separated, seq, star)
@@ -77,3 +80,51 @@ def test_empty_language():
     assert compile_node(NOTHING).is_empty
     assert compile_node(seq(literal("a"), NOTHING)).is_empty
     assert not compile_node(optional(plus(literal("a")))).is_empty
+
+
+def _random_node(rng: random.Random, depth: int = 0):
+    """A small random expression over a few bytes and one multi-byte range (UTF-8 states)."""
+    kind = rng.randrange(6 if depth < 3 else 2)
+    if kind == 0:
+        return literal(bytes(rng.choice(b"abc\"\\") for _ in range(rng.randint(1, 4))))
+    if kind == 1:
+        return codepoints([(0x20, 0x7E)] if rng.random() < 0.5 else [(0x61, 0x63), (0x400, 0x4FF)])
+    if kind == 2:
+        return alt(*(_random_node(rng, depth + 1) for _ in range(rng.randint(2, 3))))
+    if kind == 3:
+        return seq(*(_random_node(rng, depth + 1) for _ in range(rng.randint(2, 3))))
+    if kind == 4:
+        return repeat(_random_node(rng, depth + 1), 0, None)
+    return repeat(_random_node(rng, depth + 1), rng.randint(0, 1), rng.randint(1, 3))
+
+
+def test_compiled_product_is_the_reference_product_state_for_state() -> None:
+    # dfa_product (Cython) against the Python walk it replaces: same tables, same accepting
+    # states, same refusal past max_states, for intersections and differences
+    from enforcer.automaton import dfa_product
+
+    if dfa_product is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(7)
+    for _ in range(300):
+        a, b = compile_node(_random_node(rng)), compile_node(_random_node(rng))
+        if a.is_empty or b.is_empty:
+            continue
+        for keep_other_dead in (False, True):
+            fast = a._product(b, keep_other_dead, 100_000)
+            slow = a._product_reference(b, keep_other_dead, 100_000)
+            assert np.array_equal(fast.transitions, slow.transitions)
+            assert np.array_equal(fast.accepting, slow.accepting)
+    big = compile_node(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40))
+    words = compile_node(alt(*(literal("".join(rng.choice("abcdéfg") for _ in range(rng.randint(1, 12))))
+                               for _ in range(400))))
+    for other in (big, words):  # thousands of pairs: the kernel's table and hash both grow
+        for keep_other_dead in (False, True):
+            fast = big._product(other, keep_other_dead, 100_000)
+            slow = big._product_reference(other, keep_other_dead, 100_000)
+            assert fast.num_states > 64 or other is big
+            assert np.array_equal(fast.transitions, slow.transitions)
+            assert np.array_equal(fast.accepting, slow.accepting)
+    for product in (big._product, big._product_reference):
+        with pytest.raises(SchemaTooComplexError):
+            product(big, False, 50)

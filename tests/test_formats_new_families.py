@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
-from enforcer import Vocabulary, compile_tools
+from enforcer import SchemaTooComplexError, Vocabulary, compile_tools
 from enforcer.declarations import opens_reasoning, read_tool_declaration, render_chat
 from enforcer.formats import deepseek_v3_1 as ds
 from enforcer.formats import qwen3
@@ -491,3 +491,15 @@ def test_fuzz_corpus_tools(family: Family, corpus_dir: Path) -> None:
     assert len(tools) == CORPUS_TOOLS
     sets = [tools[k:k + 4] for k in range(0, len(tools), 4)]
     _fuzz(family, 4 * len(sets), sets)
+
+
+def test_an_automaton_over_the_budget_is_refused_at_compile_not_while_decoding(family: Family) -> None:
+    """Qwen3's call text is one automaton over every tool (name, then that tool's arguments):
+    its budget is checked when the tools compile, never when decoding first reaches a call."""
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(12):  # each level doubles the NFA: about 700,000 states
+        schema = {"anyOf": [{"type": "integer"}, {"type": "array", "items": schema, "maxItems": 2}]}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": schema}, "required": ["x"]}}}]
+    with pytest.raises(SchemaTooComplexError, match="max_automaton_bytes"):
+        compile_tools(tools, family.vocab, format=family.format, max_automaton_bytes=16 << 20)

@@ -624,3 +624,28 @@ def test_a_format_the_tokenizer_lacks_is_refused(k3_tokenizer: Any, k3_vocab: Vo
         ToolCallLogitsProcessor(k3_tokenizer, TOOLS, vocabulary=k3_vocab)
     with pytest.raises(TokenizerError, match=r"<\|end_of_msg\|>"):
         ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, format="kimi_k3", vocabulary=kimi_vocab)
+
+
+def test_a_tool_past_its_automaton_budget_ends_the_row_with_the_error(kimi_tokenizer: Any,
+                                                                      kimi_vocab: Vocabulary) -> None:
+    # A small decode-time budget (max_states) reached inside the arguments: the processor never
+    # raises, records the matcher's error for the row and holds it to the stop token.
+    tools = [{"type": "function", "function": {"name": "note", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string", "maxLength": 400}}, "required": ["text"]}}}]
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, tools, tool_choice="required", vocabulary=kimi_vocab,
+                                   max_states=1000)
+    prompt = _encode(kimi_tokenizer, PROMPTS[:1], tools)["input_ids"][0].tolist()
+    turn = (f"{k2.SECTION_BEGIN}{k2.CALL_BEGIN}functions.note:0{k2.ARGUMENT_BEGIN}"
+            + json.dumps({"text": "lorem ipsum dolor sit amet " * 10}))
+    width = kimi_vocab.vocab_size
+    ids = prompt
+    for token in kimi_tokenizer(turn, add_special_tokens=False)["input_ids"]:
+        out = _step(proc, [ids], width)
+        if proc.errors[0] is not None:
+            break
+        assert token in torch.isfinite(out[0]).nonzero().flatten().tolist()
+        ids = ids + [token]
+    else:
+        pytest.fail("the budget was never reached")
+    assert "max_states" in proc.errors[0]
+    assert torch.isfinite(out[0]).nonzero().flatten().tolist() == proc.stop_token_ids

@@ -1132,3 +1132,34 @@ def test_k3_parser_carries_the_format_and_is_registered(k3_tokenizer: Any, kimi_
     assert issubclass(parser, KimiK3EnforcedParser) and not issubclass(parser, KimiK2EnforcedParser)
     k2 = ParserManager.get_parser(tool_parser_name="kimi_k2_enforced", enable_auto_tools=True, tokenizer=kimi_tokenizer)
     assert issubclass(k2, KimiK2EnforcedParser) and not issubclass(k2, KimiK3EnforcedParser)
+
+
+@needs_vllm
+def test_v1_a_tool_past_its_automaton_budget_is_held_to_the_stop_token(processor: Any, kimi_tokenizer: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # The processor compiles with the default budgets; a small max_states is configured by
+    # wrapping compile_tools (configuration only: the compile, masks and matcher are real).
+    import functools
+
+    import enforcer.integrations.vllm as vllm_module
+
+    monkeypatch.setattr(vllm_module, "compile_tools", functools.partial(compile_tools, max_states=1000))
+    tools = [{"type": "function", "function": {"name": "note", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string", "maxLength": 400}}, "required": ["text"]}}}]
+    vocab = processor.core.vocabulary
+    out: list[int] = []
+    processor.update_state(batch_update(added=[(0, params({"tools": tools, "tool_choice": "required"}),
+                                                 prompt_ids(kimi_tokenizer, tools), out)], size=1))
+    call = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.note:0<|tool_call_argument_begin|>"
+            + json.dumps({"text": "lorem ipsum dolor sit amet " * 10}))
+    stop = [vocab.token_id("<|im_end|>")]
+    for token in kimi_tokenizer.encode(call, add_special_tokens=False):
+        row = processor.apply(torch.randn(1, vocab.vocab_size))[0]  # never raises
+        if finite_ids(row) == stop:
+            break
+        assert token in finite_ids(row)
+        out.append(token)
+    else:
+        pytest.fail("the budget was never reached")
+    assert "max_states" in processor.core.rows[0].matcher.error
+    assert finite_ids(processor.apply(torch.randn(1, vocab.vocab_size))[0]) == stop  # the engine keeps serving it

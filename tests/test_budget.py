@@ -1,0 +1,145 @@
+"""Budgets of one compiled object (issue 14): an NFA too large is refused at compile time; a
+lazy automaton that passes its budget while decoding empties the masks of the states it has not
+reached and the matcher says why through ``error`` (nothing raises); the mask cache stops
+keeping masks past its byte budget without changing any mask. Small budgets keep each test to
+a few seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from enforcer import SchemaTooComplexError, compile_json_schema
+from enforcer.automaton import _NFA, nfa_size
+from enforcer.json_schema import SchemaCompiler, SchemaOptions
+from enforcer.matcher import clear_cache
+from enforcer.tools import compile_tools
+from enforcer.vocabulary import Vocabulary
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+
+
+def nested_any_of(depth: int) -> dict[str, Any]:
+    """The issue's blow-up: each level doubles the NFA (a shared sub-schema used twice)."""
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"anyOf": [{"type": "integer"}, {"type": "array", "items": schema, "maxItems": 2}]}
+    return schema
+
+
+def _schemas() -> list[Any]:
+    found = [nested_any_of(6), {"type": "string", "maxLength": 40, "pattern": "^[a-z]+$"},
+             {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "number"}}}]
+    for path in sorted(SCHEMAS.glob("*.json")):
+        doc = json.loads(path.read_text())
+        for tool in doc if isinstance(doc, list) else [doc]:
+            found.append(tool.get("function", tool).get("parameters", tool))
+    return found
+
+
+@pytest.mark.parametrize("schema", _schemas())
+def test_nfa_size_counts_exactly_the_states_the_nfa_builds(schema: Any) -> None:
+    node = SchemaCompiler(schema, SchemaOptions()).compile()
+    nfa = _NFA()
+    start, end = nfa.new(), nfa.new()
+    nfa.build(node, start, end)
+    assert nfa_size(node) + 2 == nfa.num_states
+
+
+def test_an_nfa_over_the_budget_is_refused_at_compile_time(kimi_vocab: Vocabulary) -> None:
+    schema = nested_any_of(12)  # 695,285 NFA states: about 66 MiB at the build's peak
+    with pytest.raises(SchemaTooComplexError, match="max_automaton_bytes"):
+        compile_json_schema(schema, kimi_vocab, max_automaton_bytes=16 << 20)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": schema}, "required": ["x"]}}}]
+    with pytest.raises(SchemaTooComplexError, match="max_automaton_bytes"):
+        compile_tools(tools, kimi_vocab, max_automaton_bytes=16 << 20)
+    # the default budget (512 MiB) takes it, and its first mask is a normal one
+    matcher = compile_json_schema(schema, kimi_vocab).matcher()
+    assert matcher.allowed_token_ids() and matcher.error is None
+
+
+def _agrees(matcher: Any, vocab_size: int, rng: np.random.Generator) -> None:
+    """``allowed_token_ids`` and ``accept_token`` agree on every allowed id (up to 64) and on 64
+    random ids."""
+    allowed = matcher.allowed_token_ids()
+    probe = set(allowed[:64]) | set(rng.integers(0, vocab_size, 64).tolist())
+    for token in sorted(probe):
+        accepted = matcher.accept_token(token)
+        assert accepted == (token in allowed), token
+        if accepted:
+            matcher.rollback(1)
+
+
+def test_a_lazy_automaton_past_its_state_budget_sets_error_and_never_raises(kimi_vocab: Vocabulary) -> None:
+    clear_cache()
+    schema = {"type": "object", "properties": {"note": {"type": "string", "maxLength": 400}}, "required": ["note"]}
+    text = json.dumps({"note": "the quick brown fox jumps over the lazy dog " * 6})
+    tokens = kimi_vocab.encode_text(text)
+    small = compile_json_schema(schema, kimi_vocab, max_states=1000).matcher()
+    full = compile_json_schema(schema, kimi_vocab).matcher()
+    words = (kimi_vocab.vocab_size + 31) // 32
+    bitmask = np.zeros((1, words), dtype=np.int32)
+    reference = np.zeros((1, words), dtype=np.int32)
+    rng = np.random.default_rng(0)
+    cut_at = None
+    for step, token in enumerate(tokens):
+        small.fill_bitmask(bitmask)  # never raises, before or after the budget
+        full.fill_bitmask(reference)
+        _agrees(small, kimi_vocab.vocab_size, rng)
+        if not bitmask.any():
+            cut_at = step
+            break
+        assert np.array_equal(bitmask, reference), f"step {step}: the budget changed a mask it let through"
+        assert small.error is None
+        assert small.accept_token(token) and full.accept_token(token)
+    assert cut_at is not None and 10 < cut_at < len(tokens) - 5, cut_at
+    assert "max_states" in small.error and "budget" in small.error
+    assert small.allowed_token_ids() == [] and not small.accept_token(tokens[cut_at])
+    small.rollback(1)  # rollback works as ever; the state before was not cut
+    assert small.allowed_token_ids()
+
+
+def test_the_mask_cache_stops_keeping_masks_past_its_byte_budget(kimi_vocab: Vocabulary) -> None:
+    clear_cache()
+    schema = json.loads((SCHEMAS / "small_nested.json").read_text())[1]["function"]["parameters"]
+    budget = 3 * ((kimi_vocab.vocab_size + 31) // 32) * 4  # three packed masks
+    bounded = compile_json_schema(schema, kimi_vocab, max_mask_bytes=budget)
+    unbounded = compile_json_schema(schema, kimi_vocab)
+    a, b = bounded.matcher(), unbounded.matcher()
+    for _ in range(60):  # walk the first allowed token of each state (a valid prefix)
+        mask = a.mask_words()
+        assert np.array_equal(mask, b.mask_words())
+        assert bounded.masks.memory_size_bytes() <= budget
+        allowed = a.allowed_token_ids()
+        if not allowed or a.is_accepting():
+            break
+        assert a.accept_token(allowed[0]) and b.accept_token(allowed[0])
+    assert unbounded.masks.memory_size_bytes() > budget  # the walk needed more than the budget keeps
+
+
+def test_a_k2_section_past_the_budget_ends_with_the_error(kimi_vocab: Vocabulary) -> None:
+    clear_cache()
+    tools = [{"type": "function", "function": {"name": "note", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string", "maxLength": 400}}, "required": ["text"]}}}]
+    compiled = compile_tools(tools, kimi_vocab, tool_choice="required", max_states=1000)
+    matcher = compiled.matcher()
+    special = kimi_vocab.token_id
+    ids = [special("<|tool_calls_section_begin|>"), special("<|tool_call_begin|>")]
+    ids += kimi_vocab.encode_text("functions.note:0") + [special("<|tool_call_argument_begin|>")]
+    ids += kimi_vocab.encode_text(json.dumps({"text": "lorem ipsum dolor sit amet " * 10}))
+    bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
+    rng = np.random.default_rng(1)
+    for token in ids:
+        matcher.fill_bitmask(bitmask)
+        _agrees(matcher, kimi_vocab.vocab_size, rng)
+        if not bitmask.any():
+            break
+        assert matcher.error is None and matcher.accept_token(token)
+    else:
+        pytest.fail("the budget of 1,000 states was never reached")
+    assert "max_states" in matcher.error
