@@ -21,6 +21,7 @@ import jsonschema
 from . import numbers
 from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
+from .budget import DEFAULT_MAX_NFA_STATES, SizeMeter
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
@@ -81,6 +82,14 @@ class SchemaOptions:
     treats them as the annotations JSON Schema 2020-12 makes them by default (validators,
     and Moonshot's verifier, do not check them); ``"error"`` raises UnsupportedSchemaError."""
     max_states: int = 200_000
+    """Budget of an automaton built whole at compile time (intersections for ``allOf``, ``not``,
+    ``multipleOf``, key languages): past it :class:`SchemaTooComplexError`."""
+    max_nfa_states: int = DEFAULT_MAX_NFA_STATES
+    """Budget of the value automaton, in NFA states counted before it is built
+    (:mod:`enforcer.budget`): a schema whose expression needs more (bounded repeats times
+    nesting times ``$ref`` fan-out, long constants, long minimum lengths) raises
+    :class:`SchemaTooComplexError` naming the sub-schema that first exceeds it, before any
+    token. The lazy DFA's states are sets of these NFA states, built as walks reach them."""
 
     def __post_init__(self) -> None:
         if self.unknown_formats not in ("ignore", "error"):
@@ -136,6 +145,12 @@ class SchemaCompiler:
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
         self._anchor_map: dict[str, tuple[Any, str]] | None = None
+        self._meter = SizeMeter()
+        self._counted: dict[tuple[bool, int, int], Node] = {}
+        self._values: dict[tuple[int, int, Refs], tuple[Any, Node]] = {}
+        """(id(schema), depth, refs) -> (schema, its node): a sub-schema met again at the same
+        depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
+        properties) is one node, built once (the NFA builder then copies its states)."""
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -166,13 +181,45 @@ class SchemaCompiler:
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """Every accepted serialisation of values of ``schema`` at value nesting ``depth``."""
         if self._nesting >= MAX_NESTING:
-            raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep at {pointer or '(root)'} "
-                                        f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})")
+            raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep "
+                                        f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})", pointer,
+                                        f"MAX_NESTING={MAX_NESTING}")
+        key = (id(schema), depth, refs)
+        hit = self._values.get(key)
+        if hit is not None:
+            return hit[1]
         self._nesting += 1
         try:
-            return self._value(schema, pointer, depth, refs)
+            node = self._value(schema, pointer, depth, refs)
         finally:
             self._nesting -= 1
+        self.check_size(node, pointer)
+        self._values[key] = (schema, node)  # the schema kept alive: its id stays unique
+        return node
+
+    def _counted_string(self, raw: bool, min_len: int, max_len: int) -> Node:
+        """A string body of ``min_len..max_len`` characters as one counted table, built once
+        per bounds in this compile (a schema with many such strings shares it)."""
+        key = (raw, min_len, max_len)
+        if key not in self._counted:
+            self._counted[key] = Embedded(counted_repeat(_string_char_dfa(raw), min_len, max_len))
+        return self._counted[key]
+
+    def _check_repeat(self, unit: Node, copies: int, pointer: str, keyword: str) -> None:
+        """Refuse ``copies`` copies of ``unit`` past the budget before building them."""
+        size = self._meter.size(unit) * copies
+        budget = self.options.max_nfa_states
+        if size > budget:
+            raise SchemaTooComplexError(f"{keyword} {copies} needs about {size:,} NFA states", pointer,
+                                        f"max_nfa_states={budget}", keyword)
+
+    def check_size(self, node: Node, pointer: str, keyword: str = "") -> None:
+        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :mod:`enforcer.budget`)."""
+        size = self._meter.size(node)
+        budget = self.options.max_nfa_states
+        if size > budget:
+            raise SchemaTooComplexError(f"its automaton needs {size:,} NFA states", pointer,
+                                        f"max_nfa_states={budget}", keyword)
 
     def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
@@ -680,12 +727,13 @@ class SchemaCompiler:
             elif self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if min_len or max_len is not None or not constraints:
-            if max_len is not None and max_len > 2048:
-                raise SchemaTooComplexError(f"maxLength {max_len} at {pointer or '(root)'} is too large to enforce")
-            if max_len is None:
-                constraints.append(repeat(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY, min_len, None))
-            else:
-                constraints.append(Embedded(counted_repeat(_string_char_dfa(raw), min_len, max_len)))
+            char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
+            if max_len is not None and max_len <= MAX_COUNTED_LENGTH:
+                constraints.append(self._counted_string(raw, min_len, max_len))
+            else:  # past the dense table's size: one NFA copy per counted character, built lazily
+                self._check_repeat(char, max_len if max_len is not None else min_len, pointer,
+                                   "maxLength" if max_len is not None else "minLength")
+                constraints.append(repeat(char, min_len, max_len))
         if len(constraints) == 1:
             body = constraints[0]
         else:
@@ -720,8 +768,8 @@ class SchemaCompiler:
         lo = max(min_items - k, 0)
         hi = None if max_items is None else max_items - k
         if rest_item is not NOTHING and (hi is None or hi > 0):
-            if hi is not None and hi > 256:
-                raise SchemaTooComplexError(f"maxItems {max_items} at {pointer or '(root)'} is too large to enforce")
+            self._check_repeat(seq(comma, rest_item), hi if hi is not None else lo, pointer,
+                               "maxItems" if hi is not None else "minItems")
             rest = repeat(seq(comma, rest_item), lo, hi) if k else separated(rest_item, comma, lo, hi)
             edges.append((k, rest, k + 1))
             accepting.add(k + 1)
@@ -813,6 +861,16 @@ class SchemaCompiler:
                 return count + 1 if count < max_props else None
             return min(count + 1, cap)
 
+        # a member goes in through one entry state per (target, member): the sources before and
+        # after a first member (separator "" or ",") share it, so each member is built once
+        entries: dict[tuple[int, int], tuple[int, Node]] = {}
+
+        def enter(src: int, written: bool, member: Node, target: int) -> None:
+            key = (target, id(member))
+            if key not in entries:
+                entries[key] = (len(entries), member)
+            edges.append((src, comma if written else EPSILON, -1 - entries[key][0]))
+
         i = 0
         while i < len(order):
             pos, written, seen, count = order[i]
@@ -823,20 +881,20 @@ class SchemaCompiler:
                     accepting.add(src)
                 nxt = counted(count)
                 if extra is not NOTHING and nxt is not None:
-                    edges.append((src, seq(comma if written else EPSILON, extra),
-                                  state((len(members) + 1, True, seen, nxt))))
+                    enter(src, written, extra, state((len(members) + 1, True, seen, nxt)))
             else:
                 name, member = members[pos]
                 nxt = counted(count)
                 if member is not None and nxt is not None:
-                    target = state((pos + 1, True, seen | ({name} & relevant), nxt))
-                    edges.append((src, seq(comma if written else EPSILON, member), target))
+                    enter(src, written, member, state((pos + 1, True, seen | ({name} & relevant), nxt)))
                 if name not in required:
                     edges.append((src, EPSILON, state((pos + 1, written, seen, count))))
             i += 1
-        graph_edges = tuple(edges)
+        states = len(order)
+        graph_edges = tuple((src, sub, states - 1 - dst if dst < 0 else dst) for src, sub, dst in edges)
+        graph_edges += tuple((states + k, member, target) for (target, _), (k, member) in entries.items())
         non_empty_accepting = frozenset(index[k] for k in order if k[1] and index[k] in accepting)
-        body = Graph(len(order), 0, non_empty_accepting, graph_edges)
+        body = Graph(states + len(entries), 0, non_empty_accepting, graph_edges)
         empty_ok = any(index[k] in accepting and not k[1] for k in order)
         open_ws, close_ws = self.ws(inner), self.ws(depth)
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
@@ -1102,6 +1160,12 @@ def _string_char_dfa(raw: bool = False) -> DFA:
     if raw not in _STRING_CHAR_DFA:
         _STRING_CHAR_DFA[raw] = compile_node(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY)
     return _STRING_CHAR_DFA[raw]
+
+
+MAX_COUNTED_LENGTH = 2048
+"""Largest ``maxLength`` built as a dense counted table (about 20 states per character, 1 KiB
+each: 42 MB at 2048; shared by every string of the same bounds). Longer bounds are NFA
+repeats, built lazily, within ``max_nfa_states``."""
 
 
 def _escape(name: str) -> str:
