@@ -52,10 +52,12 @@ class SizeMeter:
             if id(current) in sizes:
                 continue
             children = _children(current)
-            if not expanded and any(id(c) not in sizes for c in children):
-                stack.append((current, True))
-                stack.extend((c, False) for c in children if id(c) not in sizes)
-                continue
+            if not expanded:
+                pending = {id(c): c for c in children if id(c) not in sizes}  # a shared child once
+                if pending:
+                    stack.append((current, True))
+                    stack.extend((c, False) for c in pending.values())
+                    continue
             sizes[id(current)] = (current, self._own(current, [sizes[id(c)][1] for c in children]))
         return sizes[id(node)][1]
 

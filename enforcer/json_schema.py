@@ -728,12 +728,15 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if min_len or max_len is not None or not constraints:
             char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
-            if max_len is not None and max_len <= MAX_COUNTED_LENGTH:
+            if max_len is not None:
+                if max_len > MAX_COUNTED_LENGTH:
+                    raise SchemaTooComplexError(f"maxLength {max_len} needs a counted table of about "
+                                                f"{20 * max_len:,} states", pointer,
+                                                f"MAX_COUNTED_LENGTH={MAX_COUNTED_LENGTH}", "maxLength")
                 constraints.append(self._counted_string(raw, min_len, max_len))
-            else:  # past the dense table's size: one NFA copy per counted character, built lazily
-                self._check_repeat(char, max_len if max_len is not None else min_len, pointer,
-                                   "maxLength" if max_len is not None else "minLength")
-                constraints.append(repeat(char, min_len, max_len))
+            else:  # one NFA copy per counted character, built lazily
+                self._check_repeat(char, min_len, pointer, "minLength")
+                constraints.append(repeat(char, min_len, None))
         if len(constraints) == 1:
             body = constraints[0]
         else:
@@ -1163,9 +1166,10 @@ def _string_char_dfa(raw: bool = False) -> DFA:
 
 
 MAX_COUNTED_LENGTH = 2048
-"""Largest ``maxLength`` built as a dense counted table (about 20 states per character, 1 KiB
-each: 42 MB at 2048; shared by every string of the same bounds). Longer bounds are NFA
-repeats, built lazily, within ``max_nfa_states``."""
+"""Largest ``maxLength`` enforced: a dense counted table of about 20 states per character,
+1 KiB each (42 MB at 2048, shared by every string of the same bounds in a schema). Longer
+bounds raise :class:`SchemaTooComplexError`. (``minLength`` alone is an NFA repeat, within
+``max_nfa_states``.)"""
 
 
 def _escape(name: str) -> str:
