@@ -115,6 +115,10 @@ def _json_key(value: Any) -> str:
     """Canonical text for JSON equality (1 == 1.0, True != 1)."""
     if isinstance(value, str):
         return "s" + value  # fast path (enums of many strings); never starts like the JSON below
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        d = numbers.to_decimal(value)
+        if d is not None:  # fast path for numbers: equal numbers share one canonical text
+            return "n" + numbers.canonical_text(d)[0]
     def norm(v: Any) -> Any:
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return [type(v).__name__, v]
@@ -422,7 +426,7 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
         branches = [b for b, _ in followed]
-        if key == "oneOf":
+        if key == "oneOf" and not _distinct_literals(branches):
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
                     if not self._disjoint(branches[i], branches[j]) and not self._generated_apart(
@@ -618,6 +622,7 @@ class SchemaCompiler:
         check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
         seen: set[str] = set()
         strings: list[str] = []
+        decimals: list[Any] = []
         nodes = []
         for v in values:
             key = _json_key(v)
@@ -626,11 +631,22 @@ class SchemaCompiler:
             seen.add(key)
             if isinstance(v, str):
                 strings.append(v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                decimals.append(self._finite(v))
             else:
                 nodes.append(self.literal_value(v, depth))
         if strings:
             nodes.append(_string_trie(strings, raw=self.raw_strings and depth == 0))
+        if decimals:
+            nodes.append(_number_trie(decimals))
         return alt(*nodes)
+
+    @staticmethod
+    def _finite(value: Any) -> Any:
+        d = numbers.to_decimal(value)
+        if d is None:
+            raise InvalidSchemaError("", f"non-finite number {value!r} in enum/const")
+        return d
 
     def literal_value(self, value: Any, depth: int) -> Node:
         """Every accepted serialisation of one JSON value (any escape form for strings)."""
@@ -641,10 +657,7 @@ class SchemaCompiler:
         if value is False:
             return literal("false")
         if isinstance(value, (int, float)):
-            d = numbers.to_decimal(value)
-            if d is None:
-                raise InvalidSchemaError("", f"non-finite number {value!r} in enum/const")
-            return numbers.bounded_number((d, False), (d, False), integer=False)
+            return _number_trie([self._finite(value)])
         if isinstance(value, str):
             if self.raw_strings and depth == 0:
                 return literal(value)
@@ -918,10 +931,10 @@ class SchemaCompiler:
         if len(pattern_dfas) > MAX_KEY_PATTERNS:
             raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
                                          "(each set of matched patterns is a key language of its own)")
+        if names_schema is False or (additional is False and not pattern_dfas):
+            return NOTHING  # no undeclared key may appear (no key language to build)
         max_states = self.options.max_states
         keys = _extra_key_dfa(tuple(named), max_states)
-        if names_schema is False:
-            return NOTHING
         if names_schema is not True:
             names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", 0, refs)
             if names is NOTHING:
@@ -1124,6 +1137,45 @@ def _string_trie(values: list[str], raw: bool) -> Node:
     quote = literal('"')
     edges.extend((end, quote, count) for end in sorted(ends))
     return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
+
+
+def _distinct_literals(branches: list[Any]) -> bool:
+    """True when every branch is only a ``const`` or an ``enum`` and no value is in two
+    branches (so they are disjoint: linear, where the pairwise test is quadratic)."""
+    seen: set[str] = set()
+    for branch in branches:
+        if not isinstance(branch, dict) or len(set(branch) - ANNOTATIONS) != 1:
+            return False
+        if "const" in branch:
+            values = [branch["const"]]
+        elif isinstance(branch.get("enum"), list):
+            values = branch["enum"]
+        else:
+            return False
+        keys = {_json_key(v) for v in values}
+        if keys & seen:
+            return False
+        seen |= keys
+    return True
+
+
+def _number_trie(decimals: list[Any]) -> Node:
+    """Every plain JSON text (no exponent) equal to one of ``decimals``: the canonical texts as
+    two tries, integers then ``.0...`` optionally, fractions then more zeros optionally (and
+    ``-0`` for zero). Linear in the digits, however many values."""
+    integers: set[str] = set()
+    fractions: set[str] = set()
+    for d in decimals:
+        text, is_integer = numbers.canonical_text(d)
+        (integers if is_integer else fractions).add(text)
+    if "0" in integers:
+        integers.add("-0")
+    nodes = []
+    if integers:
+        nodes.append(seq(_string_trie(sorted(integers), raw=True), numbers.ZERO_FRACTION))
+    if fractions:
+        nodes.append(seq(_string_trie(sorted(fractions), raw=True), repeat(literal("0"), 0, None)))
+    return alt(*nodes)
 
 
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})

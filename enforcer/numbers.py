@@ -134,6 +134,19 @@ def _split_decimal(value: Decimal) -> tuple[bool, str, str]:
     return negative, int_part, frac.rstrip("0")
 
 
+def canonical_text(value: Decimal) -> tuple[str, bool]:
+    """``(text, is_integer)``: the shortest plain JSON text of a finite decimal (no exponent, no
+    trailing fraction zeros); the texts equal to it are this one followed by ``.0...`` (an
+    integer) or by more zeros (a fraction), and for zero also ``-0``."""
+    negative, int_digits, frac_digits = _split_decimal(value)
+    sign = "-" if negative and (int_digits != "0" or frac_digits) else ""
+    return (f"{sign}{int_digits}.{frac_digits}" if frac_digits else f"{sign}{int_digits}"), not frac_digits
+
+
+ZERO_FRACTION: Node = _ZERO_FRACTION
+"""``.0``, ``.00``, ... or nothing: what may follow an integer's canonical text."""
+
+
 def to_decimal(value: object) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
