@@ -211,19 +211,17 @@ class SchemaCompiler:
 
     def _check_repeat(self, unit: Node, copies: int, pointer: str, keyword: str) -> None:
         """Refuse ``copies`` copies of ``unit`` past the budget before building them."""
-        size = self._meter.size(unit) * copies
-        budget = self.options.max_nfa_states
-        if size > budget:
-            raise SchemaTooComplexError(f"{keyword} {copies} needs about {size:,} NFA states", pointer,
-                                        f"max_nfa_states={budget}", keyword)
+        self._within_budget(self._meter.size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
 
-    def check_size(self, node: Node, pointer: str, keyword: str = "") -> None:
+    def check_size(self, node: Node, pointer: str) -> None:
         """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :mod:`enforcer.budget`)."""
-        size = self._meter.size(node)
+        self._within_budget(self._meter.size(node), pointer, "its automaton")
+
+    def _within_budget(self, size: int, pointer: str, what: str, keyword: str = "") -> None:
         budget = self.options.max_nfa_states
         if size > budget:
-            raise SchemaTooComplexError(f"its automaton needs {size:,} NFA states", pointer,
-                                        f"max_nfa_states={budget}", keyword)
+            raise SchemaTooComplexError(f"{what} needs {size:,} NFA states", pointer, f"max_nfa_states={budget}",
+                                        keyword)
 
     def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
