@@ -603,12 +603,12 @@ class Runner:
         start = time.perf_counter()
         try:
             compiled = self._compile(case.schema)
+        except SchemaTooComplexError as exc:  # before its base class, UnsupportedSchemaError
+            result.status, result.keyword = "too_complex", exc.keyword
         except UnsupportedSchemaError as exc:
             result.status, result.keyword = "unsupported", exc.keyword
         except PeerRefused as exc:
             result.status, result.keyword = "unsupported", _peer_keyword(str(exc))
-        except SchemaTooComplexError:
-            result.status = "too_complex"
         except CompileTimeout:
             result.status = "timeout"
         except MemoryError:  # the worker's memory cap (--memory-limit), not the library

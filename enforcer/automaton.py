@@ -995,35 +995,74 @@ class AutomatonBudgetError(SchemaTooComplexError):
     tables, which turn it into an empty mask and an ``error``: never leaves the decode loop."""
 
 
-def nfa_size(node: Node) -> int:
-    """Exactly how many states the Thompson NFA of ``node`` has (what :class:`_NFA` would
-    build), read off the expression without building it: linear in the distinct sub-nodes,
-    however often a shared one (a ``$ref`` definition) is used."""
-    memo: dict[int, int] = {}
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Concat):
+        return node.parts
+    if isinstance(node, Union):
+        return node.alternatives
+    if isinstance(node, Repeat):
+        return (node.node,)
+    if isinstance(node, Graph):
+        return tuple(sub for _, sub, _ in node.edges)
+    return ()
 
-    def size(n: Node) -> int:
-        hit = memo.get(id(n))
+
+class SizeMeter:
+    """The compile-time budget's measure: NFA states an expression's automaton will have, known
+    before it is built. Exact: every use of a shared sub-expression counts (the builder copies
+    it at each use), a bounded repeat counts each copy, an embedded DFA counts its states.
+    Memoised over the nodes of one compile (nodes are immutable, so a size
+    never changes; the meter keeps each measured node alive so its id stays unique)."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[int, tuple[Node, int]] = {}
+
+    def size(self, node: Node) -> int:
+        """NFA states the builder creates for ``node`` (iterative: no recursion limit)."""
+        sizes = self._sizes
+        hit = sizes.get(id(node))
         if hit is not None:
-            return hit
-        if isinstance(n, (ByteSet, _Epsilon, _Nothing)):
-            out = 0
-        elif isinstance(n, Concat):
-            out = len(n.parts) - 1 + sum(size(p) for p in n.parts)
-        elif isinstance(n, Union):
-            out = sum(size(a) for a in n.alternatives)
-        elif isinstance(n, Repeat):
-            inner = size(n.node) + 1
-            out = n.minimum * inner + (inner + 1 if n.maximum is None else (n.maximum - n.minimum) * inner)
-        elif isinstance(n, Graph):
-            out = n.num_states + sum(size(sub) for _, sub, _ in n.edges)
-        elif isinstance(n, Embedded):
-            out = n.dfa.num_states
-        else:  # pragma: no cover - programming error
-            raise TypeError(f"not a Node: {n!r}")
-        memo[id(n)] = out
-        return out
+            return hit[1]
+        stack: list[tuple[Node, bool]] = [(node, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if id(current) in sizes:
+                continue
+            children = _children(current)
+            if not expanded:
+                pending = {id(c): c for c in children if id(c) not in sizes}  # a shared child once
+                if pending:
+                    stack.append((current, True))
+                    stack.extend((c, False) for c in pending.values())
+                    continue
+            sizes[id(current)] = (current, self._own(current, [sizes[id(c)][1] for c in children]))
+        return sizes[id(node)][1]
 
-    return size(node)
+    @staticmethod
+    def _own(node: Node, child_sizes: list[int]) -> int:
+        """States of ``node`` given its children's (mirrors ``_NFA._build``)."""
+        if isinstance(node, ByteSet) or node is EPSILON or node is NOTHING:
+            return 0
+        if isinstance(node, Concat):
+            return len(node.parts) - 1 + sum(child_sizes)
+        if isinstance(node, Union):
+            return sum(child_sizes)
+        if isinstance(node, Repeat):
+            (inner,) = child_sizes
+            optional = 1 if node.maximum is None else node.maximum - node.minimum
+            joints = node.minimum + (2 if node.maximum is None else optional)
+            return joints + (node.minimum + optional) * inner
+        if isinstance(node, Graph):
+            return node.num_states + sum(child_sizes)
+        if isinstance(node, Embedded):
+            return node.dfa.num_states
+        return 0
+
+
+def nfa_size(node: Node) -> int:
+    """Exactly how many states the Thompson NFA of ``node`` has (what :class:`_NFA` builds),
+    read off the expression without building it (see :class:`SizeMeter`)."""
+    return SizeMeter().size(node)
 
 
 class LazyDFA(_Reading):

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from . import numbers
-from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, counted_repeat, alt, byte_chars, codepoints,
+from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, SizeMeter, counted_repeat, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
@@ -44,6 +44,10 @@ KNOWN_METASCHEMAS = frozenset({
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
+DEFAULT_MAX_NFA_STATES = 2_000_000
+"""Default budget: NFA states per compiled value automaton. The largest expression of the
+7,491 shared corpus schemas is far below it (see ``tests/test_hostile.py``); an NFA this large
+takes about 0.5 s and 100 MB to build."""
 MAX_COUNTED_PROPERTIES = 64
 """Largest ``minProperties``/``maxProperties`` bound counted exactly (each count is a copy of
 the object's states)."""
@@ -89,6 +93,12 @@ class SchemaOptions:
     above it is refused at compile time; past it while decoding the automaton stops growing."""
     max_mask_bytes: int = 256 << 20
     """Bytes of masks one compiled value keeps; past it new masks are computed but not kept."""
+    max_nfa_states: int = DEFAULT_MAX_NFA_STATES
+    """Budget of the value automaton, in NFA states counted before it is built
+    (:class:`~enforcer.automaton.SizeMeter`): a schema whose expression needs more (bounded repeats times
+    nesting times ``$ref`` fan-out, long constants, long minimum lengths) raises
+    :class:`SchemaTooComplexError` naming the sub-schema that first exceeds it, before any
+    token. The lazy DFA's states are sets of these NFA states, built as walks reach them."""
 
     def __post_init__(self) -> None:
         if self.unknown_formats not in ("ignore", "error"):
@@ -114,6 +124,10 @@ def _json_key(value: Any) -> str:
     """Canonical text for JSON equality (1 == 1.0, True != 1)."""
     if isinstance(value, str):
         return "s" + value  # fast path (enums of many strings); never starts like the JSON below
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        d = numbers.to_decimal(value)
+        if d is not None:  # fast path for numbers: equal numbers share one canonical text
+            return "n" + numbers.canonical_text(d)[0]
     def norm(v: Any) -> Any:
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return [type(v).__name__, v]
@@ -144,6 +158,12 @@ class SchemaCompiler:
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
         self._anchor_map: dict[str, tuple[Any, str]] | None = None
+        self._meter = SizeMeter()
+        self._counted: dict[tuple[bool, int, int], Node] = {}
+        self._values: dict[tuple[int, int, Refs], tuple[Any, Node]] = {}
+        """(id(schema), depth, refs) -> (schema, its node): a sub-schema met again at the same
+        depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
+        properties) is one node, built once (the NFA builder then copies its states)."""
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -174,13 +194,43 @@ class SchemaCompiler:
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """Every accepted serialisation of values of ``schema`` at value nesting ``depth``."""
         if self._nesting >= MAX_NESTING:
-            raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep at {pointer or '(root)'} "
-                                        f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})")
+            raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep "
+                                        f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})", pointer,
+                                        f"MAX_NESTING={MAX_NESTING}")
+        key = (id(schema), depth, refs)
+        hit = self._values.get(key)
+        if hit is not None:
+            return hit[1]
         self._nesting += 1
         try:
-            return self._value(schema, pointer, depth, refs)
+            node = self._value(schema, pointer, depth, refs)
         finally:
             self._nesting -= 1
+        self.check_size(node, pointer)
+        self._values[key] = (schema, node)  # the schema kept alive: its id stays unique
+        return node
+
+    def _counted_string(self, raw: bool, min_len: int, max_len: int) -> Node:
+        """A string body of ``min_len..max_len`` characters as one counted table, built once
+        per bounds in this compile (a schema with many such strings shares it)."""
+        key = (raw, min_len, max_len)
+        if key not in self._counted:
+            self._counted[key] = Embedded(counted_repeat(_string_char_dfa(raw), min_len, max_len))
+        return self._counted[key]
+
+    def _check_repeat(self, unit: Node, copies: int, pointer: str, keyword: str) -> None:
+        """Refuse ``copies`` copies of ``unit`` past the budget before building them."""
+        self._within_budget(self._meter.size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
+
+    def check_size(self, node: Node, pointer: str) -> None:
+        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :class:`~enforcer.automaton.SizeMeter`)."""
+        self._within_budget(self._meter.size(node), pointer, "its automaton")
+
+    def _within_budget(self, size: int, pointer: str, what: str, keyword: str = "") -> None:
+        budget = self.options.max_nfa_states
+        if size > budget:
+            raise SchemaTooComplexError(f"{what} needs {size:,} NFA states", pointer, f"max_nfa_states={budget}",
+                                        keyword)
 
     def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
@@ -383,7 +433,7 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
         branches = [b for b, _ in followed]
-        if key == "oneOf":
+        if key == "oneOf" and not _distinct_literals(branches):
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
                     if not self._disjoint(branches[i], branches[j]) and not self._generated_apart(
@@ -579,6 +629,7 @@ class SchemaCompiler:
         check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
         seen: set[str] = set()
         strings: list[str] = []
+        decimals: list[Any] = []
         nodes = []
         for v in values:
             key = _json_key(v)
@@ -587,11 +638,22 @@ class SchemaCompiler:
             seen.add(key)
             if isinstance(v, str):
                 strings.append(v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                decimals.append(self._finite(v))
             else:
                 nodes.append(self.literal_value(v, depth))
         if strings:
             nodes.append(_string_trie(strings, raw=self.raw_strings and depth == 0))
+        if decimals:
+            nodes.append(_number_trie(decimals))
         return alt(*nodes)
+
+    @staticmethod
+    def _finite(value: Any) -> Any:
+        d = numbers.to_decimal(value)
+        if d is None:
+            raise InvalidSchemaError("", f"non-finite number {value!r} in enum/const")
+        return d
 
     def literal_value(self, value: Any, depth: int) -> Node:
         """Every accepted serialisation of one JSON value (any escape form for strings)."""
@@ -602,10 +664,7 @@ class SchemaCompiler:
         if value is False:
             return literal("false")
         if isinstance(value, (int, float)):
-            d = numbers.to_decimal(value)
-            if d is None:
-                raise InvalidSchemaError("", f"non-finite number {value!r} in enum/const")
-            return numbers.bounded_number((d, False), (d, False), integer=False)
+            return _number_trie([self._finite(value)])
         if isinstance(value, str):
             if self.raw_strings and depth == 0:
                 return literal(value)
@@ -688,12 +747,16 @@ class SchemaCompiler:
             elif self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if min_len or max_len is not None or not constraints:
-            if max_len is not None and max_len > 2048:
-                raise SchemaTooComplexError(f"maxLength {max_len} at {pointer or '(root)'} is too large to enforce")
-            if max_len is None:
-                constraints.append(repeat(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY, min_len, None))
-            else:
-                constraints.append(Embedded(counted_repeat(_string_char_dfa(raw), min_len, max_len)))
+            char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
+            if max_len is not None:
+                if max_len > MAX_COUNTED_LENGTH:
+                    raise SchemaTooComplexError(f"maxLength {max_len} needs a counted table of about "
+                                                f"{20 * max_len:,} states", pointer,
+                                                f"MAX_COUNTED_LENGTH={MAX_COUNTED_LENGTH}", "maxLength")
+                constraints.append(self._counted_string(raw, min_len, max_len))
+            else:  # one NFA copy per counted character, built lazily
+                self._check_repeat(char, min_len, pointer, "minLength")
+                constraints.append(repeat(char, min_len, None))
         if len(constraints) == 1:
             body = constraints[0]
         else:
@@ -728,8 +791,8 @@ class SchemaCompiler:
         lo = max(min_items - k, 0)
         hi = None if max_items is None else max_items - k
         if rest_item is not NOTHING and (hi is None or hi > 0):
-            if hi is not None and hi > 256:
-                raise SchemaTooComplexError(f"maxItems {max_items} at {pointer or '(root)'} is too large to enforce")
+            self._check_repeat(seq(comma, rest_item), hi if hi is not None else lo, pointer,
+                               "maxItems" if hi is not None else "minItems")
             rest = repeat(seq(comma, rest_item), lo, hi) if k else separated(rest_item, comma, lo, hi)
             edges.append((k, rest, k + 1))
             accepting.add(k + 1)
@@ -828,6 +891,16 @@ class SchemaCompiler:
                 return count + 1 if count < max_props else None
             return min(count + 1, cap)
 
+        # a member goes in through one entry state per (target, member): the sources before and
+        # after a first member (separator "" or ",") share it, so each member is built once
+        entries: dict[tuple[int, int], tuple[int, Node]] = {}
+
+        def enter(src: int, written: bool, member: Node, target: int) -> None:
+            key = (target, id(member))
+            if key not in entries:
+                entries[key] = (len(entries), member)
+            edges.append((src, comma if written else EPSILON, -1 - entries[key][0]))
+
         i = 0
         while i < len(order):
             pos, written, seen, count = order[i]
@@ -838,20 +911,20 @@ class SchemaCompiler:
                     accepting.add(src)
                 nxt = counted(count)
                 if extra is not NOTHING and nxt is not None:
-                    edges.append((src, seq(comma if written else EPSILON, extra),
-                                  state((len(members) + 1, True, seen, nxt))))
+                    enter(src, written, extra, state((len(members) + 1, True, seen, nxt)))
             else:
                 name, member = members[pos]
                 nxt = counted(count)
                 if member is not None and nxt is not None:
-                    target = state((pos + 1, True, seen | ({name} & relevant), nxt))
-                    edges.append((src, seq(comma if written else EPSILON, member), target))
+                    enter(src, written, member, state((pos + 1, True, seen | ({name} & relevant), nxt)))
                 if name not in required:
                     edges.append((src, EPSILON, state((pos + 1, written, seen, count))))
             i += 1
-        graph_edges = tuple(edges)
+        states = len(order)
+        graph_edges = tuple((src, sub, states - 1 - dst if dst < 0 else dst) for src, sub, dst in edges)
+        graph_edges += tuple((states + k, member, target) for (target, _), (k, member) in entries.items())
         non_empty_accepting = frozenset(index[k] for k in order if k[1] and index[k] in accepting)
-        body = Graph(len(order), 0, non_empty_accepting, graph_edges)
+        body = Graph(states + len(entries), 0, non_empty_accepting, graph_edges)
         empty_ok = any(index[k] in accepting and not k[1] for k in order)
         open_ws, close_ws = self.ws(inner), self.ws(depth)
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
@@ -872,10 +945,10 @@ class SchemaCompiler:
         if len(pattern_dfas) > MAX_KEY_PATTERNS:
             raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
                                          "(each set of matched patterns is a key language of its own)")
+        if names_schema is False or (additional is False and not pattern_dfas):
+            return NOTHING  # no undeclared key may appear (no key language to build)
         max_states = self.options.max_states
         keys = _extra_key_dfa(tuple(named), max_states)
-        if names_schema is False:
-            return NOTHING
         if names_schema is not True:
             names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", 0, refs)
             if names is NOTHING:
@@ -1080,6 +1153,45 @@ def _string_trie(values: list[str], raw: bool) -> Node:
     return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
 
 
+def _distinct_literals(branches: list[Any]) -> bool:
+    """True when every branch is only a ``const`` or an ``enum`` and no value is in two
+    branches (so they are disjoint: linear, where the pairwise test is quadratic)."""
+    seen: set[str] = set()
+    for branch in branches:
+        if not isinstance(branch, dict) or len(set(branch) - ANNOTATIONS) != 1:
+            return False
+        if "const" in branch:
+            values = [branch["const"]]
+        elif isinstance(branch.get("enum"), list):
+            values = branch["enum"]
+        else:
+            return False
+        keys = {_json_key(v) for v in values}
+        if keys & seen:
+            return False
+        seen |= keys
+    return True
+
+
+def _number_trie(decimals: list[Any]) -> Node:
+    """Every plain JSON text (no exponent) equal to one of ``decimals``: the canonical texts as
+    two tries, integers then ``.0...`` optionally, fractions then more zeros optionally (and
+    ``-0`` for zero). Linear in the digits, however many values."""
+    integers: set[str] = set()
+    fractions: set[str] = set()
+    for d in decimals:
+        text, is_integer = numbers.canonical_text(d)
+        (integers if is_integer else fractions).add(text)
+    if "0" in integers:
+        integers.add("-0")
+    nodes = []
+    if integers:
+        nodes.append(seq(_string_trie(sorted(integers), raw=True), numbers.ZERO_FRACTION))
+    if fractions:
+        nodes.append(seq(_string_trie(sorted(fractions), raw=True), repeat(literal("0"), 0, None)))
+    return alt(*nodes)
+
+
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 _SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 _SCHEMA_VALUES = frozenset({"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
@@ -1117,6 +1229,13 @@ def _string_char_dfa(raw: bool = False) -> DFA:
     if raw not in _STRING_CHAR_DFA:
         _STRING_CHAR_DFA[raw] = compile_node(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY)
     return _STRING_CHAR_DFA[raw]
+
+
+MAX_COUNTED_LENGTH = 2048
+"""Largest ``maxLength`` enforced: a dense counted table of about 20 states per character,
+1 KiB each (42 MB at 2048, shared by every string of the same bounds in a schema). Longer
+bounds raise :class:`SchemaTooComplexError`. (``minLength`` alone is an NFA repeat, within
+``max_nfa_states``.)"""
 
 
 def _escape(name: str) -> str:

@@ -134,6 +134,19 @@ def _split_decimal(value: Decimal) -> tuple[bool, str, str]:
     return negative, int_part, frac.rstrip("0")
 
 
+def canonical_text(value: Decimal) -> tuple[str, bool]:
+    """``(text, is_integer)``: the shortest plain JSON text of a finite decimal (no exponent, no
+    trailing fraction zeros); the texts equal to it are this one followed by ``.0...`` (an
+    integer) or by more zeros (a fraction), and for zero also ``-0``."""
+    negative, int_digits, frac_digits = _split_decimal(value)
+    sign = "-" if negative and (int_digits != "0" or frac_digits) else ""
+    return (f"{sign}{int_digits}.{frac_digits}" if frac_digits else f"{sign}{int_digits}"), not frac_digits
+
+
+ZERO_FRACTION: Node = _ZERO_FRACTION
+"""``.0``, ``.00``, ... or nothing: what may follow an integer's canonical text."""
+
+
 def to_decimal(value: object) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -189,9 +202,16 @@ def _signed_cmp(bound: Decimal, op: str, integer: bool) -> Node:
     return alt(negatives, neg_zero, _magnitude_cmp(int_digits, frac_digits, op, integer))
 
 
+MAX_MULTIPLE_STATES = 100_000
+"""Largest (residue x fraction digit) automaton :func:`multiple_of` builds."""
+
+
 def multiple_of(step: Decimal, integer: bool) -> Node | None:
     """Numbers that are integer multiples of ``step`` (> 0), without exponent; ``None`` when the
-    automaton would be too large (more than 10,000 residues)."""
+    automaton would be too large (more than 10,000 residues, or more than
+    :data:`MAX_MULTIPLE_STATES` (residue, fraction digit) states). Trailing zeros past the
+    step's last digit loop on one state, so the automaton is deterministic: one state per
+    (digits written after the point, residue)."""
     exponent = step.normalize().as_tuple().exponent
     scale = max(0, -int(exponent))
     modulus = int(step.scaleb(scale))
@@ -202,6 +222,8 @@ def multiple_of(step: Decimal, integer: bool) -> Node | None:
         # integers that are multiples of p / 10^s are the multiples of p / gcd(p, 10^s)
         modulus, scale_used = modulus // gcd(modulus, 10 ** scale), 0
     m, s = modulus, scale_used
+    if m * (s + 1) > MAX_MULTIPLE_STATES:
+        return None
     start, zero = 0, 1
 
     def int_state(r: int) -> int:
@@ -221,7 +243,8 @@ def multiple_of(step: Decimal, integer: bool) -> Node | None:
     for src, r in [(zero, 0)] + [(int_state(r), r) for r in range(m)]:
         if (r * 10 ** s) % m == 0:
             accepting.add(src)
-            edges.append((src, seq(literal("."), plus(literal("0"))), trailing))
+            if not s:  # with fraction digits, "." and zeros go through the frac states
+                edges.append((src, seq(literal("."), plus(literal("0"))), trailing))
         if s:
             for d in range(10):
                 edges.append((src, seq(literal("."), literal(str(d))), frac_state(1, (10 * r + d) % m)))
@@ -232,6 +255,7 @@ def multiple_of(step: Decimal, integer: bool) -> Node | None:
                     edges.append((frac_state(j, r), literal(str(d)), frac_state(j + 1, (10 * r + d) % m)))
             if (r * 10 ** (s - j)) % m == 0:
                 accepting.add(frac_state(j, r))
-                edges.append((frac_state(j, r), plus(literal("0")), trailing))
+                if j == s:  # before the last digit, zeros go on through the frac states
+                    edges.append((frac_state(j, r), plus(literal("0")), trailing))
     graph = Graph(trailing + 1, start, frozenset(accepting), tuple(edges))
     return seq(optional(literal("-")), graph)

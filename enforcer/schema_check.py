@@ -65,7 +65,10 @@ def _check_text(text: str, path: tuple) -> None:
 
 
 def validator_class(schema: Any) -> type:
-    """The jsonschema validator of the schema's dialect (``$schema``; 2020-12 when absent)."""
+    """The jsonschema validator of the schema's dialect (``$schema``; 2020-12 when absent or
+    not a string: the meta-schema check then reports the malformed ``$schema``)."""
+    if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
+        return jsonschema.Draft202012Validator
     return validator_for(schema, default=jsonschema.Draft202012Validator)
 
 

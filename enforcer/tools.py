@@ -573,9 +573,8 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
                 raise InvalidSchemaError("", "no JSON value satisfies this schema")
             nodes.append(node)
             arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)
-        except UnsupportedSchemaError as exc:
-            raise UnsupportedSchemaError(exc.keyword, f"{where}{exc.pointer}",
-                                         f"in tool {name!r}" + (f": {exc.reason}" if exc.reason else "")) from None
+        except UnsupportedSchemaError as exc:  # SchemaTooComplexError too: relocated keeps the class
+            raise exc.relocated(where, f"in tool {name!r}") from None
         except InvalidSchemaError as exc:
             raise InvalidSchemaError(f"{where}{exc.pointer}", f"in tool {name!r}: {exc.reason}") from None
     compiled = CompiledTools(normalized, vocabulary, fmt, mode, forced, bool(parallel_tool_calls),

@@ -7,6 +7,7 @@ indent=2, is accepted.
 
 import json
 import re
+from decimal import Decimal
 
 import jsonschema
 import pytest
@@ -375,3 +376,64 @@ def test_if_with_a_condition_whose_complement_is_not_built_is_refused():
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa({"if": {"minimum": 3}, "then": {"multipleOf": 2}}, SchemaOptions())
     assert info.value.keyword == "if"
+
+
+# ---- compile-time budget and the structures it keeps small ----------------------------------
+
+
+NUMBER_TEXTS = ["0", "-0", "0.0", "-0.00", "1", "1.0", "1.00", "-1", "2.5", "2.50", "2.05", "25", "-2.5",
+                "0.001", "0.0010", "0.01", "1" + "0" * 308, "1" + "0" * 308 + ".0", "1e308", "10", "00", ".5",
+                "3", "100000000000000000000", "100000000000000000000.000", "7.25", "-7.250"]
+
+
+@pytest.mark.parametrize("values", [[0, 1, 2.5, 1e308, 10 ** 20, 0.001], [-1, -2.5, 7.25, -7.25], [0.0], [10 ** 400]])
+def test_numeric_enum_is_exact_under_json_equality(values):
+    dfa = compile_schema_dfa({"enum": values}, SchemaOptions(), lazy=False)
+    texts = NUMBER_TEXTS + [str(10 ** 400), str(10 ** 400) + ".00", "-" + str(10 ** 400)]
+    for text in texts:
+        try:  # equality of the numbers the texts spell (1e308 in a schema is 10^308 exactly)
+            parsed = json.loads(text, parse_float=Decimal, parse_int=Decimal)
+        except json.JSONDecodeError:  # "00", ".5": not JSON numbers
+            expected = False
+        else:
+            expected = any(parsed == Decimal(repr(v)) for v in values) and "e" not in text  # no exponent form
+        assert dfa.matches(text) == expected, (values, text)
+
+
+def test_fine_multiple_of_is_small_and_exact():
+    dfa = compile_schema_dfa({"type": "number", "multipleOf": 1e-300}, SchemaOptions(), lazy=False)
+    assert dfa.num_states < 400  # one state per fraction digit (was ~46,000: trailing zeros in every state)
+    step = compile_schema_dfa({"type": "number", "multipleOf": 0.05}, SchemaOptions(), lazy=False)
+    for text, ok in (("0.05", True), ("0.10", True), ("0.1000", True), ("1", True), ("0.07", False),
+                     ("0.051", False), ("-0.15", True), ("0.0500", True), ("0.005", False)):
+        assert step.matches(text) == ok, text
+
+
+def test_optional_members_are_built_once():
+    """A member is entered from before and after the first written key through one state, so
+    an object's NFA holds each property value once (it held two copies)."""
+    from enforcer.automaton import nfa_size
+    from enforcer.json_schema import SchemaCompiler
+    string = {"type": "string", "maxLength": 2048}
+    node = SchemaCompiler({"type": "object", "properties": {f"p{i}": string for i in range(40)}},
+                          SchemaOptions()).compile()
+    assert 40 * 40_961 <= nfa_size(node) < 41 * 40_961
+    dfa = check({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
+                extra=[{"b": "x"}, {"a": 1}, {"a": 1, "b": "x"}, {}])
+    for text, ok in (('{"b": "x"}', True), ('{"a": 1, "b": "x"}', True), ('{"b": "x", "a": 1}', False),
+                     ("{}", True), ('{, "b": "x"}', False), ('{"a": 1,}', False), ('{"a": 1 "b": "x"}', False)):
+        assert dfa.matches(text) == ok, text
+
+
+def test_budget_refuses_before_building_and_names_the_keyword():
+    with pytest.raises(SchemaTooComplexError) as info:
+        compile_schema_dfa({"type": "array", "items": {"type": "string", "maxLength": 2048}, "maxItems": 256},
+                           SchemaOptions())
+    assert (info.value.keyword, info.value.budget) == ("maxItems", "max_nfa_states=2000000")
+    with pytest.raises(SchemaTooComplexError) as info:
+        compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000}}}, SchemaOptions())
+    assert (info.value.pointer, info.value.keyword) == ("/properties/s", "maxLength")
+    # large maxItems of small items compile now (the budget, not a fixed 256, is the limit)
+    dfa = compile_schema_dfa({"type": "array", "items": {"type": "boolean"}, "maxItems": 1000}, SchemaOptions())
+    assert dfa.matches("[" + ", ".join(["true"] * 1000) + "]")
+    assert not dfa.matches("[" + ", ".join(["true"] * 1001) + "]")
