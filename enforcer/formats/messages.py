@@ -1,5 +1,6 @@
 """Prompt helpers every family shares: checking an OpenAI ``tools`` list, reading a message's
-text, the compact key-sorted JSON of the tools, and the bytes of text tokens. Pure; linear."""
+text, the compact key-sorted JSON of the tools, the bytes of text tokens, and where a turn
+resumes after a prompt that opened reasoning. Pure; linear."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from ..errors import InvalidToolsError
 
-__all__ = ["check_tools", "content_text", "text_bytes", "tools_json"]
+__all__ = ["check_tools", "content_text", "text_bytes", "think_resume", "tools_json"]
 
 
 def check_tools(tools: Any) -> list[Mapping[str, Any]]:
@@ -74,3 +75,23 @@ def text_bytes(vocabulary: Any, token_id: Any) -> bytes | None:
         return vocabulary.token_bytes(token_id)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
+
+
+def think_resume(prompt_ids: Sequence[int], special_tokens: Mapping[str, int], turn_opener: str,
+                 think_begin: str, think_end: str) -> str | None:
+    """The place a turn starts in after ``prompt_ids``: ``"think"`` when the last
+    ``turn_opener`` token is followed by an open ``think_begin``, ``"content"`` when
+    ``think_end`` closed it, otherwise ``None`` (the start, where a think block may still open).
+    By id only; linear in the prompt."""
+    ids = list(prompt_ids)
+    opener = special_tokens.get(turn_opener)
+    if opener is None or opener not in ids:
+        return None
+    begin, end = special_tokens.get(think_begin), special_tokens.get(think_end)
+    place = None
+    for t in ids[len(ids) - 1 - ids[::-1].index(opener):]:
+        if t == begin:
+            place = "think"
+        elif t == end:
+            place = "content"
+    return place

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..messages import think_resume
+
 if TYPE_CHECKING:
     from ...vocabulary import Vocabulary
     from ..base import FormatSpec
@@ -57,19 +59,7 @@ def call_id(name: str, index: int) -> str:
 def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
     """Inside reasoning when the last ``<｜Assistant｜>`` is followed by an open ``<think>``,
     after it when ``</think>`` follows, otherwise ``None`` (the start)."""
-    ids = list(prompt_ids)
-    special = vocabulary.special_tokens
-    assistant = special.get(ASSISTANT)
-    if assistant is None or assistant not in ids:
-        return None
-    begin, end = special.get(THINK_BEGIN), special.get(THINK_END)
-    place = None
-    for t in ids[len(ids) - 1 - ids[::-1].index(assistant):]:
-        if t == begin:
-            place = "think"
-        elif t == end:
-            place = "content"
-    return place
+    return think_resume(prompt_ids, vocabulary.special_tokens, ASSISTANT, THINK_BEGIN, THINK_END)
 
 
 def spec() -> "FormatSpec":

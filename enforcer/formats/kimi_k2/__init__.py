@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..messages import think_resume
+
 if TYPE_CHECKING:
     from ...vocabulary import Vocabulary
     from ..base import FormatSpec
@@ -41,18 +43,7 @@ def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
     """The place a turn starts in after ``prompt_ids``: inside reasoning when the last assistant
     header is followed by an open ``<think>``, after it when ``</think>`` closed it, otherwise
     ``None`` (the start, where a think block may still open)."""
-    ids = list(prompt_ids)
-    assistant = vocabulary.special_tokens.get(IM_ASSISTANT)
-    if assistant is None or assistant not in ids:
-        return None
-    begin, end = vocabulary.special_tokens.get(THINK_BEGIN), vocabulary.special_tokens.get(THINK_END)
-    place = None
-    for t in ids[len(ids) - 1 - ids[::-1].index(assistant):]:
-        if t == begin:
-            place = "think"
-        elif t == end:
-            place = "content"
-    return place
+    return think_resume(prompt_ids, vocabulary.special_tokens, IM_ASSISTANT, THINK_BEGIN, THINK_END)
 
 
 def spec() -> "FormatSpec":

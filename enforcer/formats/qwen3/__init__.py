@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..messages import think_resume
+
 if TYPE_CHECKING:
     from ...vocabulary import Vocabulary
     from ..base import FormatSpec
@@ -68,19 +70,7 @@ def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
     """The place a turn starts in after ``prompt_ids``: inside reasoning when the last
     ``<|im_start|>`` is followed by an open ``<think>``, after it when ``</think>`` closed it,
     otherwise ``None`` (the start, where a think block may still open)."""
-    ids = list(prompt_ids)
-    special = vocabulary.special_tokens
-    start = special.get(IM_START)
-    if start is None or start not in ids:
-        return None
-    begin, end = special.get(THINK_BEGIN), special.get(THINK_END)
-    place = None
-    for t in ids[len(ids) - 1 - ids[::-1].index(start):]:
-        if t == begin:
-            place = "think"
-        elif t == end:
-            place = "content"
-    return place
+    return think_resume(prompt_ids, vocabulary.special_tokens, IM_START, THINK_BEGIN, THINK_END)
 
 
 def spec() -> "FormatSpec":
