@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InvalidToolsError
 
-__all__ = ["check_tools", "content_text", "text_bytes", "think_resume", "tools_json"]
+__all__ = ["HistoryCall", "check_tools", "content_text", "history_calls", "text_bytes", "think_resume", "tools_json"]
 
 
 def check_tools(tools: Any) -> list[Mapping[str, Any]]:
@@ -95,3 +95,35 @@ def think_resume(prompt_ids: Sequence[int], special_tokens: Mapping[str, int], t
         elif t == end:
             place = "content"
     return place
+
+
+class HistoryCall(NamedTuple):
+    """One call of an assistant message in a prompt's history."""
+
+    id: Any
+    """The message's own call id (``None`` when it gives none)."""
+    name: str
+    arguments: Any
+    """As given: a JSON text or a JSON value."""
+
+    @property
+    def arguments_text(self) -> str:
+        """The arguments as JSON text (a text as given; a value compact, raw UTF-8)."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+def history_calls(calls: Any, where: str, error: type[Exception] = ValueError) -> list[HistoryCall]:
+    """An assistant message's ``tool_calls``, checked: a list whose every entry has a
+    ``function.name``; otherwise ``error`` naming ``where`` and the position."""
+    if not isinstance(calls, list):
+        raise error(f"{where}: tool_calls must be a list")
+    found = []
+    for position, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise error(f"{where}: tool_calls[{position}] needs function.name")
+        found.append(HistoryCall(call.get("id"), name, function.get("arguments", "{}")))
+    return found

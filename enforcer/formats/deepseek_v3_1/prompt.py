@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..messages import check_tools, content_text
+from ..messages import check_tools, content_text, history_calls
 from . import (ASSISTANT, BOS, CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, EOS, OUTPUT_BEGIN, OUTPUT_END, SEP,
                THINK_BEGIN, THINK_END, USER, resume)
 
@@ -43,18 +43,9 @@ def render_tool_declaration(tools: Sequence[Mapping[str, Any]], style: str = "js
 
 
 def _calls_text(calls: Any, where: str) -> str:
-    if not isinstance(calls, list):
-        raise ValueError(f"{where}: tool_calls must be a list")
     parts = [CALLS_BEGIN]
-    for position, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, Mapping) else None
-        name = function.get("name") if isinstance(function, Mapping) else None
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}: tool_calls[{position}] needs function.name")
-        arguments = function.get("arguments", "{}")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        parts.append(f"{CALL_BEGIN}{name}{SEP}{arguments}{CALL_END}")
+    for call in history_calls(calls, where):
+        parts.append(f"{CALL_BEGIN}{call.name}{SEP}{call.arguments_text}{CALL_END}")
     return "".join(parts) + CALLS_END
 
 

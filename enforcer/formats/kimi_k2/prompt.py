@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..messages import check_tools, content_text, text_bytes, tools_json
+from ..messages import check_tools, content_text, history_calls, text_bytes, tools_json
 from . import (ARGUMENT_BEGIN, CALL_BEGIN, CALL_END, IM_ASSISTANT, IM_END, IM_MIDDLE, IM_SYSTEM, IM_USER, SECTION_BEGIN,
                SECTION_END, THINK_BEGIN, THINK_END, call_id)
 
@@ -185,19 +185,10 @@ class _CallIds:
 
 
 def _render_calls(calls: Any, ids: _CallIds, where: str) -> str:
-    if not isinstance(calls, list):
-        raise ValueError(f"{where}: tool_calls must be a list")
     parts = [SECTION_BEGIN]
-    for position, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, Mapping) else None
-        name = function.get("name") if isinstance(function, Mapping) else None
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}: tool_calls[{position}] needs function.name")
-        arguments = function.get("arguments", "{}")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        parts += [CALL_BEGIN, ids.assign(call.get("id"), name), ARGUMENT_BEGIN]
-        parts += [arguments, CALL_END]
+    for call in history_calls(calls, where):
+        parts += [CALL_BEGIN, ids.assign(call.id, call.name), ARGUMENT_BEGIN]
+        parts += [call.arguments_text, CALL_END]
     parts.append(SECTION_END)
     return "".join(parts)
 

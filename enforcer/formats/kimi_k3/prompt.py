@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import InvalidToolsError
-from ..messages import content_text, tools_json
+from ..messages import content_text, history_calls, tools_json
 from . import (ARGUMENT, CALL, CLOSE, END_OF_MSG, FIRST_INDEX, JSON_TAG, MESSAGE, OPEN, RESPONSE, SEP, THINK, TOOLS,
                read_tag, resume, tag_pieces, value_type)
 
@@ -115,20 +115,14 @@ def _k3_arguments(prompt: _K3Prompt, arguments: Any, where: str) -> None:
 
 def _k3_calls(prompt: _K3Prompt, calls: Any, where: str) -> list[tuple[Any, str]]:
     """The tools section of an assistant message; returns each call's (original id, name)."""
-    if not isinstance(calls, list):
-        raise InvalidToolsError(f"{where}: tool_calls must be a list")
     named = []
     prompt.open(TOOLS)
-    for position, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, Mapping) else None
-        name = function.get("name") if isinstance(function, Mapping) else None
-        if not isinstance(name, str) or not name:
-            raise InvalidToolsError(f"{where}: tool_calls[{position}] needs function.name")
+    for position, call in enumerate(history_calls(calls, where, InvalidToolsError)):
         index = str(FIRST_INDEX + position)
-        prompt.open(CALL, [("tool", name), ("index", index)])
-        _k3_arguments(prompt, function.get("arguments", "{}"), f"{where} tool_calls[{position}]")
+        prompt.open(CALL, [("tool", call.name), ("index", index)])
+        _k3_arguments(prompt, call.arguments, f"{where} tool_calls[{position}]")
         prompt.close(CALL)
-        named.append((call.get("id"), name))
+        named.append((call.id, call.name))
     prompt.close(TOOLS)
     return named
 

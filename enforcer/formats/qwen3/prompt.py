@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..messages import check_tools, content_text, tools_json
+from ..messages import HistoryCall, check_tools, content_text, history_calls, tools_json
 from . import (CALL_PREFIX, CALL_SEPARATOR, CALL_SUFFIX, IM_END, IM_START, THINK_BEGIN, THINK_END, TOOL_CALL,
                TOOL_CALL_END, TOOL_RESPONSE, TOOL_RESPONSE_END, resume)
 
@@ -44,16 +44,9 @@ def render_tool_declaration(tools: Sequence[Mapping[str, Any]], style: str = "js
     return "# Tools\n\n" + TOOLS_OPEN + "\n" + "\n".join(lines) + "\n" + TOOLS_CLOSE + "\n\n" + TOOLS_INSTRUCTIONS
 
 
-def _call_text(call: Any, where: str) -> str:
-    function = call.get("function") if isinstance(call, Mapping) else None
-    name = function.get("name") if isinstance(function, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{where}: each tool call needs function.name")
-    arguments = function.get("arguments", "{}")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    head = CALL_PREFIX.replace("{name}", json.dumps(name, ensure_ascii=False)[1:-1])
-    return f"{TOOL_CALL}{head}{arguments}{CALL_SUFFIX}{TOOL_CALL_END}"
+def _call_text(call: HistoryCall) -> str:
+    head = CALL_PREFIX.replace("{name}", json.dumps(call.name, ensure_ascii=False)[1:-1])
+    return f"{TOOL_CALL}{head}{call.arguments_text}{CALL_SUFFIX}{TOOL_CALL_END}"
 
 
 def render_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None, *,
@@ -86,10 +79,7 @@ def render_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[s
             parts.append(f"{IM_END}\n")
             in_results = False
         if role == "assistant" and message.get("tool_calls"):
-            calls = message["tool_calls"]
-            if not isinstance(calls, list):
-                raise ValueError(f"{where}: tool_calls must be a list")
-            texts = [_call_text(call, where) for call in calls]
+            texts = [_call_text(call) for call in history_calls(message["tool_calls"], where)]
             body = body + ("\n" if body else "") + CALL_SEPARATOR.join(texts)
         parts.append(f"{IM_START}{role}\n{body}{IM_END}\n")
     if in_results:
