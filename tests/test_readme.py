@@ -4,8 +4,8 @@ line of those READMEs is one that .ci/run runs.
 Blocks run in a fresh namespace, in order per file. A block of ``integrations/transformers``
 loads SmolLM2 (marked ``slow``); one of ``integrations/vllm`` starts a vLLM engine (marked
 ``vllm``): its one ``MODEL = ...`` line is pointed at the tiny random K2 model of
-``tests/test_vllm_engine.py`` and ``LLM`` gets that file's CPU engine settings (no real K2
-weights here).
+``tests/test_vllm_engine.py`` and ``LLM`` is that file's ``in_process_llm`` (its CPU engine
+settings, engine core in process; no real K2 weights here).
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ def test_the_readmes_have_python_blocks() -> None:
 
 def _prepare_vllm(code: str, tmp_path: Path) -> str:
     """Point the block's model at the tiny random K2 model, and its engine at CPU settings."""
-    import functools
-
     import vllm
 
     import test_vllm_engine as engine_tests
@@ -58,7 +56,7 @@ def _prepare_vllm(code: str, tmp_path: Path) -> str:
     model = engine_tests.save_tiny_model(tmp_path / "tiny", tokenizer, "<|im_end|>", 0)
     line = re.search(r"^MODEL = .*$", code, re.MULTILINE)
     assert line is not None, "the vLLM block names its model on one MODEL = ... line"
-    vllm.LLM = functools.partial(vllm.LLM, **engine_tests.ENGINE)  # restored by the test's monkeypatch
+    vllm.LLM = engine_tests.in_process_llm  # CPU settings, in process; restored by the test's monkeypatch
     return code.replace(line.group(), f"MODEL = {model!r}")
 
 

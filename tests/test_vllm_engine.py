@@ -11,7 +11,9 @@ issue. Marked ``vllm`` (run with ``--run-vllm`` in an environment that has ``vll
   added) behind ``vllm serve`` with the ``kimi_k2_enforced`` tool parser, driven by the
   ``openai`` client.
 
-Cost: each engine start is about 80 s on two CPU cores (two for the tiny model, one server).
+Cost: an engine in vLLM's own process layout (``llm``, ``spec_llm``, each server) starts in about
+80-110 s on two CPU cores, most of it two spawned processes importing vLLM; the others run in
+process (``in_process_llm``), about 25 s each.
 """
 
 from __future__ import annotations
@@ -58,6 +60,26 @@ TOOL_SETS = ("weather", "travel", "small_nested", "cjk")
 KV_CACHE_BYTES = 512 * 2**20
 ENGINE = dict(dtype="float32", enforce_eager=True, kv_cache_memory_bytes=KV_CACHE_BYTES, max_model_len=2048,
               max_num_seqs=32, seed=0)
+
+
+def in_process_llm(model: str, **settings: Any) -> Any:
+    """``LLM(model, **ENGINE, **settings)`` whose engine core and worker run inside this process
+    (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while it is built, ``distributed_executor_backend="uni"``).
+    vLLM's CPU platform spawns both as processes that import vLLM again, about a minute of every
+    engine start on two cores; in process the scheduler, model runner and the logits processors
+    loaded from the entry point are the same, only requests do not cross a process boundary (the
+    ``llm`` engine and both servers below keep vLLM's process layout and cover that)."""
+    from vllm.entrypoints.llm import LLM  # the class itself: test_readme puts this function in vllm.LLM
+
+    previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    try:
+        return LLM(model=model, **{**ENGINE, "distributed_executor_backend": "uni", **settings})
+    finally:
+        if previous is None:
+            del os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"]
+        else:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = previous
 MAX_TOKENS = 160
 
 
@@ -181,11 +203,9 @@ def _shutdown(llm: Any) -> None:
 @pytest.fixture(scope="module")
 def reference(tiny_model: str) -> list[list[int]]:
     """The same batch on an engine whose processor is switched off (``ENFORCER_VLLM_DISABLE``)."""
-    from vllm import LLM
-
     os.environ["ENFORCER_VLLM_DISABLE"] = "1"
     try:
-        llm = LLM(model=tiny_model, **ENGINE)
+        llm = in_process_llm(tiny_model)
     finally:
         del os.environ["ENFORCER_VLLM_DISABLE"]
     try:
@@ -448,12 +468,10 @@ def tiny_k3_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def k3_llm(tiny_k3_model: str) -> Any:
-    """An engine with the enforcer from the entry point only."""
-    from vllm import LLM
-
+    """An engine with the enforcer from the entry point only (in process)."""
     if not _entry_point_installed():
         pytest.skip("the vllm.logits_processors entry point is not installed (pip install -e .)")
-    engine = LLM(model=tiny_k3_model, **{**ENGINE, "max_num_seqs": 24})
+    engine = in_process_llm(tiny_k3_model, max_num_seqs=24)
     yield engine
     _shutdown(engine)
 
@@ -583,7 +601,10 @@ class _Records(logging.Handler):
 @pytest.fixture(scope="module")
 def spec_llm(tiny_model: str) -> Any:
     """An engine with ngram speculation and the enforcer from the entry points only, with the
-    enforcer's error log captured (the engine's input processor runs in this process)."""
+    enforcer's error log captured (the engine's input processor runs in this process). In vLLM's
+    process layout, not ``in_process_llm``: the ngram proposer imports numba, and an engine built
+    in a process that holds llvmlite fails in vLLM 0.32's kernel rebinding (it reads ``vars()`` of
+    every module attribute, and one of llvmlite's objects has no dict)."""
     from vllm import LLM
 
     if not _entry_point_installed():
