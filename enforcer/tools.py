@@ -237,6 +237,8 @@ class CompiledTools:
         kind = self.kinds[place]
         byte_tokens = self.vocabulary.byte_tokens
         if kind == "free":
+            if text.forced_lead and self._forced and text.when_forced == "none":
+                return self._separator_rule(text.forced_lead)
             return FreeRule(self._free_words(text))
         if kind == "word":
             options = [(self._encode_tag(word, attrs), self.place_index[to])
@@ -246,8 +248,7 @@ class CompiledTools:
             dfa = self._header_dfa(text.template, counter)
             return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
         if kind == "separator":
-            dfa = compile_node(optional(literal(text.text)))
-            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+            return self._separator_rule(text.text)
         if kind == "named":
             dfa = self._named_dfa
             return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
@@ -272,6 +273,16 @@ class CompiledTools:
             return TrieWithFreeText(trie, trie.path(prefix), self._free_key_rule(tool, text), endings)
         compiled = self._value_index[(tool, value)]
         return DfaRule(compiled.dfa, compiled.masks, byte_tokens)
+
+    def _separator_rule(self, text: str) -> DfaRule:
+        """Exactly ``text``, or nothing."""
+        dfa = compile_node(optional(literal(text)))
+        return DfaRule(dfa, MaskTable(dfa, self.index), self.vocabulary.byte_tokens)
+
+    @property
+    def _forced(self) -> bool:
+        """A call must come (``tool_choice`` required or named)."""
+        return self.tool_choice in ("required", "named")
 
     def _key_tag_pieces(self, text: ArgumentTag, json_type: str) -> tuple[list[str], list[str]]:
         """An argument tag's pieces before and after its key value, for values of ``json_type``."""
@@ -365,7 +376,7 @@ class CompiledTools:
     def _free_words(self, text: FreeText) -> np.ndarray:
         """Free text: every text token and every special token the format does not control;
         when a call is forced, text tokens only (``when_forced="text"``) or nothing."""
-        if self.tool_choice in ("required", "named"):
+        if self._forced:
             if text.when_forced == "none":
                 return np.zeros(self.words, dtype=np.int32)
             return pack_ids(self.index.all_text_ids, self.words)

@@ -266,6 +266,36 @@ def test_tool_choice_modes(family: Family) -> None:
     assert not fresh.accept_tokens(weather)
 
 
+def test_qwen3_required_call_follows_the_thinking_as_the_template_lays_it() -> None:
+    """Qwen3's template writes ``</think>\\n\\n<tool_call>`` for a message of calls only: with a
+    call forced, after ``</think>`` only that ``\\n\\n`` (in any tokenization, or nothing) and
+    then ``<tool_call>`` are allowed; content text is refused at its first token."""
+    tokenizer = _build(tt.qwen3_tokenizer)
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=tt.QWEN3_VOCAB_SIZE)
+    ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    opener = vocab.token_id(qwen3.TOOL_CALL)
+    think = ids(f"{qwen3.THINK_BEGIN}\nLet me check.\n{qwen3.THINK_END}")
+    for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        compiled = compile_tools(WEATHER, vocab, format="qwen3", tool_choice=choice)
+        matcher = compiled.matcher()
+        assert _walk(matcher, think) is None
+        after_think = set(matcher.allowed_token_ids())
+        assert opener in after_think and ids("\n\n")[0] in after_think and ids("\n")[0] in after_think
+        assert all(vocab.token_bytes(t) in (b"\n", b"\n\n") for t in after_think - {opener})
+        assert not matcher.accept_token(ids("Sure")[0])
+        assert _walk(matcher, ids("\n\n")) is None
+        assert matcher.allowed_token_ids() == [opener]
+        name = "get_time" if isinstance(choice, dict) else "get_weather"
+        call = _qwen_call(name, TIME_CALL if name == "get_time" else WEATHER_CALL)
+        assert _walk(matcher, ids(call) + [vocab.token_id(qwen3.IM_END)]) is None and matcher.is_finished
+        assert [c["function"]["name"] for c in matcher.calls] == [name]
+        # the template's own layout, as one string, is accepted whole
+        layout = ids(f"{qwen3.THINK_BEGIN}\nLet me check.\n{qwen3.THINK_END}\n\n{call}{qwen3.IM_END}")
+        assert _walk(compiled.matcher(), layout) is None
+    auto = compile_tools(WEATHER, vocab, format="qwen3").matcher()
+    assert _walk(auto, think + ids("\n\nSure.")) is None  # content stays free in auto mode
+
+
 # ---- prompts ----------------------------------------------------------------------------------
 
 

@@ -35,10 +35,13 @@ GUARDS = frozenset({
 class FreeText:
     """Prose the model writes freely: every text token and every special token the format does
     not control. ``when_forced``: what is left when a call is forced (``tool_choice`` required or
-    named): ``"text"`` (text tokens only) or ``"none"`` (nothing: the call must come first)."""
+    named): ``"text"`` (text tokens only) or ``"none"`` (nothing: the call must come first).
+    ``forced_lead``: with ``"none"``, the text the chat template writes before the call, allowed
+    exactly or not at all (Qwen3's ``\\n\\n`` after ``</think>``)."""
 
     kind: str = "content"
     when_forced: str = "text"
+    forced_lead: str = ""
 
 
 @dataclass(frozen=True)

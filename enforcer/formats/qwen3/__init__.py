@@ -26,7 +26,9 @@ What the enforcer allows (:func:`spec`): a think block only at the start, closed
 (a call inside reasoning would be read as reasoning by vLLM); the call text exactly as the
 template writes it (``\\n{"name": "NAME", "arguments": `` + JSON + ``}\\n``), the arguments under
 the chosen tool's schema; one ``\\n`` (or nothing) between calls; ``<|im_end|>`` right after the
-last call. Call ids are ``functions.NAME:N``, N counting the calls of the message from 0 (Qwen
+last call. With a call forced (``tool_choice`` required or named) no content is written: the
+turn opens ``<tool_call>`` at once, or after the think block and the ``\\n\\n`` the template puts
+after ``</think>`` (:data:`AFTER_THINK`, or nothing). Call ids are ``functions.NAME:N``, N counting the calls of the message from 0 (Qwen
 writes no id). Structure is recognised by id only: text that spells ``<tool_call>`` is text.
 Qwen's own system prompt spells ``<tool_call>`` in its instructions, which a plain
 ``tokenizer.encode`` turns into the id: the prompt reader here does not count or need those ids.
@@ -60,6 +62,10 @@ CALL_SUFFIX = "}\n"
 CALL_SEPARATOR = "\n"
 """What Qwen3's template writes between ``</tool_call>`` and the next ``<tool_call>``."""
 CALL_ID = "functions.{name}:{index}"
+AFTER_THINK = "\n\n"
+"""What Qwen3's template writes between ``</think>`` and a message's first ``<tool_call>`` when
+the message has no content (``'\\n</think>\\n\\n' + content.lstrip('\\n')``, then a call with
+no ``\\n`` before it): with a call forced, exactly this (or nothing) follows ``</think>``."""
 
 
 def call_id(name: str, index: int) -> str:
@@ -83,7 +89,7 @@ def spec() -> "FormatSpec":
     places = (
         Place("start", FreeText("content", "none"), (Edge(THINK_BEGIN, "think", "may_think"), to_call, end_turn),
               after_text="content"),
-        Place("content", FreeText("content", "none"), (to_call, end_turn)),
+        Place("content", FreeText("content", "none", forced_lead=AFTER_THINK), (to_call, end_turn)),
         Place("think", FreeText("think", "text"), (Edge(THINK_END, "content"),)),
         Place("call", NamedJson(CALL_PREFIX, CALL_SUFFIX), (Edge(TOOL_CALL_END, "after_call"),), in_section=True),
         Place("after_call", Separator(CALL_SEPARATOR), (Edge(TOOL_CALL, "call", "parallel"), Edge(IM_END, "done")),
