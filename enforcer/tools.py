@@ -19,7 +19,7 @@ import numpy as np
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
 from .automaton import DFA, LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
-from .engine import ToolCallMatcher
+from .engine import Frame, ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
                       Separator, Word, get_format)
@@ -143,7 +143,7 @@ class CompiledTools:
         self._value_index: dict[tuple[int, int], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
-                self.rule(self.enter(place, fmt.first_index, None, 0, 0, 0))
+                self.enter(place, fmt.first_index, None, 0, 0, 0)
         for i, split in enumerate(self.arguments):
             if split is None:
                 continue
@@ -166,12 +166,15 @@ class CompiledTools:
 
     # ---- the graph -------------------------------------------------------------------------
 
-    def enter(self, place: int, counter: int, tool: int | None, written: int, value: int, start: int) -> tuple:
-        """The matcher state on entering ``place`` (its text at its start): a plain tuple
-        ``(place, text_state, counter, tool, written, value, start)``, ``tool`` None until a call
-        names one (a NamedTuple costs ~1 us more per token to build, measured: the per-token path
-        keeps the tuple)."""
-        return (place, 0, counter, tool, written, value, start)
+    def enter(self, place: int, counter: int, tool: int | None, written: int, value: int,
+              start: int) -> Frame:
+        """The matcher's frame on entering ``place`` (its text at its start: text state 0), with
+        the place's text rule and exits resolved once (a text token reuses them)."""
+        rule_key = self._rule_key(place, counter, tool, written, value)
+        rule = None if rule_key is None else self._rule(rule_key, place, counter, tool, written, value)
+        dynamic = (tool, written) if self._dynamic_exits[place] else None
+        return Frame(place, counter, tool, written, value, start, rule, self.exits(place, tool, written),
+                     self.after_text[place], (place, rule_key, dynamic))
 
     def _guard(self, guard: str, tool: int | None, written: int) -> bool:
         if not guard:
@@ -202,8 +205,7 @@ class CompiledTools:
             self._exits[key] = hit
         return hit
 
-    def _rule_key(self, state: tuple) -> tuple | None:
-        place, _, counter, tool, written, value, _ = state
+    def _rule_key(self, place: int, counter: int, tool: int | None, written: int, value: int) -> tuple | None:
         kind = self.kinds[place]
         if kind is None:
             return None
@@ -219,20 +221,16 @@ class CompiledTools:
             return (kind, tool, written)
         return (kind, tool, value)
 
-    def rule(self, state: tuple) -> Any:
-        """The text rule of the place ``state`` stands at (None: no text there); cached."""
-        key = self._rule_key(state)
-        if key is None:
-            return None
+    def _rule(self, key: tuple, place: int, counter: int, tool: int | None, written: int, value: int) -> Any:
+        """The text rule of ``place`` for that call, counter and argument (cached by ``key``)."""
         hit = self._rules.get(key)
         if hit is None:
-            hit = self._build_rule(state)
+            hit = self._build_rule(place, counter, tool, written, value)
             with self._lock:
                 hit = self._rules.setdefault(key, hit)
         return hit
 
-    def _build_rule(self, state: tuple) -> Any:
-        place, _, counter, tool, written, value, _ = state
+    def _build_rule(self, place: int, counter: int, tool: int | None, written: int, value: int) -> Any:
         text = self.places[place].text
         kind = self.kinds[place]
         byte_tokens = self.vocabulary.byte_tokens
@@ -384,22 +382,18 @@ class CompiledTools:
                     if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
         return pack_ids(np.concatenate([self.index.all_text_ids, np.array(specials, dtype=np.int64)]), self.words)
 
-    def _mask_key(self, state: tuple) -> tuple:
-        place, tstate, _, tool, written, _, _ = state
-        return (place, self._rule_key(state), tstate, (tool, written) if self._dynamic_exits[place] else None)
+    def cached_mask(self, frame: Frame, tstate: int) -> np.ndarray | None:
+        """The mask at ``frame`` and text state ``tstate`` if it was computed already (no work)."""
+        return self._masks.get((frame.mask_key, tstate))
 
-    def cached_mask(self, state: tuple) -> np.ndarray | None:
-        """The mask at ``state`` if it was computed already (no work)."""
-        return self._masks.get(self._mask_key(state))
-
-    def mask(self, state: tuple) -> tuple[np.ndarray, tuple]:
-        """(packed allowed-token words, cache key) at ``state``; cached per key."""
-        place, tstate, _, tool, written, _, _ = state
-        key = self._mask_key(state)
+    def mask(self, frame: Frame, tstate: int) -> tuple[np.ndarray, tuple]:
+        """(packed allowed-token words, cache key) at ``frame`` and text state ``tstate``; cached
+        per key."""
+        key = (frame.mask_key, tstate)
         hit = self._masks.get(key)
         if hit is None:
-            exits = self.exits(place, tool, written)
-            rule = self.rule(state)
+            exits = frame.exits
+            rule = frame.rule
             edge_ids = np.array(sorted(exits), dtype=np.int64)
             if rule is None:
                 hit = pack_ids(edge_ids, self.words)

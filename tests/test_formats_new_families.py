@@ -425,10 +425,10 @@ class _Fuzzer:
             assert row.any(), matcher.error
             if step > budget:
                 marker = next((m for m in self.markers if allowed(m)), None)
-                state = matcher._stack[-1]
-                rule = compiled.rule(state)
+                state = matcher.state
+                rule = state.frame.rule
                 if marker is None and rule is not None and hasattr(rule, "dfa"):
-                    byte = self._completion(rule, state[1])
+                    byte = self._completion(rule, state.text_state)
                     if byte is not None and allowed(self.byte_ids[byte]):
                         marker = self.byte_ids[byte]
                 if marker is not None:
