@@ -15,6 +15,7 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, arguments_json
 from .automaton import DEAD
+from .formats.base import call_id
 from .ids import as_token_id
 from .matcher import Matcher, write_bitmask_row
 from .text_rules import DfaRule
@@ -157,11 +158,7 @@ class ToolCallMatcher(Matcher):
             kind = tools.kinds[place]
             if kind == "word" and target < 0:
                 target = rule.payload(tstate)
-            elif kind == "header":
-                tool = tools.tool_from_header(self._text(start), counter)
-                if tool is None:
-                    return None
-            elif kind == "tag":
+            elif kind in ("header", "tag"):  # the rule's accepting state names the tool
                 tool = rule.payload(tstate)
             elif kind == "named":
                 tool = tools.tool_from_named_json(self._text(start))
@@ -299,7 +296,7 @@ class ToolCallMatcher(Matcher):
                     (keys[v >> 3].name if v >> 3 < len(keys) else tools.extra_key_name(text(tag, s - 1), v & 7),
                      VALUE_TYPES[v & 7], text(s, e)) for v, s, e, tag in parts)
             name = tools.tool_names[tool]
-            out.append({"id": tools.format.call_id.format(name=name, index=counter), "type": "function",
+            out.append({"id": call_id(name, counter, tools.format.call_id), "type": "function",
                         "function": {"name": name, "arguments": args}})
         return out
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import DFA, LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
+from .automaton import LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
 from .engine import Frame, ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
@@ -29,7 +29,7 @@ from .matcher import CompiledSchema, compiled_schema, schema_node, schema_option
 from .matcher import clear_cache as clear_schema_cache
 from .json_schema import SchemaOptions
 from .schema_check import check_document, check_schema
-from .text_rules import DfaRule, FreeRule, TokenTrie, TrieWithFreeText
+from .text_rules import ChoiceRule, DfaRule, FreeRule, TokenTrie, TrieWithFreeText
 from .vocabulary import Vocabulary
 
 TOOL_CHOICES = ("auto", "none", "required")
@@ -131,7 +131,6 @@ class CompiledTools:
         self.ends_call = tuple(p.ends_call for p in fmt.places)
         self.in_section = tuple(p.in_section for p in fmt.places)
         self.done = next((i for i, p in enumerate(fmt.places) if not p.edges and p.text is None), -1)
-        self._header_template = next((p.text.template for p in fmt.places if isinstance(p.text, CallHeader)), "")
         self._argument_tag = next((p.text for p in fmt.places if isinstance(p.text, ArgumentTag)), None)
         self._named_json = next((p.text for p in fmt.places if isinstance(p.text, NamedJson)), None)
         self._dynamic_exits = tuple(any(e.guard in ("more_arguments", "arguments_complete") for e in p.edges)
@@ -242,9 +241,9 @@ class CompiledTools:
             options = [(self._encode_tag(word, attrs), self.place_index[to])
                        for word, attrs, to, guard in text.options if self._guard(guard, None, 0)]
             return TokenTrie(options, self.index)
-        if kind == "header":
-            dfa = self._header_dfa(text.template, counter)
-            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+        if kind == "header":  # the accepting state names the tool: the header is read once
+            return ChoiceRule([(text.template.format(name=name, index=counter).encode(), self._name_index[name])
+                               for name in self._callable_names()], self.index, byte_tokens)
         if kind == "separator":
             return self._separator_rule(text.text)
         if kind == "named":
@@ -337,11 +336,6 @@ class CompiledTools:
         pieces = self.format.tag_pieces(word, list(attributes))
         return [t for piece in pieces for t in self.vocabulary.encode_text(piece)]
 
-    def _header_dfa(self, template: str, counter: int) -> DFA:
-        prefix, _, suffix = template.partition("{name}")
-        return compile_node(alt(*(literal(prefix.format(index=counter) + n + suffix.format(index=counter))
-                                  for n in self._callable_names())))
-
     def _named_json_dfa(self, text: NamedJson, options: SchemaOptions) -> LazyDFA:
         """One automaton for every callable tool: its prefix, its arguments' schema, the suffix
         (built lazily, state by state, as decoding reaches it, within the options' budget)."""
@@ -360,14 +354,6 @@ class CompiledTools:
         """The arguments of a complete :class:`~enforcer.formats.NamedJson` text of ``tool``."""
         named = self._named_json
         return text[len(named.head(self.tool_names[tool])):len(text) - len(named.suffix)]
-
-    def tool_from_header(self, text: str, counter: int) -> int | None:
-        """The tool a complete header names (None if none)."""
-        prefix, _, suffix = self._header_template.partition("{name}")
-        prefix, suffix = prefix.format(index=counter), suffix.format(index=counter)
-        if text.startswith(prefix) and text.endswith(suffix):
-            return self._name_index.get(text[len(prefix):len(text) - len(suffix)])
-        return None
 
     # ---- masks ---------------------------------------------------------------------------
 

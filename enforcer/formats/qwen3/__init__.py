@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..base import CALL_ID, call_id  # noqa: F401 - the output reader uses call_id
 from ..messages import think_resume
 
 if TYPE_CHECKING:
@@ -61,15 +62,10 @@ CALL_SUFFIX = "}\n"
 """The call text after its arguments."""
 CALL_SEPARATOR = "\n"
 """What Qwen3's template writes between ``</tool_call>`` and the next ``<tool_call>``."""
-CALL_ID = "functions.{name}:{index}"
 AFTER_THINK = "\n\n"
 """What Qwen3's template writes between ``</think>`` and a message's first ``<tool_call>`` when
 the message has no content (``'\\n</think>\\n\\n' + content.lstrip('\\n')``, then a call with
 no ``\\n`` before it): with a call forced, exactly this (or nothing) follows ``</think>``."""
-
-
-def call_id(name: str, index: int) -> str:
-    return CALL_ID.format(name=name, index=index)
 
 
 def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
