@@ -533,3 +533,22 @@ def test_an_automaton_over_the_budget_is_refused_at_compile_not_while_decoding(f
         "type": "object", "properties": {"x": schema}, "required": ["x"]}}}]
     with pytest.raises(SchemaTooComplexError, match="max_automaton_bytes"):
         compile_tools(tools, family.vocab, format=family.format, max_automaton_bytes=16 << 20)
+
+
+# ---- the benchmark's probes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3_1"])
+def test_benchmark_probes_are_refused_where_the_mistake_starts(name: str) -> None:
+    """benchmarks.formats_families: each probe's expected position is where our matcher refuses
+    (the valid turn is accepted whole), so the peers' columns are judged against a right answer."""
+    from benchmarks.formats_families import OursFamily, make_family, run_probes
+
+    try:
+        family = make_family(name)
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    table = run_probes(family, [OursFamily(family)])["results"]["enforcer"]
+    assert len(table) == 6
+    assert {probe: row["rejected_at"] for probe, row in table.items()} == \
+        {probe: row["expected"] for probe, row in table.items()}
