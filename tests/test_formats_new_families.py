@@ -294,6 +294,16 @@ def test_qwen3_required_call_follows_the_thinking_as_the_template_lays_it() -> N
         assert _walk(compiled.matcher(), layout) is None
     auto = compile_tools(WEATHER, vocab, format="qwen3").matcher()
     assert _walk(auto, think + ids("\n\nSure.")) is None  # content stays free in auto mode
+    # thinking off: the generation prompt already wrote <think>\n\n</think>\n\n, so only the call
+    off = ids(render_chat([{"role": "user", "content": "Weather?"}], WEATHER, format="qwen3", thinking=False))
+    required = compile_tools(WEATHER, vocab, format="qwen3", tool_choice="required").matcher(prompt_ids=off)
+    assert required.allowed_token_ids() == [opener]
+    free = compile_tools(WEATHER, vocab, format="qwen3").matcher(prompt_ids=off)
+    assert _walk(free, ids("Sure.")) is None
+    half = off[:-1] if tokenizer.decode(off[-1:]) == "\n\n" else None  # a prompt cut after </think>
+    if half is not None:
+        cut = compile_tools(WEATHER, vocab, format="qwen3", tool_choice="required").matcher(prompt_ids=half)
+        assert opener in cut.allowed_token_ids() and len(cut.allowed_token_ids()) > 1
 
 
 # ---- prompts ----------------------------------------------------------------------------------

@@ -70,9 +70,18 @@ no ``\\n`` before it): with a call forced, exactly this (or nothing) follows ``<
 
 def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
     """The place a turn starts in after ``prompt_ids``: inside reasoning when the last
-    ``<|im_start|>`` is followed by an open ``<think>``, after it when ``</think>`` closed it,
-    otherwise ``None`` (the start, where a think block may still open)."""
-    return think_resume(prompt_ids, vocabulary.special_tokens, IM_START, THINK_BEGIN, THINK_END)
+    ``<|im_start|>`` is followed by an open ``<think>``, after it when ``</think>`` closed it
+    (``"after_think"`` when the prompt also wrote the template's :data:`AFTER_THINK`, as the
+    thinking-off generation prompt does), otherwise ``None`` (the start, where a think block may
+    still open). By id; linear in the prompt."""
+    place = think_resume(prompt_ids, vocabulary.special_tokens, IM_START, THINK_BEGIN, THINK_END)
+    if place == "content":
+        ids = list(prompt_ids)
+        end = vocabulary.special_tokens[THINK_END]
+        tail = ids[len(ids) - ids[::-1].index(end):]
+        if b"".join(vocabulary.byte_tokens[t] or b"\0" for t in tail) == AFTER_THINK.encode():
+            return "after_think"
+    return place
 
 
 def spec() -> "FormatSpec":
@@ -86,6 +95,7 @@ def spec() -> "FormatSpec":
         Place("start", FreeText("content", "none"), (Edge(THINK_BEGIN, "think", "may_think"), to_call, end_turn),
               after_text="content"),
         Place("content", FreeText("content", "none", forced_lead=AFTER_THINK), (to_call, end_turn)),
+        Place("after_think", FreeText("content", "none"), (to_call, end_turn)),  # the prompt wrote AFTER_THINK
         Place("think", FreeText("think", "text"), (Edge(THINK_END, "content"),)),
         Place("call", NamedJson(CALL_PREFIX, CALL_SUFFIX), (Edge(TOOL_CALL_END, "after_call"),), in_section=True),
         Place("after_call", Separator(CALL_SEPARATOR), (Edge(TOOL_CALL, "call", "parallel"), Edge(IM_END, "done")),
