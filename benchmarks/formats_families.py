@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -39,7 +38,7 @@ from enforcer.formats import qwen3
 from . import (add_timing_arguments, finish_suite, first_rejection, machine_info, measure, new_bitmask, pin_threads,
                print_probes, probe_verdict, profile_path, render_table)
 from .kimi_k2 import SHIPMENT_ARGS, TOOLS, WEATHER_ARGS
-from .peers import WHITESPACE_BOUND, Unsupported, close_objects
+from .peers import WHITESPACE_BOUND, LLGuidance, Setup, XGrammar, close_objects
 
 DEFAULT_PEERS = ("xgrammar", "xgrammar-tok", "llguidance")
 
@@ -131,24 +130,22 @@ class OursFamily:
         clear_cache()
 
 
-class XGrammarFamily:
+def _setup(family: Family) -> Setup:
+    """The peers' :class:`~benchmarks.peers.Setup` for ``family`` (its stop id and markers);
+    made once per family."""
+    markers = {name: family.id(name) for name in (*family.markers, family.stop)}
+    return Setup(tokenizer=family.tokenizer, vocab_size=family.vocab_size, stop_id=family.id(family.stop),
+                 token_bytes=family.vocabulary.byte_tokens, marker_ids=markers)
+
+
+class XGrammarFamily(XGrammar):
     """xgrammar's built-in structural tag for the family (thinking off: the turn starts after the
-    reasoning, as with the template's empty think block)."""
+    reasoning, as with the template's empty think block); tokenizer tables, matcher and cache
+    as :class:`~benchmarks.peers.XGrammar`."""
 
-    caches_compiles = True
-
-    def __init__(self, family: Family, token_markers: bool) -> None:
-        import xgrammar as xgr
-
-        self._xgr = xgr
+    def __init__(self, family: Family, setup: Setup, token_markers: bool) -> None:
+        super().__init__(setup, token_markers=token_markers)
         self.family = family
-        self.token_markers = token_markers
-        self.name = "xgrammar-tok" if token_markers else "xgrammar"
-        start = time.perf_counter()
-        self.info = xgr.TokenizerInfo.from_huggingface(family.tokenizer, vocab_size=family.vocab_size,
-                                                       stop_token_ids=[family.id(family.stop)])
-        self.compiler = xgr.GrammarCompiler(self.info, max_threads=1, cache_enabled=True)
-        self.build_seconds = time.perf_counter() - start
         self.options = {"model": family.xgrammar_model, "tool_choice": "auto", "reasoning": "disabled",
                         "max_whitespace_cnt": WHITESPACE_BOUND,
                         "markers": "token ids" if token_markers else "text (as shipped)"}
@@ -167,36 +164,15 @@ class XGrammarFamily:
     def compile_family(self, tools: list[dict[str, Any]]) -> Any:
         return self.compiler.compile_structural_tag(self.structural_tag(tools))
 
-    def matcher(self, compiled: Any) -> Any:
-        from .peers import _XGrammarMatcher
 
-        return _XGrammarMatcher(self._xgr.GrammarMatcher(compiled))
-
-    def clear_cache(self) -> None:
-        self.compiler.clear_cache()
-
-
-class LLGuidanceFamily:
+class LLGuidanceFamily(LLGuidance):
     """llguidance: a Lark grammar of the family's layout (free text first: text can never make a
-    special token in llguidance; markers as ``<[id]>``; ``%json`` arguments)."""
+    special token in llguidance; markers as ``<[id]>``; ``%json`` arguments); tokenizer, options
+    and matchers as :class:`~benchmarks.peers.LLGuidance`."""
 
-    name = "llguidance"
-    caches_compiles = False
-
-    def __init__(self, family: Family) -> None:
-        import llguidance
-        import llguidance.hf
-        import llguidance.torch
-
-        self._llg = llguidance
-        self._fill = llguidance.torch.fill_next_token_bitmask
+    def __init__(self, family: Family, setup: Setup) -> None:
+        super().__init__(setup)
         self.family = family
-        start = time.perf_counter()
-        self.tokenizer = llguidance.hf.from_tokenizer(family.tokenizer, n_vocab=family.vocab_size,
-                                                      eos_token=family.id(family.stop))
-        self.build_seconds = time.perf_counter() - start
-        self.json_options = {"whitespace_flexible": True,
-                             "whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{0,%d}" % WHITESPACE_BOUND}
         self.options = {**self.json_options, "grammar": "Lark, markers as <[id]>, %json arguments"}
 
     def lark(self, tools: list[dict[str, Any]]) -> str:
@@ -223,26 +199,15 @@ class LLGuidanceFamily:
         return "\n".join(lines) + "\n"
 
     def compile_family(self, tools: list[dict[str, Any]]) -> Any:
-        matcher = self._llg.LLMatcher(self.tokenizer, self._llg.LLMatcher.grammar_from_lark(self.lark(tools)),
-                                      log_level=0)
-        if matcher.is_error():
-            raise Unsupported(matcher.get_error())
-        return matcher
-
-    def matcher(self, compiled: Any) -> Any:
-        from .peers import _LLGuidanceMatcher
-
-        return _LLGuidanceMatcher(compiled.deep_copy(), self._fill)
-
-    def clear_cache(self) -> None:
-        """llguidance keeps no compiled grammar between matchers."""
+        return self._matcher_for(self._llg.LLMatcher.grammar_from_lark(self.lark(tools)))
 
 
 def build_adapters(family: Family, peers: Sequence[str]) -> tuple[list[Any], dict[str, str]]:
+    setup = _setup(family)  # one per family: xgrammar's two bindings share its tokenizer tables
     makers: dict[str, Callable[[], Any]] = {
-        "xgrammar": lambda: XGrammarFamily(family, False),
-        "xgrammar-tok": lambda: XGrammarFamily(family, True),
-        "llguidance": lambda: LLGuidanceFamily(family),
+        "xgrammar": lambda: XGrammarFamily(family, setup, False),
+        "xgrammar-tok": lambda: XGrammarFamily(family, setup, True),
+        "llguidance": lambda: LLGuidanceFamily(family, setup),
     }
     adapters: list[Any] = [OursFamily(family)]
     failed: dict[str, str] = {}
