@@ -1,5 +1,6 @@
-"""``python -m benchmarks [--quick]``: the JSON-schema, Kimi K2, Kimi K3, compile-scaling,
-mask-application and first-sight suites (the last in one process per library).
+"""``python -m benchmarks [--quick]``: the JSON-schema, Kimi K2, Kimi K3, Qwen3 and DeepSeek-V3.1
+(formats_families), compile-scaling, mask-application and first-sight suites (the last in one
+process per library).
 
 The K2-shaped tokenizer and every library's tokenizer tables are built once and shared by the
 suites; the K3 suite builds its own (the K3-shaped tokenizer and the K3-capable peers).
@@ -11,7 +12,8 @@ import argparse
 import time
 from typing import Sequence
 
-from . import compile_scaling, first_sight, json_schema, kimi_k2, kimi_k3, make_environment, mask_application, pin_threads
+from . import (compile_scaling, first_sight, formats_families, json_schema, kimi_k2, kimi_k3, make_environment,
+               mask_application, pin_threads)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -28,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     json_schema.run(args, env)
     kimi_k2.run(args, env)
     kimi_k3.run(args)
+    formats_families.run(args)
     compile_scaling.run(args, env)
     mask_application.run(args, env)
     first_sight.run(args)

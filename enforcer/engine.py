@@ -3,29 +3,81 @@
 The matcher stands at a *place* of the format's graph. In a place with text, a text token
 advances the place's text rule (:mod:`enforcer.text_rules`); a control token is allowed only on
 one of the place's edges, only once the text is complete, and only if the edge's guard holds.
-Every step is a tuple pushed on a stack, so ``rollback`` is a pop. Nothing raises while
-decoding: a refused token returns False and leaves the state unchanged.
-
-State tuple: ``(place, text_state, counter, tool, written, value, start)`` - ``tool`` is the
-called tool (``None`` before the call names one), ``written`` the bitmask of argument keys written in this
-call, ``value`` the current argument as ``key * 8 + type``, ``start`` the position of the
-first token of the current text.
+Every step pushes a :class:`Frame` and a text state on a stack, so ``rollback`` is a pop. Nothing
+raises while decoding: a refused token returns False and leaves the state unchanged.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from .arguments import VALUE_TYPES, arguments_json
 from .automaton import DEAD
+from .formats.base import call_id
 from .ids import as_token_id
 from .matcher import Matcher, write_bitmask_row
 from .text_rules import DfaRule
 
 if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this module, not the reverse
     from .tools import CompiledTools
+
+
+class Frame(NamedTuple):
+    """The place a matcher stands at and what the turn knows there (immutable), made by
+    :meth:`CompiledTools.enter` when a control token is taken or the first free text moves to
+    another place, with the place's rule and exits resolved then. A text token keeps the frame
+    and moves only the text rule's int state, which the matcher keeps beside it: no record is
+    built per text token."""
+
+    place: int
+    """Index of the format place (:attr:`CompiledTools.places`)."""
+    counter: int
+    """The call counter the current (or next) call carries."""
+    tool: int | None
+    """Index of the called tool; None until a call names one."""
+    written: int
+    """Bitmask of the argument keys written in this call (split-argument formats)."""
+    value: int
+    """The current argument as ``key * 8 + type`` (index into ``VALUE_TYPES``)."""
+    start: int
+    """Position of the first token of this place's text."""
+    rule: Any
+    """The place's text rule for this frame (None: no text here)."""
+    exits: dict[int, int]
+    """Control token id -> the place it leads to, for the edges whose guard holds here."""
+    after_text: int
+    """The place a text token moves to (-1: this one)."""
+    mask_key: tuple
+    """What the masks of this frame are cached by (with the text state)."""
+
+
+class MatcherState(NamedTuple):
+    """Where a matcher stands: its frame and its text rule's state (:attr:`ToolCallMatcher.state`)."""
+
+    frame: Frame
+    text_state: int
+
+
+class _Part(NamedTuple):
+    """One recorded span of a completed call's text: ``value`` (-1: JSON arguments, ``_NAMED``: a
+    whole named-JSON call text, else ``key * 8 + type``), token positions ``[start, end)``, and
+    for a split argument the position of its tag's text."""
+
+    value: int
+    start: int
+    end: int
+    tag: int
+
+
+class _Call(NamedTuple):
+    """A completed call: its counter, tool index, text spans, and the token count at completion."""
+
+    counter: int
+    tool: int
+    parts: tuple[_Part, ...]
+    tokens: int
 
 
 _CALL_OPENERS = ("header", "tag", "named")
@@ -43,9 +95,11 @@ class ToolCallMatcher(Matcher):
 
     def __init__(self, tools: CompiledTools, place: int, counter: int) -> None:
         self._tools = tools
-        self._stack: list[tuple] = [tools.enter(place, counter, None, 0, 0, 0)]
+        self._stack: list[tuple[Frame, int]] = [(tools.enter(place, counter, None, 0, 0, 0), 0)]
+        """(frame, text rule state) after ``k`` tokens, at ``k`` (a pair: a text token shares its
+        frame with the previous step)."""
         self._tokens: list[int] = []
-        self._calls: list[tuple[int, int, tuple, int]] = []  # (counter, tool, parts, tokens when complete)
+        self._calls: list[_Call] = []
 
     # ---- advancing -----------------------------------------------------------------------
 
@@ -59,12 +113,14 @@ class ToolCallMatcher(Matcher):
                 return False
         if not 0 <= token_id < self._tools.vocabulary.vocab_size:
             return False
-        nxt = self._next(self._stack[-1], token_id)
+        frame, text_state = self._stack[-1]
+        nxt = self._next(frame, text_state, token_id)
         if nxt is None:
             return False
         self._stack.append(nxt)
         self._tokens.append(token_id)
-        if self._tools.ends_call[nxt[0]] and nxt[0] != self._stack[-2][0]:
+        after = nxt[0]
+        if after is not frame and self._tools.ends_call[after.place] and after.place != frame.place:
             self._record_call()
         return True
 
@@ -77,34 +133,32 @@ class ToolCallMatcher(Matcher):
         del self._stack[-num_tokens:]
         del self._tokens[-num_tokens:]
         keep = len(self._tokens)
-        while self._calls and self._calls[-1][3] > keep:
+        while self._calls and self._calls[-1].tokens > keep:
             self._calls.pop()
 
-    def _next(self, state: tuple, t: int) -> tuple | None:
-        place, tstate, counter, tool, written, value, start = state
-        tools = self._tools
-        exits = tools.exits(place, tool, written)
-        target = exits.get(t)
-        rule = tools.rule(state)
+    def _next(self, frame: Frame, tstate: int, t: int) -> tuple[Frame, int] | None:
+        """(frame, text state) after token ``t``, or None when ``t`` is not allowed."""
+        target = frame.exits.get(t)
+        rule = frame.rule
         if target is None:
             if rule is None:
                 return None
             tstate = rule.step(tstate, t)
             if tstate == DEAD:
                 return None
-            after = tools.after_text[place]
-            return (after if after >= 0 else place, tstate, counter, tool, written, value, start)
+            if frame.after_text < 0:
+                return frame, tstate
+            _, counter, tool, written, value, start = frame[:6]
+            return self._tools.enter(frame.after_text, counter, tool, written, value, start), tstate
+        place, counter, tool, written, value, start = frame[:6]
+        tools = self._tools
         if rule is not None:
             if not rule.accepting(tstate):
                 return None
             kind = tools.kinds[place]
             if kind == "word" and target < 0:
                 target = rule.payload(tstate)
-            elif kind == "header":
-                tool = tools.tool_from_header(self._text(start), counter)
-                if tool is None:
-                    return None
-            elif kind == "tag":
+            elif kind in ("header", "tag"):  # the rule's accepting state names the tool
                 tool = rule.payload(tstate)
             elif kind == "named":
                 tool = tools.tool_from_named_json(self._text(start))
@@ -118,7 +172,7 @@ class ToolCallMatcher(Matcher):
             written = 0
         if tools.ends_call[target]:
             counter += 1
-        return tools.enter(target, counter, tool, written, value, len(self._tokens) + 1)
+        return tools.enter(target, counter, tool, written, value, len(self._tokens) + 1), 0
 
     def _text(self, start: int) -> str:
         data = self._tools.vocabulary.byte_tokens
@@ -126,36 +180,38 @@ class ToolCallMatcher(Matcher):
 
     def _record_call(self) -> None:
         """A call just completed: walk back to its header and keep its argument spans.
-        ``_stack[k]`` is the state after ``k`` tokens, so a text state at ``k`` followed by another
-        place means the token at position ``k`` ended that text."""
+        ``_stack[k][0]`` is the frame after ``k`` tokens, so a frame at ``k`` followed by another
+        place means the token at position ``k`` ended that place's text."""
         tools = self._tools
-        parts: list[tuple[int, int, int, int]] = []  # (value, start, end, tag start); value -1: JSON
-        counter = self._stack[-2][2]
-        tool = self._stack[-1][3]  # the edge that ended the call knows its tool (a named-JSON text names it last)
-        for pos in range(len(self._stack) - 2, -1, -1):
-            place, _, _, _, _, value, start = self._stack[pos]
+        parts: list[_Part] = []
+        frames = [frame for frame, _ in self._stack]
+        counter = frames[-2].counter
+        tool = frames[-1].tool  # the edge that ended the call knows its tool (a named-JSON text names it last)
+        for pos in range(len(frames) - 2, -1, -1):
+            frame = frames[pos]
+            place, start = frame.place, frame.start
             kind = tools.kinds[place]
             if kind == "named":
-                parts.append((_NAMED, start, pos, -1))
+                parts.append(_Part(_NAMED, start, pos, -1))
                 break
             if kind in ("header", "tag"):
                 break
-            if self._stack[pos + 1][0] != place:
+            if frames[pos + 1].place != place:
                 if kind == "json":
-                    parts.append((-1, start, pos, -1))
+                    parts.append(_Part(-1, start, pos, -1))
                 elif kind == "value":
-                    parts.append((value, start, pos, self._stack[start - 1][6]))
+                    parts.append(_Part(frame.value, start, pos, frames[start - 1].start))
         parts.reverse()
-        self._calls.append((counter, tool, tuple(parts), len(self._tokens)))
+        self._calls.append(_Call(counter, tool, tuple(parts), len(self._tokens)))
 
     # ---- masks ---------------------------------------------------------------------------
 
     def _mask_words(self) -> tuple[np.ndarray, tuple]:
-        return self._tools.mask(self._stack[-1])
+        return self._tools.mask(*self._stack[-1])
 
     def mask_words(self, compute: bool = True) -> np.ndarray | None:
         if not compute:
-            return self._tools.cached_mask(self._stack[-1])
+            return self._tools.cached_mask(*self._stack[-1])
         return self._mask_words()[0]
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
@@ -179,29 +235,34 @@ class ToolCallMatcher(Matcher):
 
     def is_accepting(self) -> bool:
         """The turn may end here (the stop token is allowed) or has ended."""
-        state = self._stack[-1]
         if self.is_finished:
             return True
+        frame, text_state = self._stack[-1]
         tools = self._tools
-        if tools.stop_id not in tools.exits(state[0], state[3], state[4]):
+        if tools.stop_id not in frame.exits:
             return False
-        rule = tools.rule(state)
-        return rule is None or rule.accepting(state[1])
+        rule = frame.rule
+        return rule is None or rule.accepting(text_state)
 
     @property
     def is_finished(self) -> bool:
         """The stop token was accepted: nothing more may follow."""
         return bool(self._tokens) and self._tokens[-1] == self._tools.stop_id and \
-            self._stack[-1][0] == self._tools.done
+            self._stack[-1][0].place == self._tools.done
 
     @property
     def in_tool_section(self) -> bool:
-        return self._tools.in_section[self._stack[-1][0]]
+        return self._tools.in_section[self._stack[-1][0].place]
 
     @property
     def call_index(self) -> int:
         """The counter the next (or current) call carries."""
-        return self._stack[-1][2]
+        return self._stack[-1][0].counter
+
+    @property
+    def state(self) -> MatcherState:
+        """Where the matcher stands now (a fresh record; for inspection and steering)."""
+        return MatcherState(*self._stack[-1])
 
     @property
     def error(self) -> str | None:
@@ -210,7 +271,7 @@ class ToolCallMatcher(Matcher):
             return None
         words, _ = self._mask_words()
         if not words.any():
-            rule = self._tools.rule(self._stack[-1])
+            rule = self._stack[-1][0].rule
             exhausted = rule.dfa.exhausted if isinstance(rule, DfaRule) else None
             return exhausted or "no token of the vocabulary can continue from this state"
         return None
@@ -225,17 +286,17 @@ class ToolCallMatcher(Matcher):
             def text(s: int, e: int) -> str:
                 return b"".join(data[t] for t in self._tokens[s:e]).decode("utf-8", "replace")
 
-            if parts and parts[0][0] == _NAMED:
-                args = tools.named_json_arguments(text(parts[0][1], parts[0][2]), tool)
-            elif parts and parts[0][0] < 0:
-                args = text(parts[0][1], parts[0][2])
+            if parts and parts[0].value == _NAMED:
+                args = tools.named_json_arguments(text(parts[0].start, parts[0].end), tool)
+            elif parts and parts[0].value < 0:
+                args = text(parts[0].start, parts[0].end)
             else:
                 keys = tools.arguments[tool].keys
                 args = arguments_json(
                     (keys[v >> 3].name if v >> 3 < len(keys) else tools.extra_key_name(text(tag, s - 1), v & 7),
                      VALUE_TYPES[v & 7], text(s, e)) for v, s, e, tag in parts)
             name = tools.tool_names[tool]
-            out.append({"id": tools.format.call_id.format(name=name, index=counter), "type": "function",
+            out.append({"id": call_id(name, counter, tools.format.call_id), "type": "function",
                         "function": {"name": name, "arguments": args}})
         return out
 

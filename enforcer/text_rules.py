@@ -2,6 +2,8 @@
 
 * :class:`FreeRule` - any token of a fixed set, any number of times (prose, reasoning).
 * :class:`DfaRule` - text whose bytes follow a DFA, in any tokenization (JSON arguments, values).
+* :class:`ChoiceRule` - one of several texts, in any tokenization, with a payload per text that
+  its accepting state knows (a call header naming one of the tools).
 * :class:`TokenTrie` - one of a few texts, each in one fixed tokenization, with a payload per
   text (tag words and attributes a format tokenizes piece by piece).
 * :class:`TrieWithFreeText` - a token trie where, from one node on, free text under a DFA may
@@ -22,7 +24,7 @@ from .automaton import DEAD, DFA, LazyDFA
 from .errors import TokenizerError
 from .masks import MaskTable, TokenIndex, pack_ids
 
-__all__ = ["DEAD", "DfaRule", "FreeRule", "TokenTrie", "TrieWithFreeText"]
+__all__ = ["DEAD", "ChoiceRule", "DfaRule", "FreeRule", "TokenTrie", "TrieWithFreeText"]
 
 
 class FreeRule:
@@ -86,6 +88,39 @@ class DfaRule:
 
     def payload(self, state: int) -> Any:
         return None
+
+
+class ChoiceRule(DfaRule):
+    """One of ``options`` (``(bytes, payload)``, distinct texts), matched byte by byte in any
+    tokenization. The automaton is the texts' byte trie, not minimised, so each accepting state
+    is one text and :meth:`payload` names it there (None elsewhere): the text is read once, by
+    the walk itself. Size: one state per distinct prefix."""
+
+    __slots__ = ("_payloads",)
+
+    def __init__(self, options: Iterable[tuple[bytes, Any]], index: TokenIndex,
+                 byte_tokens: Sequence[bytes | None]) -> None:
+        rows: list[list[int]] = [[DEAD] * 256]
+        payloads: list[Any] = [None]
+        accepting = [False]
+        for data, value in options:
+            state = 0
+            for byte in data:
+                nxt = rows[state][byte]
+                if nxt == DEAD:
+                    nxt = rows[state][byte] = len(rows)
+                    rows.append([DEAD] * 256)
+                    payloads.append(None)
+                    accepting.append(False)
+                state = nxt
+            accepting[state] = True
+            payloads[state] = value
+        dfa = DFA(np.array(rows, dtype=np.int32), np.array(accepting, dtype=bool))
+        super().__init__(dfa, MaskTable(dfa, index), byte_tokens)
+        self._payloads = payloads
+
+    def payload(self, state: int) -> Any:
+        return self._payloads[state]
 
 
 class TokenTrie:

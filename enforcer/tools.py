@@ -18,8 +18,8 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import DFA, LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
-from .engine import ToolCallMatcher
+from .automaton import LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
+from .engine import Frame, ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
                       Separator, Word, get_format)
@@ -29,7 +29,7 @@ from .matcher import CompiledSchema, compiled_schema, schema_node, schema_option
 from .matcher import clear_cache as clear_schema_cache
 from .json_schema import SchemaOptions
 from .schema_check import check_document, check_schema
-from .text_rules import DfaRule, FreeRule, TokenTrie, TrieWithFreeText
+from .text_rules import ChoiceRule, DfaRule, FreeRule, TokenTrie, TrieWithFreeText
 from .vocabulary import Vocabulary
 
 TOOL_CHOICES = ("auto", "none", "required")
@@ -131,7 +131,6 @@ class CompiledTools:
         self.ends_call = tuple(p.ends_call for p in fmt.places)
         self.in_section = tuple(p.in_section for p in fmt.places)
         self.done = next((i for i, p in enumerate(fmt.places) if not p.edges and p.text is None), -1)
-        self._header_template = next((p.text.template for p in fmt.places if isinstance(p.text, CallHeader)), "")
         self._argument_tag = next((p.text for p in fmt.places if isinstance(p.text, ArgumentTag)), None)
         self._named_json = next((p.text for p in fmt.places if isinstance(p.text, NamedJson)), None)
         self._dynamic_exits = tuple(any(e.guard in ("more_arguments", "arguments_complete") for e in p.edges)
@@ -143,7 +142,7 @@ class CompiledTools:
         self._value_index: dict[tuple[int, int], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
-                self.rule(self.enter(place, fmt.first_index, None, 0, 0, 0))
+                self.enter(place, fmt.first_index, None, 0, 0, 0)
         for i, split in enumerate(self.arguments):
             if split is None:
                 continue
@@ -166,12 +165,15 @@ class CompiledTools:
 
     # ---- the graph -------------------------------------------------------------------------
 
-    def enter(self, place: int, counter: int, tool: int | None, written: int, value: int, start: int) -> tuple:
-        """The matcher state on entering ``place`` (its text at its start): a plain tuple
-        ``(place, text_state, counter, tool, written, value, start)``, ``tool`` None until a call
-        names one (a NamedTuple costs ~1 us more per token to build, measured: the per-token path
-        keeps the tuple)."""
-        return (place, 0, counter, tool, written, value, start)
+    def enter(self, place: int, counter: int, tool: int | None, written: int, value: int,
+              start: int) -> Frame:
+        """The matcher's frame on entering ``place`` (its text at its start: text state 0), with
+        the place's text rule and exits resolved once (a text token reuses them)."""
+        rule_key = self._rule_key(place, counter, tool, written, value)
+        rule = None if rule_key is None else self._rule(rule_key, place, counter, tool, written, value)
+        dynamic = (tool, written) if self._dynamic_exits[place] else None
+        return Frame(place, counter, tool, written, value, start, rule, self.exits(place, tool, written),
+                     self.after_text[place], (place, rule_key, dynamic))
 
     def _guard(self, guard: str, tool: int | None, written: int) -> bool:
         if not guard:
@@ -202,8 +204,7 @@ class CompiledTools:
             self._exits[key] = hit
         return hit
 
-    def _rule_key(self, state: tuple) -> tuple | None:
-        place, _, counter, tool, written, value, _ = state
+    def _rule_key(self, place: int, counter: int, tool: int | None, written: int, value: int) -> tuple | None:
         kind = self.kinds[place]
         if kind is None:
             return None
@@ -219,35 +220,32 @@ class CompiledTools:
             return (kind, tool, written)
         return (kind, tool, value)
 
-    def rule(self, state: tuple) -> Any:
-        """The text rule of the place ``state`` stands at (None: no text there); cached."""
-        key = self._rule_key(state)
-        if key is None:
-            return None
+    def _rule(self, key: tuple, place: int, counter: int, tool: int | None, written: int, value: int) -> Any:
+        """The text rule of ``place`` for that call, counter and argument (cached by ``key``)."""
         hit = self._rules.get(key)
         if hit is None:
-            hit = self._build_rule(state)
+            hit = self._build_rule(place, counter, tool, written, value)
             with self._lock:
                 hit = self._rules.setdefault(key, hit)
         return hit
 
-    def _build_rule(self, state: tuple) -> Any:
-        place, _, counter, tool, written, value, _ = state
+    def _build_rule(self, place: int, counter: int, tool: int | None, written: int, value: int) -> Any:
         text = self.places[place].text
         kind = self.kinds[place]
         byte_tokens = self.vocabulary.byte_tokens
         if kind == "free":
+            if text.forced_lead and self._forced and text.when_forced == "none":
+                return self._separator_rule(text.forced_lead)
             return FreeRule(self._free_words(text))
         if kind == "word":
             options = [(self._encode_tag(word, attrs), self.place_index[to])
                        for word, attrs, to, guard in text.options if self._guard(guard, None, 0)]
             return TokenTrie(options, self.index)
-        if kind == "header":
-            dfa = self._header_dfa(text.template, counter)
-            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+        if kind == "header":  # the accepting state names the tool: the header is read once
+            return ChoiceRule([(text.template.format(name=name, index=counter).encode(), self._name_index[name])
+                               for name in self._callable_names()], self.index, byte_tokens)
         if kind == "separator":
-            dfa = compile_node(optional(literal(text.text)))
-            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+            return self._separator_rule(text.text)
         if kind == "named":
             dfa = self._named_dfa
             return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
@@ -272,6 +270,16 @@ class CompiledTools:
             return TrieWithFreeText(trie, trie.path(prefix), self._free_key_rule(tool, text), endings)
         compiled = self._value_index[(tool, value)]
         return DfaRule(compiled.dfa, compiled.masks, byte_tokens)
+
+    def _separator_rule(self, text: str) -> DfaRule:
+        """Exactly ``text``, or nothing."""
+        dfa = compile_node(optional(literal(text)))
+        return DfaRule(dfa, MaskTable(dfa, self.index), self.vocabulary.byte_tokens)
+
+    @property
+    def _forced(self) -> bool:
+        """A call must come (``tool_choice`` required or named)."""
+        return self.tool_choice in ("required", "named")
 
     def _key_tag_pieces(self, text: ArgumentTag, json_type: str) -> tuple[list[str], list[str]]:
         """An argument tag's pieces before and after its key value, for values of ``json_type``."""
@@ -328,11 +336,6 @@ class CompiledTools:
         pieces = self.format.tag_pieces(word, list(attributes))
         return [t for piece in pieces for t in self.vocabulary.encode_text(piece)]
 
-    def _header_dfa(self, template: str, counter: int) -> DFA:
-        prefix, _, suffix = template.partition("{name}")
-        return compile_node(alt(*(literal(prefix.format(index=counter) + n + suffix.format(index=counter))
-                                  for n in self._callable_names())))
-
     def _named_json_dfa(self, text: NamedJson, options: SchemaOptions) -> LazyDFA:
         """One automaton for every callable tool: its prefix, its arguments' schema, the suffix
         (built lazily, state by state, as decoding reaches it, within the options' budget)."""
@@ -352,20 +355,12 @@ class CompiledTools:
         named = self._named_json
         return text[len(named.head(self.tool_names[tool])):len(text) - len(named.suffix)]
 
-    def tool_from_header(self, text: str, counter: int) -> int | None:
-        """The tool a complete header names (None if none)."""
-        prefix, _, suffix = self._header_template.partition("{name}")
-        prefix, suffix = prefix.format(index=counter), suffix.format(index=counter)
-        if text.startswith(prefix) and text.endswith(suffix):
-            return self._name_index.get(text[len(prefix):len(text) - len(suffix)])
-        return None
-
     # ---- masks ---------------------------------------------------------------------------
 
     def _free_words(self, text: FreeText) -> np.ndarray:
         """Free text: every text token and every special token the format does not control;
         when a call is forced, text tokens only (``when_forced="text"``) or nothing."""
-        if self.tool_choice in ("required", "named"):
+        if self._forced:
             if text.when_forced == "none":
                 return np.zeros(self.words, dtype=np.int32)
             return pack_ids(self.index.all_text_ids, self.words)
@@ -373,22 +368,18 @@ class CompiledTools:
                     if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
         return pack_ids(np.concatenate([self.index.all_text_ids, np.array(specials, dtype=np.int64)]), self.words)
 
-    def _mask_key(self, state: tuple) -> tuple:
-        place, tstate, _, tool, written, _, _ = state
-        return (place, self._rule_key(state), tstate, (tool, written) if self._dynamic_exits[place] else None)
+    def cached_mask(self, frame: Frame, tstate: int) -> np.ndarray | None:
+        """The mask at ``frame`` and text state ``tstate`` if it was computed already (no work)."""
+        return self._masks.get((frame.mask_key, tstate))
 
-    def cached_mask(self, state: tuple) -> np.ndarray | None:
-        """The mask at ``state`` if it was computed already (no work)."""
-        return self._masks.get(self._mask_key(state))
-
-    def mask(self, state: tuple) -> tuple[np.ndarray, tuple]:
-        """(packed allowed-token words, cache key) at ``state``; cached per key."""
-        place, tstate, _, tool, written, _, _ = state
-        key = self._mask_key(state)
+    def mask(self, frame: Frame, tstate: int) -> tuple[np.ndarray, tuple]:
+        """(packed allowed-token words, cache key) at ``frame`` and text state ``tstate``; cached
+        per key."""
+        key = (frame.mask_key, tstate)
         hit = self._masks.get(key)
         if hit is None:
-            exits = self.exits(place, tool, written)
-            rule = self.rule(state)
+            exits = frame.exits
+            rule = frame.rule
             edge_ids = np.array(sorted(exits), dtype=np.int64)
             if rule is None:
                 hit = pack_ids(edge_ids, self.words)

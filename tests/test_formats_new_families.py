@@ -266,6 +266,46 @@ def test_tool_choice_modes(family: Family) -> None:
     assert not fresh.accept_tokens(weather)
 
 
+def test_qwen3_required_call_follows_the_thinking_as_the_template_lays_it() -> None:
+    """Qwen3's template writes ``</think>\\n\\n<tool_call>`` for a message of calls only: with a
+    call forced, after ``</think>`` only that ``\\n\\n`` (in any tokenization, or nothing) and
+    then ``<tool_call>`` are allowed; content text is refused at its first token."""
+    tokenizer = _build(tt.qwen3_tokenizer)
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=tt.QWEN3_VOCAB_SIZE)
+    ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    opener = vocab.token_id(qwen3.TOOL_CALL)
+    think = ids(f"{qwen3.THINK_BEGIN}\nLet me check.\n{qwen3.THINK_END}")
+    for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        compiled = compile_tools(WEATHER, vocab, format="qwen3", tool_choice=choice)
+        matcher = compiled.matcher()
+        assert _walk(matcher, think) is None
+        after_think = set(matcher.allowed_token_ids())
+        assert opener in after_think and ids("\n\n")[0] in after_think and ids("\n")[0] in after_think
+        assert all(vocab.token_bytes(t) in (b"\n", b"\n\n") for t in after_think - {opener})
+        assert not matcher.accept_token(ids("Sure")[0])
+        assert _walk(matcher, ids("\n\n")) is None
+        assert matcher.allowed_token_ids() == [opener]
+        name = "get_time" if isinstance(choice, dict) else "get_weather"
+        call = _qwen_call(name, TIME_CALL if name == "get_time" else WEATHER_CALL)
+        assert _walk(matcher, ids(call) + [vocab.token_id(qwen3.IM_END)]) is None and matcher.is_finished
+        assert [c["function"]["name"] for c in matcher.calls] == [name]
+        # the template's own layout, as one string, is accepted whole
+        layout = ids(f"{qwen3.THINK_BEGIN}\nLet me check.\n{qwen3.THINK_END}\n\n{call}{qwen3.IM_END}")
+        assert _walk(compiled.matcher(), layout) is None
+    auto = compile_tools(WEATHER, vocab, format="qwen3").matcher()
+    assert _walk(auto, think + ids("\n\nSure.")) is None  # content stays free in auto mode
+    # thinking off: the generation prompt already wrote <think>\n\n</think>\n\n, so only the call
+    off = ids(render_chat([{"role": "user", "content": "Weather?"}], WEATHER, format="qwen3", thinking=False))
+    required = compile_tools(WEATHER, vocab, format="qwen3", tool_choice="required").matcher(prompt_ids=off)
+    assert required.allowed_token_ids() == [opener]
+    free = compile_tools(WEATHER, vocab, format="qwen3").matcher(prompt_ids=off)
+    assert _walk(free, ids("Sure.")) is None
+    half = off[:-1] if tokenizer.decode(off[-1:]) == "\n\n" else None  # a prompt cut after </think>
+    if half is not None:
+        cut = compile_tools(WEATHER, vocab, format="qwen3", tool_choice="required").matcher(prompt_ids=half)
+        assert opener in cut.allowed_token_ids() and len(cut.allowed_token_ids()) > 1
+
+
 # ---- prompts ----------------------------------------------------------------------------------
 
 
@@ -395,10 +435,10 @@ class _Fuzzer:
             assert row.any(), matcher.error
             if step > budget:
                 marker = next((m for m in self.markers if allowed(m)), None)
-                state = matcher._stack[-1]
-                rule = compiled.rule(state)
+                state = matcher.state
+                rule = state.frame.rule
                 if marker is None and rule is not None and hasattr(rule, "dfa"):
-                    byte = self._completion(rule, state[1])
+                    byte = self._completion(rule, state.text_state)
                     if byte is not None and allowed(self.byte_ids[byte]):
                         marker = self.byte_ids[byte]
                 if marker is not None:
@@ -503,3 +543,22 @@ def test_an_automaton_over_the_budget_is_refused_at_compile_not_while_decoding(f
         "type": "object", "properties": {"x": schema}, "required": ["x"]}}}]
     with pytest.raises(SchemaTooComplexError, match="max_automaton_bytes"):
         compile_tools(tools, family.vocab, format=family.format, max_automaton_bytes=16 << 20)
+
+
+# ---- the benchmark's probes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3_1"])
+def test_benchmark_probes_are_refused_where_the_mistake_starts(name: str) -> None:
+    """benchmarks.formats_families: each probe's expected position is where our matcher refuses
+    (the valid turn is accepted whole), so the peers' columns are judged against a right answer."""
+    from benchmarks.formats_families import OursFamily, make_family, run_probes
+
+    try:
+        family = make_family(name)
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    table = run_probes(family, [OursFamily(family)])["results"]["enforcer"]
+    assert len(table) == 6
+    assert {probe: row["rejected_at"] for probe, row in table.items()} == \
+        {probe: row["expected"] for probe, row in table.items()}

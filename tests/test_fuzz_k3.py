@@ -104,16 +104,16 @@ class Sampler:
                 failures.append(f"{label}: cap of {HARD_CAP} tokens hit")
                 return None
             matcher.fill_bitmask(self.bitmask, 0)
-            state = matcher._stack[-1]  # steering only: which kind of text is being written
-            kind = compiled.kinds[state[0]]
-            rule = compiled.rule(state)
+            frame, text_state = matcher.state  # steering only: which kind of text is being written
+            kind = compiled.kinds[frame.place]
+            rule = frame.rule
             controls = [t for t in (self.open_id, self.close_id, self.sep_id, self.end_id) if self.allowed(t)]
             want = None
             if kind is None and controls:
                 if len(controls) == 1:
                     want = controls[0]
                 else:
-                    place = compiled.places[state[0]].name
+                    place = compiled.places[frame.place].name
                     go_on = {"after_response": want_call, "call_body": r.random() < more_args_p,
                              "after_call": calls < calls_wanted}.get(place, bool(r.random() < 0.5))
                     want = self.open_id if go_on and self.open_id in controls else self.close_id
@@ -126,15 +126,15 @@ class Sampler:
                 if controls:
                     want = controls[0]
                 elif isinstance(rule, DfaRule):
-                    byte = self.completion_byte(rule, state[1])
+                    byte = self.completion_byte(rule, text_state)
                     if byte is None:
-                        failures.append(f"{label}: value state {state[1]} cannot finish")
+                        failures.append(f"{label}: value state {text_state} cannot finish")
                         return None
                     want = self.token_of_byte[byte]
             if want is None:
                 want = self.sample(cdf, logits)
                 if want is None:
-                    failures.append(f"{label}: no token allowed after {len(ids)} tokens at {compiled.places[state[0]].name}")
+                    failures.append(f"{label}: no token allowed after {len(ids)} tokens at {compiled.places[frame.place].name}")
                     return None
             if not matcher.accept_token(want):
                 failures.append(f"{label}: allowed id {want} refused")
@@ -143,7 +143,7 @@ class Sampler:
             run += 1
             if want in (self.open_id, self.close_id, self.sep_id):
                 run, budget = 0, int(r.integers(*(VALUE_BUDGET if kind == "argtag" else TEXT_BUDGET)))
-                if compiled.ends_call[matcher._stack[-1][0]] and want == self.sep_id:
+                if compiled.ends_call[matcher.state.frame.place] and want == self.sep_id:
                     calls += 1
         return ids
 

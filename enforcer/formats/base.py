@@ -20,6 +20,17 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 if TYPE_CHECKING:
     from ..vocabulary import Vocabulary
 
+CALL_ID_PREFIX = "functions."
+CALL_ID_SEPARATOR = ":"
+CALL_ID = CALL_ID_PREFIX + "{name}" + CALL_ID_SEPARATOR + "{index}"
+"""The OpenAI ``tool_calls[].id`` every family here gives a call (Kimi's own ids; the families
+that write none get the same shape)."""
+
+
+def call_id(name: str, index: int, template: str = CALL_ID) -> str:
+    """A call's id: ``template`` (a :attr:`FormatSpec.call_id`) with the tool name and counter."""
+    return template.format(name=name, index=index)
+
 GUARDS = frozenset({
     "may_call",            # tool_choice is not "none" and there are tools
     "may_end",             # tool_choice "auto" or "none": the turn may end without a call
@@ -35,10 +46,13 @@ GUARDS = frozenset({
 class FreeText:
     """Prose the model writes freely: every text token and every special token the format does
     not control. ``when_forced``: what is left when a call is forced (``tool_choice`` required or
-    named): ``"text"`` (text tokens only) or ``"none"`` (nothing: the call must come first)."""
+    named): ``"text"`` (text tokens only) or ``"none"`` (nothing: the call must come first).
+    ``forced_lead``: with ``"none"``, the text the chat template writes before the call, allowed
+    exactly or not at all (Qwen3's ``\\n\\n`` after ``</think>``)."""
 
     kind: str = "content"
     when_forced: str = "text"
+    forced_lead: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,7 +175,7 @@ class FormatSpec:
     first_index: int = 0
     counter_scope: str = "dialog"
     call_begin: Optional[str] = None
-    call_id: str = "functions.{name}:{index}"
+    call_id: str = CALL_ID
     resume: Optional[Callable[[Sequence[int], "Vocabulary"], Optional[str]]] = field(default=None, compare=False)
     tag_pieces: Optional[Callable[[str, Sequence[tuple[str, str]]], list[str]]] = field(default=None, compare=False)
     any_order: bool = False

@@ -931,8 +931,20 @@ def register_tool_parser() -> None:
         from vllm.tool_parsers import ToolParserManager
 
         parsers = _tool_parsers()
-        for name, (tool_parser, _) in parsers.items():
+        for name, (tool_parser, _) in parsers.items():  # vLLM's own plugin API for tool parsers
             ToolParserManager.register_lazy_module(name, "enforcer.integrations.vllm_tool_parser", tool_parser)
+        # Why the lookup is still wrapped (vLLM 0.32, read in vllm/parser/parser_manager.py and
+        # vllm/parser/abstract_parser.py): the plugin APIs (ToolParserManager.register_module /
+        # register_lazy_module, --tool-parser-plugin, vllm.general_plugins) register ToolParser
+        # classes only; there is no registry of server Parser classes. ParserManager._compose_parser
+        # wraps every registered tool parser in a DelegatingParser subclass (special cases are
+        # hard-coded by name: harmony, hf, kimi_k3, cohere_command3/4, minicpmv), whose
+        # non-streaming parse() hands the tool parser the output *text* only
+        # (ToolParser.extract_tool_calls(model_output, request)): the token ids, which are the
+        # only way to tell a marker from text that spells it, never reach a ToolParser. So for
+        # our names alone, the composed class is swapped for the id-based _EnforcedParser; every
+        # other name gets vLLM's own class untouched. The wrap is installed once (idempotent) and
+        # keeps vLLM's tool_strict_level.
         original = ParserManager.__dict__["get_parser"].__func__
         if getattr(original, "_enforcer_routed", False):
             return

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..base import CALL_ID, call_id  # noqa: F401 - the output reader uses call_id
 from ..messages import think_resume
 
 if TYPE_CHECKING:
@@ -49,11 +50,6 @@ OUTPUT_END = "<｜tool▁output▁end｜>"
 THINK_BEGIN = "<think>"
 THINK_END = "</think>"
 TOOL_TOKENS = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP, OUTPUTS_BEGIN, OUTPUTS_END, OUTPUT_BEGIN, OUTPUT_END)
-CALL_ID = "functions.{name}:{index}"
-
-
-def call_id(name: str, index: int) -> str:
-    return CALL_ID.format(name=name, index=index)
 
 
 def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..base import CALL_ID, CALL_ID_PREFIX, CALL_ID_SEPARATOR, call_id  # noqa: F401 - the output reader and prompt use them
 from ..messages import think_resume
 
 if TYPE_CHECKING:
@@ -30,14 +31,6 @@ IM_MIDDLE = "<|im_middle|>"
 TOOL_TOKENS = (SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGUMENT_BEGIN, CALL_END)
 """The five tool tokens: added but not special in the real tokenizer."""
 
-CALL_ID_PREFIX = "functions."
-CALL_ID_SEPARATOR = ":"
-
-
-def call_id(name: str, index: int) -> str:
-    """The K2 call id ``functions.NAME:N`` (N counts every call of the dialog from 0)."""
-    return f"{CALL_ID_PREFIX}{name}{CALL_ID_SEPARATOR}{index}"
-
 
 def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
     """The place a turn starts in after ``prompt_ids``: inside reasoning when the last assistant
@@ -60,7 +53,7 @@ def spec() -> "FormatSpec":
         Place("content", FreeText("content", "none"), (to_section, end_turn)),
         Place("think", FreeText("think", "text"), (Edge(THINK_END, "content"), to_section, end_turn)),
         Place("section", None, (Edge(CALL_BEGIN, "header"),), in_section=True),
-        Place("header", CallHeader(CALL_ID_PREFIX + "{name}" + CALL_ID_SEPARATOR + "{index}"),
+        Place("header", CallHeader(CALL_ID),  # the header is the call id (N counts the dialog's calls)
               (Edge(ARGUMENT_BEGIN, "arguments"),), in_section=True),
         Place("arguments", JsonArguments(), (Edge(CALL_END, "after_call"),), in_section=True),
         Place("after_call", None, (Edge(SECTION_END, "after_section"), Edge(CALL_BEGIN, "header", "parallel")),
@@ -77,7 +70,7 @@ def spec() -> "FormatSpec":
         first_index=0,
         counter_scope="dialog",
         call_begin=CALL_BEGIN,
-        call_id=CALL_ID_PREFIX + "{name}" + CALL_ID_SEPARATOR + "{index}",
+        call_id=CALL_ID,
         resume=resume,
     )
 

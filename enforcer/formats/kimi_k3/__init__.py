@@ -26,6 +26,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from ..base import CALL_ID, call_id
+
 if TYPE_CHECKING:
     from ...vocabulary import Vocabulary
     from ..base import FormatSpec
@@ -55,15 +57,35 @@ __all__ = ["ARGUMENT", "ATTRIBUTE_ESCAPES", "CALL", "CLOSE", "CONTROL_TOKENS", "
            "read_tag", "resume", "spec", "tag_pieces", "tag_text", "unescape_attribute", "value_type"]
 
 
+OBJECT_OPEN, MEMBER_SEPARATOR, OBJECT_CLOSE, QUOTE = b"{", b", ", b"}", b'"'
+"""The pieces of the OpenAI ``arguments`` text a K3 call's split arguments make."""
+_STRING_ESCAPES = {bytes([b]): json.dumps(chr(b))[1:-1].encode() for b in range(0x80)}
+_MUST_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
+
+
+def member_prefix(key: str) -> bytes:
+    """``"KEY": `` (the key JSON-encoded, non-ASCII kept)."""
+    return json.dumps(key, ensure_ascii=False).encode() + b": "
+
+
+def string_body(data: bytes) -> bytes:
+    """UTF-8 bytes as the inside of a JSON string, escaped as ``json.dumps(ensure_ascii=False)``
+    escapes. Only ASCII bytes change, so a character split across tokens stays intact (the
+    output reader escapes token by token)."""
+    return _MUST_ESCAPE.sub(lambda match: _STRING_ESCAPES[match.group()], data)
+
+
 def arguments_json(arguments: Iterable[tuple[str, str, str]]) -> str:
     """OpenAI ``arguments`` text from ``(key, type, value text)``: a JSON object with ``", "`` and
     ``": "`` separators; string values JSON-encoded (non-ASCII kept), every other value exactly
-    as written (``1e2`` stays ``1e2``)."""
-    parts = []
-    for key, json_type, value in arguments:
-        literal = json.dumps(value, ensure_ascii=False) if json_type == "string" else value
-        parts.append(f"{json.dumps(key, ensure_ascii=False)}: {literal}")
-    return "{" + ", ".join(parts) + "}"
+    as written (``1e2`` stays ``1e2``). The same pieces as the output reader streams."""
+    out = bytearray(OBJECT_OPEN)
+    for i, (key, json_type, value) in enumerate(arguments):
+        if i:
+            out += MEMBER_SEPARATOR
+        out += member_prefix(key)
+        out += QUOTE + string_body(value.encode()) + QUOTE if json_type == "string" else value.encode()
+    return (out + OBJECT_CLOSE).decode()
 
 
 ATTRIBUTE_ESCAPES = (("&", "&amp;"), ('"', "&quot;"))
@@ -112,12 +134,6 @@ def read_tag(text: str) -> tuple[str, dict[str, str]] | None:
 def tag_text(tag: str, attributes: Iterable[tuple[str, str]] = ()) -> str:
     """The text between ``<|open|>`` and ``<|sep|>``: ``tag key="value" ...``."""
     return "".join(tag_pieces(tag, attributes))
-
-
-def call_id(name: str, index: int) -> str:
-    """The OpenAI ``tool_calls[].id`` this project gives a K3 call: ``functions.NAME:N``, as for
-    K2 (K3 itself names a call by its tool and its index in the message)."""
-    return f"functions.{name}:{index}"
 
 
 def value_type(value: object) -> str:
@@ -217,7 +233,7 @@ def spec(json_arguments: bool = False, any_order: bool = False) -> "FormatSpec":
         controlled=(OPEN, CLOSE, SEP),
         first_index=FIRST_INDEX,
         counter_scope="message",
-        call_id="functions.{name}:{index}",
+        call_id=CALL_ID,  # K3 names a call by its tool and its index in the message
         resume=resume,
         tag_pieces=tag_pieces,
         any_order=any_order,

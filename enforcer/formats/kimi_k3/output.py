@@ -25,14 +25,13 @@ O(1) per text token; a tag's text is held until its ``<|sep|>`` and read once.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..reading import Sink, decode, valid_id
-from . import (ARGUMENT, CALL, CLOSE, END_OF_MSG, JSON_TAG, MESSAGE, OPEN, RESPONSE, SEP, THINK, TOOLS, VALUE_TYPES,
-               call_id, read_tag)
+from . import (ARGUMENT, CALL, CLOSE, END_OF_MSG, JSON_TAG, MEMBER_SEPARATOR, MESSAGE, OBJECT_CLOSE, OBJECT_OPEN, OPEN,
+               QUOTE, RESPONSE, SEP, THINK, TOOLS, VALUE_TYPES, call_id, member_prefix, read_tag, string_body)
 
 if TYPE_CHECKING:
     from ...vocabulary import Vocabulary
@@ -47,14 +46,6 @@ _K3_MAX_DEPTH = 64
 
 _INDEX = re.compile(r"[0-9]{1,18}")
 _JSON_WHITESPACE = b" \t\r\n"
-_STRING_ESCAPES = {bytes([b]): json.dumps(chr(b))[1:-1].encode() for b in range(0x80)}
-_MUST_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
-
-
-def _json_string_bytes(data: bytes) -> bytes:
-    """UTF-8 bytes as the inside of a JSON string, escaped as ``json.dumps(ensure_ascii=False)``
-    escapes. Only ASCII bytes change, so a character split across tokens stays intact."""
-    return _MUST_ESCAPE.sub(lambda match: _STRING_ESCAPES[match.group()], data)
 
 
 @dataclass(slots=True)
@@ -139,7 +130,7 @@ class _K3Machine:
             sink.arguments(self._calls - 1, data)
         elif top.kind == _ARGUMENT:
             if top.string:
-                sink.arguments(self._calls - 1, _json_string_bytes(data))
+                sink.arguments(self._calls - 1, string_body(data))
                 return
             if top.pending is not None:
                 data = data.lstrip(_JSON_WHITESPACE)
@@ -153,7 +144,7 @@ class _K3Machine:
         """What comes before the open call's next ``"KEY": VALUE``."""
         first = not self._written
         self._written = True
-        return b"{" if first else b", "
+        return OBJECT_OPEN if first else MEMBER_SEPARATOR
 
     def _open_tag(self, text: str, sink: Sink) -> None:
         read = read_tag(text)
@@ -203,9 +194,9 @@ class _K3Machine:
             self._push_ignored(ARGUMENT)
             return
         self._body = _BODY_PAIRS
-        prefix = json.dumps(key, ensure_ascii=False).encode() + b": "
+        prefix = member_prefix(key)
         if json_type == "string":
-            sink.arguments(self._calls - 1, self._separator() + prefix + b'"')
+            sink.arguments(self._calls - 1, self._separator() + prefix + QUOTE)
             self._stack.append(_Element(_ARGUMENT, ARGUMENT, string=True))
         else:
             self._stack.append(_Element(_ARGUMENT, ARGUMENT, pending=prefix))
@@ -228,10 +219,10 @@ class _K3Machine:
         while len(self._stack) > depth + 1:
             element = self._stack.pop()
             if element.kind == _ARGUMENT and element.string:
-                sink.arguments(self._calls - 1, b'"')
+                sink.arguments(self._calls - 1, QUOTE)
             elif element.kind == _CALL:
                 if self._body != _BODY_RAW:
-                    sink.arguments(self._calls - 1, b"}" if self._written else b"{}")
+                    sink.arguments(self._calls - 1, OBJECT_CLOSE if self._written else OBJECT_OPEN + OBJECT_CLOSE)
                 sink.call_end(self._calls - 1)
 
     def _push_ignored(self, name: str) -> None:

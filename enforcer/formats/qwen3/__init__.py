@@ -26,7 +26,9 @@ What the enforcer allows (:func:`spec`): a think block only at the start, closed
 (a call inside reasoning would be read as reasoning by vLLM); the call text exactly as the
 template writes it (``\\n{"name": "NAME", "arguments": `` + JSON + ``}\\n``), the arguments under
 the chosen tool's schema; one ``\\n`` (or nothing) between calls; ``<|im_end|>`` right after the
-last call. Call ids are ``functions.NAME:N``, N counting the calls of the message from 0 (Qwen
+last call. With a call forced (``tool_choice`` required or named) no content is written: the
+turn opens ``<tool_call>`` at once, or after the think block and the ``\\n\\n`` the template puts
+after ``</think>`` (:data:`AFTER_THINK`, or nothing). Call ids are ``functions.NAME:N``, N counting the calls of the message from 0 (Qwen
 writes no id). Structure is recognised by id only: text that spells ``<tool_call>`` is text.
 Qwen's own system prompt spells ``<tool_call>`` in its instructions, which a plain
 ``tokenizer.encode`` turns into the id: the prompt reader here does not count or need those ids.
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..base import CALL_ID, call_id  # noqa: F401 - the output reader uses call_id
 from ..messages import think_resume
 
 if TYPE_CHECKING:
@@ -59,18 +62,26 @@ CALL_SUFFIX = "}\n"
 """The call text after its arguments."""
 CALL_SEPARATOR = "\n"
 """What Qwen3's template writes between ``</tool_call>`` and the next ``<tool_call>``."""
-CALL_ID = "functions.{name}:{index}"
-
-
-def call_id(name: str, index: int) -> str:
-    return CALL_ID.format(name=name, index=index)
+AFTER_THINK = "\n\n"
+"""What Qwen3's template writes between ``</think>`` and a message's first ``<tool_call>`` when
+the message has no content (``'\\n</think>\\n\\n' + content.lstrip('\\n')``, then a call with
+no ``\\n`` before it): with a call forced, exactly this (or nothing) follows ``</think>``."""
 
 
 def resume(prompt_ids: Sequence[int], vocabulary: "Vocabulary") -> str | None:
     """The place a turn starts in after ``prompt_ids``: inside reasoning when the last
-    ``<|im_start|>`` is followed by an open ``<think>``, after it when ``</think>`` closed it,
-    otherwise ``None`` (the start, where a think block may still open)."""
-    return think_resume(prompt_ids, vocabulary.special_tokens, IM_START, THINK_BEGIN, THINK_END)
+    ``<|im_start|>`` is followed by an open ``<think>``, after it when ``</think>`` closed it
+    (``"after_think"`` when the prompt also wrote the template's :data:`AFTER_THINK`, as the
+    thinking-off generation prompt does), otherwise ``None`` (the start, where a think block may
+    still open). By id; linear in the prompt."""
+    place = think_resume(prompt_ids, vocabulary.special_tokens, IM_START, THINK_BEGIN, THINK_END)
+    if place == "content":
+        ids = list(prompt_ids)
+        end = vocabulary.special_tokens[THINK_END]
+        tail = ids[len(ids) - ids[::-1].index(end):]
+        if b"".join(vocabulary.byte_tokens[t] or b"\0" for t in tail) == AFTER_THINK.encode():
+            return "after_think"
+    return place
 
 
 def spec() -> "FormatSpec":
@@ -83,7 +94,8 @@ def spec() -> "FormatSpec":
     places = (
         Place("start", FreeText("content", "none"), (Edge(THINK_BEGIN, "think", "may_think"), to_call, end_turn),
               after_text="content"),
-        Place("content", FreeText("content", "none"), (to_call, end_turn)),
+        Place("content", FreeText("content", "none", forced_lead=AFTER_THINK), (to_call, end_turn)),
+        Place("after_think", FreeText("content", "none"), (to_call, end_turn)),  # the prompt wrote AFTER_THINK
         Place("think", FreeText("think", "text"), (Edge(THINK_END, "content"),)),
         Place("call", NamedJson(CALL_PREFIX, CALL_SUFFIX), (Edge(TOOL_CALL_END, "after_call"),), in_section=True),
         Place("after_call", Separator(CALL_SEPARATOR), (Edge(TOOL_CALL, "call", "parallel"), Edge(IM_END, "done")),
