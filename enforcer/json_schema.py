@@ -12,9 +12,10 @@ their JSON pointer. Cost: linear in the schema, plus jsonschema validation of en
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import jsonschema
 
@@ -124,6 +125,8 @@ def _json_key(value: Any) -> str:
     """Canonical text for JSON equality (1 == 1.0, True != 1)."""
     if isinstance(value, str):
         return "s" + value  # fast path (enums of many strings); never starts like the JSON below
+    if type(value) is int:
+        return "n" + str(value)  # fast path: a Python int's text is its canonical text
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         d = numbers.to_decimal(value)
         if d is not None:  # fast path for numbers: equal numbers share one canonical text
@@ -629,7 +632,8 @@ class SchemaCompiler:
         check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
         seen: set[str] = set()
         strings: list[str] = []
-        decimals: list[Any] = []
+        decimals: list[tuple[str, bool]] = []
+        others: list[Any] = []
         nodes = []
         for v in values:
             key = _json_key(v)
@@ -638,15 +642,29 @@ class SchemaCompiler:
             seen.add(key)
             if isinstance(v, str):
                 strings.append(v)
+            elif type(v) is int:
+                decimals.append((str(v), True))
             elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                decimals.append(self._finite(v))
+                decimals.append(numbers.canonical_text(self._finite(v)))
             else:
-                nodes.append(self.literal_value(v, depth))
+                others.append(v)
+        if others:
+            nodes.append(self._constant_trie(others, depth))
         if strings:
-            nodes.append(_string_trie(strings, raw=self.raw_strings and depth == 0))
+            raw = self.raw_strings and depth == 0
+            self._check_longest(strings, raw, pointer, "const" if "const" in schema else "enum")
+            nodes.append(_string_trie(strings, raw=raw))
         if decimals:
             nodes.append(_number_trie(decimals))
         return alt(*nodes)
+
+    def _check_longest(self, strings: list[str], raw: bool, pointer: str, keyword: str) -> None:
+        """Refuse before building when the longest string alone exceeds the budget: its path in
+        any automaton of the values holds one encoded form per character."""
+        longest = max(strings, key=len)
+        if len(longest) > 1000:  # a Counter pass, for values long enough to matter
+            size = sum(self._meter.size(_encoded_char(c, raw)) * n for c, n in Counter(longest).items())
+            self._within_budget(size, pointer, f"a {keyword} value of {len(longest):,} characters", keyword)
 
     @staticmethod
     def _finite(value: Any) -> Any:
@@ -664,24 +682,83 @@ class SchemaCompiler:
         if value is False:
             return literal("false")
         if isinstance(value, (int, float)):
-            return _number_trie([self._finite(value)])
+            return _number_trie([numbers.canonical_text(self._finite(value))])
         if isinstance(value, str):
             if self.raw_strings and depth == 0:
                 return literal(value)
             return seq(literal('"'), *(json_string_char([(ord(c), ord(c))]) for c in value), literal('"'))
-        if isinstance(value, list):
-            items = [self.literal_value(v, depth + 1) for v in value]
-            body = EPSILON
-            for i, item in enumerate(items):
-                body = seq(body, self._comma(depth + 1) if i else EPSILON, item)
-            return seq(literal("["), self.ws(depth + 1), body, self.ws(depth) if items else EPSILON, literal("]"))
-        if isinstance(value, dict):
-            parts = []
-            for i, (k, v) in enumerate(value.items()):
-                parts.append(seq(self._comma(depth + 1) if i else EPSILON, self._key_literal(k), self._colon(),
-                                 self.literal_value(v, depth + 1)))
-            return seq(literal("{"), self.ws(depth + 1), *parts, self.ws(depth) if parts else EPSILON, literal("}"))
+        if isinstance(value, (list, dict)):
+            return self._constant_trie([value], depth)
         raise InvalidSchemaError("", f"not a JSON value: {value!r}")
+
+    def _constant_trie(self, values: list[Any], depth: int) -> Node:
+        """JSON values (arrays and objects written in their given key order, whitespace as
+        anywhere else) as one minimal acyclic automaton over their symbols (see
+        :meth:`_symbols`): linear in their total size, shared structure written once."""
+        sequences = []
+        for value in values:
+            out: list[str] = []
+            self._symbols(value, depth, out)
+            sequences.append(tuple(out))
+        return _minimal_acyclic(sequences, self._symbol_node)
+
+    def _symbols(self, value: Any, depth: int, out: list[str]) -> None:
+        """Append the symbols of ``value`` at ``depth``: one character of a string's content
+        (length 1), or a tagged piece (length > 1): ``\x00`` + raw text, ``\x01``/``\x02`` +
+        level (whitespace, comma), ``\x03:`` (colon), ``\x04`` + key name, ``\x05z`` (an
+        integer's optional ``.0...``), ``\x06z`` (a fraction's optional zeros), ``\x070``
+        (``0`` or ``-0``). Recursive: the document check bounds the depth."""
+        if value is None or isinstance(value, bool):
+            out.append("\x00" + json.dumps(value))
+        elif isinstance(value, (int, float)):
+            text, is_integer = numbers.canonical_text(self._finite(value))
+            if text == "0":
+                out.append("\x070")
+            else:
+                out.extend("\x00" + c for c in text)
+            out.append("\x05z" if is_integer else "\x06z")
+        elif isinstance(value, str):
+            out.append('\x00"')
+            out.extend(value)
+            out.append('\x00"')
+        elif isinstance(value, list):
+            out += ["\x00[", f"\x01{depth + 1}"]
+            for i, item in enumerate(value):
+                if i:
+                    out.append(f"\x02{depth + 1}")
+                self._symbols(item, depth + 1, out)
+            out += [f"\x01{depth}", "\x00]"] if value else ["\x00]"]
+        elif isinstance(value, dict):
+            out += ["\x00{", f"\x01{depth + 1}"]
+            for i, (key, item) in enumerate(value.items()):
+                if i:
+                    out.append(f"\x02{depth + 1}")
+                out += ["\x04" + key, "\x03:"]
+                self._symbols(item, depth + 1, out)
+            out += [f"\x01{depth}", "\x00}"] if value else ["\x00}"]
+        else:
+            raise InvalidSchemaError("", f"not a JSON value: {value!r}")
+
+    def _symbol_node(self, symbol: str) -> Node:
+        """The node of one symbol of :meth:`_symbols`."""
+        if len(symbol) == 1:
+            return _encoded_char(symbol, False)
+        tag, rest = symbol[0], symbol[1:]
+        if tag == "\x00":
+            return literal(rest)
+        if tag == "\x01":
+            return self.ws(int(rest))
+        if tag == "\x02":
+            return self._comma(int(rest))
+        if tag == "\x03":
+            return self._colon()
+        if tag == "\x04":
+            return self._key_literal(rest)
+        if tag == "\x05":
+            return numbers.ZERO_FRACTION
+        if tag == "\x06":
+            return repeat(literal("0"), 0, None)
+        return alt(literal("0"), literal("-0"))
 
     def _number(self, schema: dict, pointer: str, integer: bool) -> Node:
         lower = upper = None
@@ -1109,48 +1186,63 @@ def _common_prefix(a: str, b: str) -> int:
     return lo
 
 
+def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[Any], Node]) -> Graph:
+    """The distinct ``sequences`` of symbols as their minimal acyclic automaton (shared prefixes
+    and shared suffixes written once: ``value-0`` .. ``value-99999`` is a few dozen states), each
+    symbol edge the node ``form`` gives it. Built in one pass over the sorted sequences (Daciuk
+    et al.'s incremental construction: a finished branch is replaced by an equal one already
+    registered), so linear in the total length, one Python step per symbol."""
+    children: list[dict[Any, int]] = [{}]
+    final = [False]
+    register: dict[tuple, int] = {}
+    unchecked: list[tuple[int, Any, int]] = []  # the last sequence's path not yet registered
+
+    def register_down_to(length: int) -> None:
+        while len(unchecked) > length:
+            parent, symbol, child = unchecked.pop()
+            key = (final[child], tuple(children[child].items()))  # children registered already
+            kept = register.setdefault(key, child)
+            if kept != child:
+                children[parent][symbol] = kept
+
+    previous: Sequence[Hashable] = ()
+    for value in sorted(set(sequences)):
+        shared = _common_prefix(previous, value)
+        register_down_to(shared)
+        state = unchecked[-1][2] if unchecked else 0
+        for symbol in value[shared:]:
+            new = len(children)
+            children.append({})
+            final.append(False)
+            children[state][symbol] = new
+            unchecked.append((state, symbol, new))
+            state = new
+        final[state] = True
+        previous = value
+    register_down_to(0)
+    number = {0: 0}  # the states reachable from the start (replaced branches are left out)
+    order = [0]
+    for state in order:
+        for child in children[state].values():
+            if child not in number:
+                number[child] = len(order)
+                order.append(child)
+    forms: dict[Any, Node] = {}
+    edges: list[tuple[int, Node, int]] = []
+    for state in order:
+        for symbol, child in children[state].items():
+            node = forms.get(symbol)
+            if node is None:
+                node = forms[symbol] = form(symbol)
+            edges.append((number[state], node, number[child]))
+    return Graph(len(order), 0, frozenset(number[s] for s in order if final[s]), tuple(edges))
+
+
 def _string_trie(values: list[str], raw: bool) -> Node:
     """The distinct JSON strings ``values`` (quoted, every escape form; or ``raw`` text) as one
-    trie: a :class:`Graph` whose states are the prefixes where values branch and whose edges
-    are one character each, the unshared rest of a value one edge. Built in one pass over the
-    sorted values (a value shares with later ones at most what it shares with the next one), so
-    linear in the total length; flat however long the strings are."""
-    ordered = sorted(values)
-    forms: dict[str, Node] = {}
-
-    def form(char: str) -> Node:
-        hit = forms.get(char)
-        if hit is None:
-            hit = forms[char] = _encoded_char(char, raw)
-        return hit
-
-    # shared[i]: what value i shares with value i - 1 (and, sorted, at least all it shares with
-    # any earlier value)
-    shared = [0] + [_common_prefix(a, b) for a, b in zip(ordered, ordered[1:])] + [0]
-    path = [0]  # states of the previous value's explicit prefix: path[k] after k characters
-    edges: list[tuple[int, Node, int]] = []
-    ends: set[int] = set()
-    count = 1
-    for i, value in enumerate(ordered):
-        before = shared[i]
-        branch = max(before, shared[i + 1])
-        del path[before + 1:]
-        for char in value[before:branch]:  # explicit states where the next value may branch off
-            edges.append((path[-1], form(char), count))
-            path.append(count)
-            count += 1
-        if len(value) > branch:
-            rest = value[branch:]
-            edges.append((path[-1], form(rest) if len(rest) == 1 else Concat(tuple(form(c) for c in rest)), count))
-            ends.add(count)
-            count += 1
-        else:
-            ends.add(path[-1])
-    if raw:
-        return Graph(count, 0, frozenset(ends), tuple(edges))
-    quote = literal('"')
-    edges.extend((end, quote, count) for end in sorted(ends))
-    return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
+    minimal acyclic automaton of their characters (:func:`_minimal_acyclic`)."""
+    body = _minimal_acyclic(values, lambda char: _encoded_char(char, raw))
+    return body if raw else seq(literal('"'), body, literal('"'))
 
 
 def _distinct_literals(branches: list[Any]) -> bool:
@@ -1173,14 +1265,14 @@ def _distinct_literals(branches: list[Any]) -> bool:
     return True
 
 
-def _number_trie(decimals: list[Any]) -> Node:
-    """Every plain JSON text (no exponent) equal to one of ``decimals``: the canonical texts as
-    two tries, integers then ``.0...`` optionally, fractions then more zeros optionally (and
-    ``-0`` for zero). Linear in the digits, however many values."""
+def _number_trie(canonical: list[tuple[str, bool]]) -> Node:
+    """Every plain JSON text (no exponent) equal to one of the numbers whose canonical texts
+    (:func:`~enforcer.numbers.canonical_text`) are ``canonical``: two tries, integers then
+    ``.0...`` optionally, fractions then more zeros optionally (and ``-0`` for zero). Linear in
+    the digits, however many values."""
     integers: set[str] = set()
     fractions: set[str] = set()
-    for d in decimals:
-        text, is_integer = numbers.canonical_text(d)
+    for text, is_integer in canonical:
         (integers if is_integer else fractions).add(text)
     if "0" in integers:
         integers.add("-0")
