@@ -394,6 +394,8 @@ class SchemaCompiler:
         leftovers: list[tuple[Any, str]] = []
         for i, part in enumerate(parts):
             part, refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, refs)
+            if not leftovers and self._distributes(part, parts[i + 1:]):
+                return self._distributed(merged, part, parts[i + 1:], f"{pointer}/allOf/{i}", depth, refs)
             m = merge(merged, part)
             if m is None:
                 leftovers.append((part, f"{pointer}/allOf/{i}"))
@@ -429,6 +431,49 @@ class SchemaCompiler:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
 
+    @staticmethod
+    def _distributes(part: Any, later: list[Any]) -> bool:
+        """Whether ``allOf`` distributes over ``part``'s ``anyOf``/``oneOf``: later parts exist
+        (their keys must follow the branch's, as a validator sees them: the part, its branch,
+        then the later parts) and none is a union too (branches would multiply)."""
+        if not later or not isinstance(part, dict) or ("anyOf" in part) == ("oneOf" in part):
+            return False
+        return not any(isinstance(p, dict) and ("anyOf" in p or "oneOf" in p) for p in later)
+
+    def _distributed(self, merged: Any, part: dict, later: list[Any], pointer: str, depth: int, refs: Refs) -> Node:
+        """``allOf: [merged, part, *later]`` with ``part = rest + anyOf/oneOf: [B_k]`` as the union
+        of ``allOf: [merged, rest, B_k, *later]``: exact (with the other parts holding, exactly
+        one ``B_k`` matches iff exactly one conjunction does), and objects keep one declared key
+        order, the part's branch before the later parts."""
+        key = "anyOf" if "anyOf" in part else "oneOf"
+        branches = part[key]
+        if not isinstance(branches, list) or not branches:
+            raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+        rest = {k: v for k, v in part.items() if k != key}
+        followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(branches)]
+        if key == "oneOf":
+            context: Any = merge(merged, rest)
+            for other in later:
+                context = merge(context, other)
+            self._check_one_of([b for b, _ in followed], context, pointer)
+        return alt(*(self.value({"allOf": [merged, rest, branch, *later]}, f"{pointer}/{key}/{i}", depth, branch_refs)
+                     for i, (branch, branch_refs) in enumerate(followed)))
+
+    def _check_one_of(self, branches: list[Any], rest: Any, pointer: str) -> None:
+        """Refuse a ``oneOf`` whose branches (each with ``rest``, None: not mergeable) may both
+        match one value: the union written for it is exact only for disjoint branches."""
+        if _distinct_literals(branches):
+            return
+        with_rest = [merge(rest, b) for b in branches]  # exact: only values meeting rest count
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                a = with_rest[i] if with_rest[i] is not None else branches[i]
+                b = with_rest[j] if with_rest[j] is not None else branches[j]
+                if not self._disjoint(a, b) and not self._generated_apart(with_rest[i], with_rest[j]):
+                    raise UnsupportedSchemaError(
+                        "oneOf", pointer, f"branches {i} and {j} may both match one value; "
+                        "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
+
     def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
         rest = {k: v for k, v in schema.items() if k != key}
@@ -436,14 +481,8 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
         branches = [b for b, _ in followed]
-        if key == "oneOf" and not _distinct_literals(branches):
-            for i in range(len(branches)):
-                for j in range(i + 1, len(branches)):
-                    if not self._disjoint(branches[i], branches[j]) and not self._generated_apart(
-                            merge(rest, branches[i]), merge(rest, branches[j])):
-                        raise UnsupportedSchemaError(
-                            "oneOf", pointer, f"branches {i} and {j} may both match one value; "
-                            "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
+        if key == "oneOf":
+            self._check_one_of(branches, rest, pointer)
         nodes = []
         for i, (branch, branch_refs) in enumerate(followed):
             bptr = f"{pointer}/{key}/{i}"

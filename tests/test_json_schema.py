@@ -437,3 +437,25 @@ def test_budget_refuses_before_building_and_names_the_keyword():
     dfa = compile_schema_dfa({"type": "array", "items": {"type": "boolean"}, "maxItems": 1000}, SchemaOptions())
     assert dfa.matches("[" + ", ".join(["true"] * 1000) + "]")
     assert not dfa.matches("[" + ", ".join(["true"] * 1001) + "]")
+
+
+def test_all_of_distributes_over_a_union_in_validator_key_order():
+    """``allOf: [{oneOf: [...]}, {properties}]`` (jsonschemabench Github o64859): the branch's
+    keys come before the later part's, as a validator lists them; exactly one branch still."""
+    schema = {"allOf": [{"oneOf": [{"properties": {"state": {"const": "stopped"}}, "required": ["state"]},
+                                   {"properties": {"state": {"const": "running"}, "total": {"type": "number"}},
+                                    "required": ["state"]}], "type": "object"},
+                        {"properties": {"builder": {"type": "object"}, "id": {"type": "number"}},
+                         "required": ["builder", "id"], "type": "object"}]}
+    for strict in (True, False):
+        dfa = compile_schema_dfa(schema, SchemaOptions(strict=strict))
+        assert dfa.matches('{"state": "running", "total": 100, "builder": {}, "id": 1}')
+        assert dfa.matches('{"state": "stopped", "builder": {"name": "b"}, "id": 1}')
+        assert not dfa.matches('{"state": "paused", "builder": {}, "id": 1}')
+        assert not dfa.matches('{"state": "running", "total": 100}')
+    assert compile_schema_dfa(schema, SchemaOptions(strict=False)).matches(
+        '{"state": "running", "total": 100, "builder": {}, "id": 1, "x": 0}')
+    overlapping = {"allOf": [{"oneOf": [{"type": "integer"}, {"minimum": 2}]}, {"maximum": 5}]}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(overlapping, SchemaOptions())
+    assert info.value.keyword == "oneOf" and info.value.pointer == "/allOf/0"
