@@ -25,6 +25,8 @@ from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, Si
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
+from .schema_resources import ResourceIndex
+from .schema_resources import escape as _escape
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -160,7 +162,7 @@ class SchemaCompiler:
         self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
-        self._anchor_map: dict[str, tuple[Any, str]] | None = None
+        self._resources: ResourceIndex | None = None
         self._meter = SizeMeter()
         self._counted: dict[tuple[bool, int, int], Node] = {}
         self._values: dict[tuple[int, int, Refs], tuple[Any, Node]] = {}
@@ -274,84 +276,30 @@ class SchemaCompiler:
 
     # ---- references and combinators ------------------------------------------------------
 
-    def resolve(self, ref: str, pointer: str) -> tuple[Any, str]:
-        """The sub-schema ``ref`` names and its JSON pointer: ``#/json/pointer``, a plain-name
-        anchor (``#name``: ``$anchor``, or a draft 4-7 ``$id``/``id`` of ``#name``), either one
-        after the root's own ``$id``. Other references are refused."""
+    def resolve(self, ref: str, pointer: str, holder: Any) -> tuple[Any, str]:
+        """The sub-schema ``ref`` (held by the schema object ``holder``) names and its JSON
+        pointer, resolved against ``holder``'s base URI (:class:`ResourceIndex`): a resource
+        of this document, then a JSON pointer or plain-name anchor in it. Other references are
+        refused."""
         if not isinstance(ref, str):
             raise InvalidSchemaError(pointer, "$ref must be a string")
-        base = self._root_base()
-        if base and ref.startswith(base) and (len(ref) == len(base) or ref[len(base)] == "#"):
-            ref = ref[len(base):] or "#"
-        if not ref.startswith("#"):
-            raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, got {ref!r}")
-        path = ref[1:]
-        if path and not path.startswith("/"):
-            found = self._anchors().get(path)
-            if found is None:
-                raise UnsupportedSchemaError("$ref", pointer, f"anchor {ref!r} is not defined in this document "
-                                             "(or sub-schemas change the base URI with $id)")
-            return found
-        node: Any = self.root
-        for raw in path.split("/")[1:] if path else []:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            from urllib.parse import unquote
-            part = unquote(part)
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise InvalidSchemaError(pointer, f"$ref {ref!r} does not resolve")
-        return node, path
+        if self._resources is None:
+            self._resources = ResourceIndex(self.root, "id" if self.dialect == "draft4" else "$id",
+                                            self.dialect in DRAFTS_IGNORING_REF_SIBLINGS)
+        target = self._resources.resolve(ref, holder)
+        if target.pointer is None:
+            if target.malformed:
+                raise InvalidSchemaError(pointer, target.reason)
+            raise UnsupportedSchemaError("$ref", pointer, target.reason)
+        return target.schema, target.pointer
 
-    def _root_base(self) -> str:
-        """The root's ``$id`` (draft-04: ``id``) without its fragment, or ``""``."""
-        if not isinstance(self.root, dict):
-            return ""
-        value = self.root.get("$id", self.root.get("id") if self.dialect == "draft4" else None)
-        return value.split("#", 1)[0] if isinstance(value, str) else ""
-
-    def _anchors(self) -> dict[str, tuple[Any, str]]:
-        """Plain-name anchors of the document -> (sub-schema, pointer), found once by an
-        iterative walk through the keywords that hold schemas. Empty when a sub-schema sets a
-        new base URI (anchors would then be scoped to it)."""
-        if self._anchor_map is not None:
-            return self._anchor_map
-        anchors: dict[str, tuple[Any, str]] = {}
-        stack: list[tuple[Any, str]] = [(self.root, "")]
-        while stack:
-            node, ptr = stack.pop()
-            if not isinstance(node, dict):
-                continue
-            for key in ("$anchor", "$id", "id"):
-                value = node.get(key)
-                if not isinstance(value, str) or (key == "id" and self.dialect != "draft4"):
-                    continue
-                if key == "$anchor":
-                    anchors[value] = (node, ptr)
-                elif value.startswith("#"):
-                    anchors[value[1:]] = (node, ptr)
-                elif ptr:  # a nested base URI: anchors below are scoped to it
-                    self._anchor_map = {}
-                    return self._anchor_map
-            for key, sub in node.items():
-                where = f"{ptr}/{_escape(key)}"
-                if key in _SCHEMA_MAPS and isinstance(sub, dict):
-                    stack.extend((v, f"{where}/{_escape(k)}") for k, v in sub.items())
-                elif key in _SCHEMA_LISTS and isinstance(sub, list):
-                    stack.extend((v, f"{where}/{i}") for i, v in enumerate(sub))
-                elif key in _SCHEMA_VALUES:
-                    stack.append((sub, where))
-        self._anchor_map = anchors
-        return anchors
-
-    def _expand(self, ref: str, pointer: str, depth: int, refs: Refs) -> tuple[Any, str, Refs]:
+    def _expand(self, ref: str, pointer: str, depth: int, refs: Refs, holder: Any) -> tuple[Any, str, Refs]:
         """The target of ``ref`` met at value ``depth``, its pointer and the path's expansions;
         the target is ``False`` once ``ref`` was expanded ``max_recursion`` times on this path
         (recursion cut: the branch is not generated deeper). A cycle that comes back to the
         same ``$ref`` without descending into the value would expand forever: refused, named."""
-        target, target_pointer = self.resolve(ref, pointer)
+        target, target_pointer = self.resolve(ref, pointer, holder)
+        ref = "#" + target_pointer  # one name per target, however (and wherever) the reference spells it
         if (ref, depth) in refs:
             cycle = [r for r, d in refs if d == depth]
             cycle = cycle[cycle.index(ref):] + [ref]
@@ -362,7 +310,7 @@ class SchemaCompiler:
         return target, target_pointer, refs + ((ref, depth),)
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
-        target, target_pointer, refs = self._expand(schema["$ref"], pointer, depth, refs)
+        target, target_pointer, refs = self._expand(schema["$ref"], pointer, depth, refs, schema)
         if target is False:
             return NOTHING
         rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
@@ -370,12 +318,12 @@ class SchemaCompiler:
             rest = {}  # draft 4-7: keywords beside $ref are ignored
         if not rest:
             return self.value(target, target_pointer, depth, refs)
-        return self.value({"allOf": [target, rest]}, pointer, depth, refs)
+        return self.value({"allOf": [rest, target]}, pointer, depth, refs)  # siblings first, as a validator lists them
 
     def _deref_path(self, schema: Any, pointer: str, depth: int, refs: Refs) -> tuple[Any, Refs]:
         """``schema`` with chains of bare ``$ref`` followed (each expansion counted on the path)."""
         while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
-            schema, _, refs = self._expand(schema["$ref"], pointer, depth, refs)
+            schema, _, refs = self._expand(schema["$ref"], pointer, depth, refs, schema)
         return schema, refs
 
     def _deref(self, schema: Any, pointer: str) -> Any:
@@ -383,7 +331,7 @@ class SchemaCompiler:
         (their callers stop on cycles)."""
         seen = 0
         while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} and seen < 32:
-            schema, _ = self.resolve(schema["$ref"], pointer)
+            schema, _ = self.resolve(schema["$ref"], pointer, schema)
             seen += 1
         return schema
 
@@ -1323,13 +1271,6 @@ def _number_trie(canonical: list[tuple[str, bool]]) -> Node:
     return alt(*nodes)
 
 
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
-_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
-_SCHEMA_VALUES = frozenset({"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
-                            "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties"})
-"""Keywords whose values are sub-schemas (maps of them, lists of them, or one)."""
-
-
 @lru_cache(maxsize=None)
 def _plain_integer_dfa() -> DFA:
     return compile_node(numbers.PLAIN_INTEGER)
@@ -1367,10 +1308,6 @@ MAX_COUNTED_LENGTH = 2048
 1 KiB each (42 MB at 2048, shared by every string of the same bounds in a schema). Longer
 bounds raise :class:`SchemaTooComplexError`. (``minLength`` alone is an NFA repeat, within
 ``max_nfa_states``.)"""
-
-
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
 
 
 def _count(schema: dict, key: str, pointer: str) -> int | None:
