@@ -44,6 +44,10 @@ KNOWN_METASCHEMAS = frozenset({
     "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
     "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema", "json-schema.org/schema",
 })
+_DYNAMIC_EVALUATION = ("$ref", "$dynamicRef", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "contains",
+                       "not")
+"""Keywords beside which ``unevaluated*`` is not folded (``not`` only for simplicity: it
+evaluates nothing, but its sub-schema may hold ``unevaluated*`` of its own)."""
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
@@ -246,6 +250,8 @@ class SchemaCompiler:
             return NOTHING
         if not isinstance(schema, dict):
             raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
+        if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+            schema = self._fold_unevaluated(schema, pointer)
         self._check_keywords(schema, pointer)
         if "$ref" in schema:
             return self._ref(schema, pointer, depth, refs)
@@ -261,6 +267,51 @@ class SchemaCompiler:
         if schema.get("nullable") is True:
             node = alt(node, literal("null"))
         return node
+
+    def _fold_unevaluated(self, schema: dict, pointer: str) -> dict:
+        """``schema`` with ``unevaluatedProperties``/``unevaluatedItems`` written as the keyword
+        they then equal, where that is exact: beside plain sub-schemas only (its own keywords
+        and ``allOf`` parts without ``$ref``, ``anyOf``, ``oneOf``, ``if``, ``dependentSchemas``
+        or ``contains``, whose evaluations depend on the instance). The properties (items)
+        evaluated are then those the parts declare: with ``additionalProperties`` (``items``)
+        anywhere every one is evaluated and the keyword is a no-op; otherwise it is the
+        ``additionalProperties`` (``items``) of all the parts merged into one schema."""
+        out = dict(schema)
+        parts = out.get("allOf", [])
+        folded: list[Any] = []
+        for i, part in enumerate(parts if isinstance(parts, list) else []):
+            if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
+                part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")
+            folded.append(part)
+        if folded:
+            out["allOf"] = folded
+        for keyword, covering in (("unevaluatedProperties", "additionalProperties"), ("unevaluatedItems", "items")):
+            if keyword not in out:
+                continue
+            for where, sub in [(pointer, out), *((f"{pointer}/allOf/{i}", p) for i, p in enumerate(folded))]:
+                if not isinstance(sub, (dict, bool)):
+                    raise InvalidSchemaError(where, "a schema must be an object or a boolean")
+                blocker = next((k for k in _DYNAMIC_EVALUATION if isinstance(sub, dict) and k in sub), None)
+                if blocker is None and sub is not out and isinstance(sub, dict) and "allOf" in sub:
+                    blocker = "allOf"
+                if blocker is not None:
+                    raise UnsupportedSchemaError(keyword, pointer, f"not folded beside '{blocker}' at "
+                                                 f"{where or '(root)'} (what it evaluates depends on the instance)")
+                if keyword == "unevaluatedItems" and isinstance(sub, dict) and (
+                        isinstance(sub.get("items"), list) or "additionalItems" in sub):
+                    raise UnsupportedSchemaError(keyword, pointer, "with the draft 2019-09 array form of 'items'")
+            value = out.pop(keyword)
+            if any(isinstance(sub, dict) and covering in sub for sub in (out, *folded)):
+                continue  # every property (item) is evaluated already
+            flat: Any = {k: v for k, v in out.items() if k != "allOf"}
+            for part in folded:
+                flat = merge(flat, part) if flat is not None else None
+            if not isinstance(flat, dict):
+                raise UnsupportedSchemaError(keyword, pointer, "the allOf parts do not merge into one schema")
+            flat[covering] = value
+            out = flat
+            folded = []
+        return out
 
     def _check_keywords(self, schema: dict, pointer: str) -> None:
         for key, val in schema.items():
@@ -1414,6 +1465,8 @@ def merge(a: Any, b: Any) -> Any:
     b = {k: v for k, v in b.items() if k not in ANNOTATIONS}
     if "$ref" in a or "$ref" in b:
         return None
+    if any(k in x for x in (a, b) for k in ("unevaluatedProperties", "unevaluatedItems")):
+        return None  # each side sees only what it (not the other) evaluates: compiled apart
     array_keys = ("prefixItems", "items", "additionalItems")
     if _has_prefix(a) or _has_prefix(b):
         # index i is governed by a's prefix[i] or else a's items, and likewise for b: merge per
