@@ -19,6 +19,8 @@ from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import jsonschema
 
+import numpy as np
+
 from . import numbers
 from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, SizeMeter, counted_repeat, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
@@ -36,7 +38,7 @@ ANNOTATIONS = frozenset({
     "$vocabulary", "$anchor",
 })
 UNSUPPORTED = frozenset({
-    "contains", "unevaluatedProperties",
+    "unevaluatedProperties",
     "unevaluatedItems", "dependentSchemas", "$dynamicRef",
     "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
 })
@@ -882,6 +884,8 @@ class SchemaCompiler:
         return body if raw else seq(literal('"'), body, literal('"'))
 
     def _array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        if "contains" in schema:
+            return self._contains_array(schema, pointer, depth, refs)
         items = schema.get("items", True)
         prefix = schema.get("prefixItems", [])
         prefix_ptr, items_ptr = f"{pointer}/prefixItems", f"{pointer}/items"
@@ -917,6 +921,93 @@ class SchemaCompiler:
         non_empty = seq(literal("["), open_ws, Graph(k + 2, 0, frozenset(accepting - {0}), tuple(edges)),
                         close_ws, literal("]"))
         empty = seq(literal("["), open_ws, literal("]")) if 0 in accepting else NOTHING
+        return alt(non_empty, empty)
+
+    def _contains_array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """An array with ``contains``: a graph over (items written, matching items counted up to
+        the bound), each item either of its item automaton intersected with the ``contains``
+        one or of their difference. The count is exact when ``contains``' automaton holds every
+        writing of its values that the item automaton holds; short of that an item may be
+        counted as not matching, which only ``maxContains`` could let through, so under
+        ``maxContains`` the values that may match are scalars (object key order and free-form
+        depth make other languages partial) and numbers are written without exponent (the one
+        form bounded numbers lack). Items, bounds and counts: within ``MAX_CONTAINS_STATES``."""
+        contains = schema["contains"]
+        min_c = _count(schema, "minContains", pointer)
+        min_c = 1 if min_c is None else min_c
+        max_c = _count(schema, "maxContains", pointer)
+        prefix_schemas = schema.get("prefixItems", [])
+        rest_schema = schema.get("items", True)
+        if isinstance(rest_schema, list) or "additionalItems" in schema:
+            raise UnsupportedSchemaError("contains", pointer, "with the draft 2019-09 array form of 'items'")
+        min_items = _count(schema, "minItems", pointer) or 0
+        max_items = _count(schema, "maxItems", pointer)
+        if max_c is not None and max_c < min_c:
+            return NOTHING
+        inner = depth + 1
+        cptr = f"{pointer}/contains"
+        no_exponent = None
+        if max_c is not None:
+            shared = self._types_of(contains)
+            if shared & {"array", "object"}:
+                raise UnsupportedSchemaError("maxContains", pointer, "counting matching arrays or objects exactly "
+                                             "needs every key order and depth of 'contains' (only scalars are)")
+            if shared & {"integer", "number"}:
+                no_exponent = _no_exponent_dfa()
+        max_states = self.options.max_states
+        contains_dfa = compile_node(self.value(contains, cptr, inner, refs), max_states)
+        split: dict[int, tuple[Node, Node]] = {}
+
+        def item_split(sub: Any, sub_pointer: str) -> tuple[Node, Node]:
+            key = id(sub)
+            if key not in split:
+                dfa = compile_node(self.value(sub, sub_pointer, inner, refs), max_states)
+                if no_exponent is not None:
+                    dfa = dfa.intersect(no_exponent, max_states)
+                matching = dfa.intersect(contains_dfa, max_states)
+                other = dfa.difference(contains_dfa, max_states)
+                split[key] = (Embedded(matching) if not matching.is_empty else NOTHING,
+                              Embedded(other) if not other.is_empty else NOTHING)
+            return split[key]
+
+        k = len(prefix_schemas)
+        # items written, capped (at least "none" and "some": the comma depends on it)
+        positions = max(k, min_items, 1) + 1 if max_items is None else max_items + 1
+        counts = (max_c + 2) if max_c is not None else min_c + 1  # matching items, capped (max_c + 1: dead)
+        if positions * counts > MAX_CONTAINS_STATES:
+            raise SchemaTooComplexError(f"counting {counts - 1} matching items over {positions - 1} positions",
+                                        pointer, f"MAX_CONTAINS_STATES={MAX_CONTAINS_STATES}", "contains")
+        comma = self._comma(inner)
+
+        def state(n: int, c: int) -> int:
+            return n * counts + c
+
+        edges: list[tuple[int, Node, int]] = []
+        accepting: set[int] = set()
+        for n in range(positions):
+            for c in range(counts):
+                if max_c is not None and c > max_c:
+                    continue
+                if n >= min_items and c >= min_c:
+                    accepting.add(state(n, c))
+                if max_items is not None and n >= max_items:
+                    continue
+                sub, sub_ptr = (prefix_schemas[n], f"{pointer}/prefixItems/{n}") if n < k else (rest_schema,
+                                                                                               f"{pointer}/items")
+                matching, other = item_split(sub, sub_ptr)
+                nxt = min(n + 1, positions - 1)
+                sep = comma if n else EPSILON
+                if matching is not NOTHING:
+                    c2 = c + 1 if max_c is not None else min(c + 1, counts - 1)
+                    if max_c is None or c2 <= max_c:
+                        edges.append((state(n, c), seq(sep, matching), state(nxt, c2)))
+                if other is not NOTHING:
+                    edges.append((state(n, c), seq(sep, other), state(nxt, c)))
+        start = state(0, 0)
+        open_ws, close_ws = self.ws(inner), self.ws(depth)
+        graph = Graph(positions * counts, start, frozenset(accepting - {start}), tuple(edges))
+        non_empty = seq(literal("["), open_ws, graph, close_ws, literal("]"))
+        empty = seq(literal("["), open_ws, literal("]")) if start in accepting else NOTHING
         return alt(non_empty, empty)
 
     def _key_literal(self, name: str) -> Node:
@@ -1354,6 +1445,26 @@ def _string_char_dfa(raw: bool = False) -> DFA:
     return _STRING_CHAR_DFA[raw]
 
 
+MAX_CONTAINS_STATES = 4096
+"""Most (items written, matching items counted) states of one array with ``contains``."""
+
+
+@lru_cache(maxsize=None)
+def _no_exponent_dfa() -> DFA:
+    """JSON texts whose numbers have no exponent: outside strings, no ``e``/``E`` right after a
+    digit (states: outside, outside after a digit, in a string, after a backslash in one)."""
+    table = np.full((4, 256), -1, dtype=np.int32)
+    table[0, :] = table[1, :] = 0
+    table[0, ord("0"):ord("9") + 1] = table[1, ord("0"):ord("9") + 1] = 1
+    table[1, ord("e")] = table[1, ord("E")] = -1
+    table[0, ord('"')] = table[1, ord('"')] = 2
+    table[2, :] = 2
+    table[2, ord("\\")] = 3
+    table[2, ord('"')] = 0
+    table[3, :] = 2
+    return DFA(table, np.array([True, True, False, False]))
+
+
 MAX_COUNTED_LENGTH = 2048
 """Largest ``maxLength`` enforced: a dense counted table of about 20 states per character,
 1 KiB each (42 MB at 2048, shared by every string of the same bounds in a schema). Longer
@@ -1463,6 +1574,10 @@ def merge(a: Any, b: Any) -> Any:
         return None
     a = {k: v for k, v in a.items() if k not in ANNOTATIONS or k in ("$defs", "definitions")}
     b = {k: v for k, v in b.items() if k not in ANNOTATIONS}
+    for x in (a, b):
+        if "contains" not in x:  # minContains/maxContains without contains are no-ops: not carried over
+            x.pop("minContains", None)
+            x.pop("maxContains", None)
     if "$ref" in a or "$ref" in b:
         return None
     if any(k in x for x in (a, b) for k in ("unevaluatedProperties", "unevaluatedItems")):

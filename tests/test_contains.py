@@ -1,0 +1,51 @@
+"""``contains`` with ``minContains``/``maxContains``: matching items counted exactly, checked
+against jsonschema on every array of a small pool (all serialisations json.dumps writes)."""
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+
+from enforcer import UnsupportedSchemaError
+from enforcer.json_schema import SchemaOptions
+from enforcer.matcher import compile_schema_dfa
+
+ITEMS = [1, 2, 5, 6, "a", None, 1.5, [1], {"a": 1}]
+ARRAYS = [list(p) for n in range(4) for p in itertools.product(ITEMS[:6], repeat=n)] + [[[1], {"a": 1}, 1.5]]
+
+
+@pytest.mark.parametrize("schema", [
+    {"contains": {"minimum": 5}},
+    {"contains": {"const": 1}, "minContains": 2},
+    {"contains": {"const": 1}, "maxContains": 1},
+    {"contains": {"const": 1}, "minContains": 0, "maxContains": 1},
+    {"contains": {"type": "string"}, "minContains": 1, "maxContains": 2, "maxItems": 3},
+    {"items": {"type": "integer"}, "contains": {"multipleOf": 2}, "minContains": 2},
+    {"prefixItems": [{"type": "string"}], "contains": {"type": "integer"}, "maxContains": 1},
+    {"contains": {"type": "array"}},
+    {"contains": False}, {"contains": True, "minContains": 2},
+    {"contains": {"const": 1}, "maxContains": 1, "minContains": 2},
+])
+def test_contains_counts_exactly(schema):
+    validator = jsonschema.Draft202012Validator(schema)
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False, free_form_depth=2))
+    for value in ARRAYS:
+        valid = validator.is_valid(value)
+        for text in (json.dumps(value), json.dumps(value, indent=2), json.dumps(value, separators=(",", ":"))):
+            assert dfa.matches(text) == valid, (text, valid)
+
+
+def test_max_contains_never_counts_an_exponent_form_apart():
+    """``1e0`` equals 1: written with an exponent it would escape the count of ``const: 1``; under
+    ``maxContains`` numbers are written without exponent."""
+    dfa = compile_schema_dfa({"contains": {"const": 1}, "maxContains": 1}, SchemaOptions())
+    assert dfa.matches("[1, 2]") and not dfa.matches("[1, 1e0]") and not dfa.matches("[1, 10E-1]")
+    assert compile_schema_dfa({"contains": {"const": 1}}, SchemaOptions()).matches("[1e0, 1]")
+
+
+def test_max_contains_of_objects_is_refused():
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa({"items": {"type": "object"}, "contains": {"required": ["a"]}, "maxContains": 2},
+                           SchemaOptions())
+    assert info.value.keyword == "maxContains"
