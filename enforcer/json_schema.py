@@ -39,7 +39,7 @@ ANNOTATIONS = frozenset({
 })
 UNSUPPORTED = frozenset({
     "unevaluatedProperties",
-    "unevaluatedItems", "dependentSchemas", "$dynamicRef",
+    "unevaluatedItems", "$dynamicRef",
     "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
 })
 KNOWN_METASCHEMAS = frozenset({
@@ -254,6 +254,9 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             schema = self._fold_unevaluated(schema, pointer)
+        dependent = _schema_dependencies(schema)
+        if dependent:
+            return self.value(self._dependent_union(schema, dependent, pointer), pointer, depth, refs)
         self._check_keywords(schema, pointer)
         if "$ref" in schema:
             return self._ref(schema, pointer, depth, refs)
@@ -269,6 +272,27 @@ class SchemaCompiler:
         if schema.get("nullable") is True:
             node = alt(node, literal("null"))
         return node
+
+    @staticmethod
+    def _dependent_union(schema: dict, dependent: dict[str, Any], pointer: str) -> dict:
+        """``schema`` with ``dependentSchemas`` (draft 4-7: ``dependencies`` of schemas) as the
+        union over which of their keys an object holds: for each subset T, the object holds
+        exactly the keys of T among them and meets their schemas; non-objects meet the rest
+        alone. Exact; ``2 ** len(dependent)`` branches, so at most ``MAX_DEPENDENT_SCHEMAS``."""
+        if len(dependent) > MAX_DEPENDENT_SCHEMAS:
+            raise UnsupportedSchemaError("dependentSchemas", pointer, f"more than {MAX_DEPENDENT_SCHEMAS} dependent "
+                                         "schemas (one branch per subset of their keys)")
+        rest = {k: v for k, v in schema.items() if k != "dependentSchemas"}
+        if isinstance(rest.get("dependencies"), dict):
+            rest["dependencies"] = {k: v for k, v in rest["dependencies"].items() if isinstance(v, list)}
+        names = list(dependent)
+        branches: list[Any] = [{"allOf": [rest, {"not": {"type": "object"}}]}]
+        for chosen in range(1 << len(names)):
+            present = [n for i, n in enumerate(names) if chosen >> i & 1]
+            keys: dict[str, Any] = {"type": "object", "required": present,
+                                    "properties": {n: False for n in names if n not in present}}
+            branches.append({"allOf": [rest, keys, *(dependent[n] for n in present)]})
+        return {"anyOf": branches}
 
     def _fold_unevaluated(self, schema: dict, pointer: str) -> dict:
         """``schema`` with ``unevaluatedProperties``/``unevaluatedItems`` written as the keyword
@@ -319,11 +343,6 @@ class SchemaCompiler:
         for key, val in schema.items():
             if key in UNSUPPORTED and _NO_OP.get(key, object()) != val:
                 raise UnsupportedSchemaError(key, pointer)
-        if "dependencies" in schema:
-            for name, dep in schema["dependencies"].items():
-                if not isinstance(dep, list):
-                    raise UnsupportedSchemaError("dependencies", f"{pointer}/dependencies/{_escape(name)}",
-                                                 "schema dependencies are not supported")
         if isinstance(schema.get("items"), list) and "prefixItems" in schema:
             raise InvalidSchemaError(pointer, "'items' as an array together with 'prefixItems'")
 
@@ -395,6 +414,8 @@ class SchemaCompiler:
         leftovers: list[tuple[Any, str]] = []
         for i, part in enumerate(parts):
             part, refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, refs)
+            if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
+                part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")  # it sees only its own evaluations
             if not leftovers and self._distributes(part, parts[i + 1:]):
                 return self._distributed(merged, part, parts[i + 1:], f"{pointer}/allOf/{i}", depth, refs)
             m = merge(merged, part)
@@ -955,19 +976,40 @@ class SchemaCompiler:
             if shared & {"integer", "number"}:
                 no_exponent = _no_exponent_dfa()
         max_states = self.options.max_states
-        contains_dfa = compile_node(self.value(contains, cptr, inner, refs), max_states)
         split: dict[int, tuple[Node, Node]] = {}
 
+        contains_types = self._types_of(contains)
+
         def item_split(sub: Any, sub_pointer: str) -> tuple[Node, Node]:
+            """(matching, not matching) writings of one item schema, one JSON type at a time:
+            a type ``contains`` never admits is all not matching, one it admits whole is all
+            matching (neither builds an automaton); the others are automaton products."""
             key = id(sub)
-            if key not in split:
-                dfa = compile_node(self.value(sub, sub_pointer, inner, refs), max_states)
-                if no_exponent is not None:
-                    dfa = dfa.intersect(no_exponent, max_states)
-                matching = dfa.intersect(contains_dfa, max_states)
-                other = dfa.difference(contains_dfa, max_states)
-                split[key] = (Embedded(matching) if not matching.is_empty else NOTHING,
-                              Embedded(other) if not other.is_empty else NOTHING)
+            if key in split:
+                return split[key]
+            matching: list[Node] = []
+            other: list[Node] = []
+            item_types = self._types_of(sub)
+            for t in TYPES:
+                if t not in item_types or (t == "integer" and "number" in item_types):
+                    continue
+                family = {"integer", "number"} if t in ("integer", "number") else {t}
+                item_t = self.value(_restrict({} if sub is True else sub, t), sub_pointer, inner, refs)
+                contains_t = _restrict({} if contains is True else contains, t)
+                if not family & contains_types:
+                    other.append(item_t)
+                elif isinstance(contains_t, dict) and set(contains_t) - ANNOTATIONS <= {"type"} and \
+                        t in _declared_types(contains_t):
+                    matching.append(item_t)
+                else:
+                    dfa = compile_node(item_t, max_states)
+                    if no_exponent is not None:
+                        dfa = dfa.intersect(no_exponent, max_states)
+                    contains_dfa = compile_node(self.value(contains_t, cptr, inner, refs), max_states)
+                    both, rest = dfa.intersect(contains_dfa, max_states), dfa.difference(contains_dfa, max_states)
+                    matching.append(Embedded(both) if not both.is_empty else NOTHING)
+                    other.append(Embedded(rest) if not rest.is_empty else NOTHING)
+            split[key] = (alt(*matching), alt(*other))
             return split[key]
 
         k = len(prefix_schemas)
@@ -1443,6 +1485,18 @@ def _string_char_dfa(raw: bool = False) -> DFA:
     if raw not in _STRING_CHAR_DFA:
         _STRING_CHAR_DFA[raw] = compile_node(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY)
     return _STRING_CHAR_DFA[raw]
+
+
+MAX_DEPENDENT_SCHEMAS = 4
+"""Most ``dependentSchemas`` per object (one union branch per subset of their keys)."""
+
+
+def _schema_dependencies(schema: dict) -> dict[str, Any]:
+    """``dependentSchemas`` and the schema values of draft 4-7 ``dependencies``, by key."""
+    found = dict(schema["dependentSchemas"]) if isinstance(schema.get("dependentSchemas"), dict) else {}
+    if isinstance(schema.get("dependencies"), dict):
+        found.update((k, v) for k, v in schema["dependencies"].items() if not isinstance(v, list))
+    return found
 
 
 MAX_CONTAINS_STATES = 4096

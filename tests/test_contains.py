@@ -7,6 +7,7 @@ import json
 import jsonschema
 import pytest
 
+from benchmarks.conformance import SchemaWalker
 from enforcer import UnsupportedSchemaError
 from enforcer.json_schema import SchemaOptions
 from enforcer.matcher import compile_schema_dfa
@@ -49,3 +50,17 @@ def test_max_contains_of_objects_is_refused():
         compile_schema_dfa({"items": {"type": "object"}, "contains": {"required": ["a"]}, "maxContains": 2},
                            SchemaOptions())
     assert info.value.keyword == "maxContains"
+
+
+def test_dependent_schemas_apply_when_their_key_is_present():
+    """dependentSchemas (and draft-7 schema dependencies) as a union over which keys appear."""
+    for schema in ({"dependentSchemas": {"bar": {"properties": {"foo": {"type": "integer"}}}, "baz": False},
+                    "properties": {"foo": {}, "bar": {}}},
+                   {"$schema": "http://json-schema.org/draft-07/schema#",
+                    "dependencies": {"bar": {"properties": {"foo": {"type": "integer"}}}, "baz": ["foo"]}}):
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+        for value in ({}, {"foo": "x"}, {"foo": 1, "bar": 2}, {"foo": "x", "bar": 2}, {"bar": 1}, {"baz": 1},
+                      {"foo": 1, "baz": 1}, {"foo": "x", "bar": 1, "baz": 1}, [], "x", 3):
+            ordered = SchemaWalker(schema).walk(value)[0]  # keys in the order the compiler writes them
+            assert dfa.matches(json.dumps(ordered)) == validator.is_valid(value), (schema, value)
