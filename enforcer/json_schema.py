@@ -886,11 +886,15 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if min_len or max_len is not None or not constraints:
             char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
-            if max_len is not None:
-                if max_len > MAX_COUNTED_LENGTH:
-                    raise SchemaTooComplexError(f"maxLength {max_len} needs a counted table of about "
-                                                f"{20 * max_len:,} states", pointer,
+            if max_len is not None and max_len > MAX_COUNTED_LENGTH:
+                if constraints:  # a pattern or format to intersect with: that product is eager
+                    raise SchemaTooComplexError(f"maxLength {max_len} with a pattern or format needs a counted "
+                                                f"table of about {20 * max_len:,} states", pointer,
                                                 f"MAX_COUNTED_LENGTH={MAX_COUNTED_LENGTH}", "maxLength")
+                # alone: one NFA copy per character, the lazy automaton builds the lengths written
+                self._check_repeat(char, max_len, pointer, "maxLength")
+                constraints.append(repeat(char, min_len, max_len))
+            elif max_len is not None:
                 constraints.append(self._counted_string(raw, min_len, max_len))
             else:  # one NFA copy per counted character, built lazily
                 self._check_repeat(char, min_len, pointer, "minLength")
@@ -1520,10 +1524,11 @@ def _no_exponent_dfa() -> DFA:
 
 
 MAX_COUNTED_LENGTH = 2048
-"""Largest ``maxLength`` enforced: a dense counted table of about 20 states per character,
-1 KiB each (42 MB at 2048, shared by every string of the same bounds in a schema). Longer
-bounds raise :class:`SchemaTooComplexError`. (``minLength`` alone is an NFA repeat, within
-``max_nfa_states``.)"""
+"""Largest ``maxLength`` enforced by a dense counted table (about 20 states per character, 1 KiB
+each: 42 MB at 2048, shared by every string of the same bounds in a schema). A longer bound on
+a plain string is an NFA repeat (one copy of the character per position, within
+``max_nfa_states``; the lazy automaton builds the lengths a walk reaches); with a pattern or
+format it raises :class:`SchemaTooComplexError`."""
 
 
 def _count(schema: dict, key: str, pointer: str) -> int | None:

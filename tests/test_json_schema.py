@@ -432,8 +432,15 @@ def test_budget_refuses_before_building_and_names_the_keyword():
                            SchemaOptions())
     assert (info.value.keyword, info.value.budget) == ("maxItems", "max_nfa_states=2000000")
     with pytest.raises(SchemaTooComplexError) as info:
-        compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000}}}, SchemaOptions())
+        compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000, "pattern": "^a"}}},
+                           SchemaOptions())
     assert (info.value.pointer, info.value.keyword) == ("/properties/s", "maxLength")
+    # a long maxLength alone is a lazily built repeat (was refused past 2048): exact at the bound
+    dfa = compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 32767, "minLength": 2}}},
+                             SchemaOptions())
+    for n, ok in ((1, False), (2, True), (32767, True), (32768, False)):
+        assert dfa.matches('{"s": "' + "\u00e9" * n + '"}') == ok, n
+    assert dfa.matches('{"s": "' + "é" * 32767 + '"}') and not dfa.matches('{"s": "' + "é" * 32768 + '"}')
     # large maxItems of small items compile now (the budget, not a fixed 256, is the limit)
     dfa = compile_schema_dfa({"type": "array", "items": {"type": "boolean"}, "maxItems": 1000}, SchemaOptions())
     assert dfa.matches("[" + ", ".join(["true"] * 1000) + "]")
