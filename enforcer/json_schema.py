@@ -638,12 +638,16 @@ class SchemaCompiler:
             excluded = _declared_types(negated)
             allowed = [t for t in TYPES if t not in excluded]
             if "integer" in excluded and "number" not in excluded:
-                # numbers that are not integers: not expressible exactly without exponent rules
-                raise UnsupportedSchemaError("not", pointer, "'not: integer' on numbers is not supported")
+                return self._not_integer(rest, [t for t in allowed if t not in ("integer", "number")], pointer,
+                                         depth, refs)
             m = merge(rest, {"type": allowed})
             if m is None:
                 raise UnsupportedSchemaError("not", pointer)
             return self.value(m, pointer, depth, refs)
+        if keys == {"not"}:  # double negation
+            inner = negated["not"]
+            both = _all_of_schema([rest, inner]) if set(rest) - ANNOTATIONS else inner
+            return self.value(both, f"{pointer}/not/not", depth, refs)
         if keys <= {"enum", "const"} and len(keys) == 1:
             values = negated["enum"] if "enum" in negated else [negated["const"]]
             if all(isinstance(v, (str, bool)) or v is None for v in values):
@@ -652,6 +656,20 @@ class SchemaCompiler:
                 dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
         raise UnsupportedSchemaError("not", pointer, "only 'not' of types or of string/boolean/null constants is exact")
+
+    def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
+        """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
+        with a non-zero fraction digit, written without exponent (``1.5e1`` is the integer 15),
+        where ``rest`` says nothing of numbers."""
+        number_keys = set(rest) - ANNOTATIONS - {"type"} - _NON_NUMBER_KEYWORDS
+        if number_keys:
+            raise UnsupportedSchemaError("not", pointer, f"'not: integer' beside {sorted(number_keys)[0]!r} "
+                                         "is not supported")
+        m = merge(rest, {"type": others})
+        nodes = [self.value(m, pointer, depth, refs)] if others and m is not None else []
+        if "number" in _declared_types(rest):
+            nodes.append(numbers.FRACTIONAL)
+        return alt(*nodes)
 
     # ---- typed values -----------------------------------------------------------------------
 
@@ -1591,6 +1609,9 @@ _TYPE_KEYWORDS = {
                "patternProperties", "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties",
                "dependentSchemas"},
 }
+
+
+_NON_NUMBER_KEYWORDS = frozenset().union(*(kws for t, kws in _TYPE_KEYWORDS.items() if t != "number"))
 
 
 def _restrict(schema: Any, json_type: str) -> Any:

@@ -64,3 +64,18 @@ def test_dependent_schemas_apply_when_their_key_is_present():
                       {"foo": 1, "baz": 1}, {"foo": "x", "bar": 1, "baz": 1}, [], "x", 3):
             ordered = SchemaWalker(schema).walk(value)[0]  # keys in the order the compiler writes them
             assert dfa.matches(json.dumps(ordered)) == validator.is_valid(value), (schema, value)
+
+
+@pytest.mark.parametrize("schema", [{"not": {"type": "integer"}}, {"not": {"type": ["integer", "boolean"]}},
+                                    {"type": ["number", "string"], "not": {"type": "integer"}, "maxLength": 2},
+                                    {"not": {"not": {"type": "integer", "minimum": 2}}},
+                                    {"type": "integer", "not": {"not": {"maximum": 3}}}])
+def test_not_integer_and_double_negation(schema):
+    validator = jsonschema.Draft202012Validator(schema)
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False, free_form_depth=2))
+    for value in (0, 1, 2, 3, 5, -7, 1.5, -0.25, 2.0, 10.01, "a", "abc", True, None, [], {}, [1.5]):
+        text = json.dumps(value)
+        accepted = dfa.matches(text)
+        assert not (accepted and not validator.is_valid(value)), text
+        assert accepted == validator.is_valid(value), text
+    assert not dfa.matches("1.5e1") or validator.is_valid(15)  # 1.5e1 is the integer 15
