@@ -286,11 +286,17 @@ class SchemaCompiler:
         if isinstance(rest.get("dependencies"), dict):
             rest["dependencies"] = {k: v for k, v in rest["dependencies"].items() if isinstance(v, list)}
         names = list(dependent)
+        # the keys' presence written as properties must not close a bare object in strict mode
+        bare = "properties" not in rest and "additionalProperties" not in rest
         branches: list[Any] = [{"allOf": [rest, {"not": {"type": "object"}}]}]
         for chosen in range(1 << len(names)):
             present = [n for i, n in enumerate(names) if chosen >> i & 1]
-            keys: dict[str, Any] = {"type": "object", "required": present,
-                                    "properties": {n: False for n in names if n not in present}}
+            keys: dict[str, Any] = {"type": "object", "required": present}
+            absent = {n: False for n in names if n not in present}
+            if absent:
+                keys["properties"] = absent
+                if bare and not any(isinstance(dependent[n], dict) and "properties" in dependent[n] for n in present):
+                    keys["additionalProperties"] = True
             branches.append({"allOf": [rest, keys, *(dependent[n] for n in present)]})
         return {"anyOf": branches}
 

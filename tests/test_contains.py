@@ -79,3 +79,13 @@ def test_not_integer_and_double_negation(schema):
         assert not (accepted and not validator.is_valid(value)), text
         assert accepted == validator.is_valid(value), text
     assert not dfa.matches("1.5e1") or validator.is_valid(15)  # 1.5e1 is the integer 15
+
+
+def test_dependent_schemas_keep_a_bare_object_open_in_strict_mode():
+    """The absent dependency keys are written as ``properties: {key: false}``: that must not
+    close an object no ``properties`` declare (strict mode closes only declared objects)."""
+    schema = {"dependentSchemas": {"bar": {"properties": {"foo": {"type": "integer"}, "bar": {"type": "integer"}}}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=True))
+    assert dfa.matches('{"foo": "quux"}') and dfa.matches('{"foo": 1, "bar": 2}')
+    assert not dfa.matches('{"foo": "quux", "bar": 2}')
+    assert not dfa.matches('{"foo": 1, "bar": 2, "baz": 3}'), "closed: the applicable schema declares properties"
