@@ -12,11 +12,14 @@ their JSON pointer. Cost: linear in the schema, plus jsonschema validation of en
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import jsonschema
+
+import numpy as np
 
 from . import numbers
 from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, SizeMeter, counted_repeat, alt, byte_chars, codepoints,
@@ -24,6 +27,8 @@ from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, Si
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
+from .schema_resources import ResourceIndex
+from .schema_resources import escape as _escape
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -33,14 +38,18 @@ ANNOTATIONS = frozenset({
     "$vocabulary", "$anchor",
 })
 UNSUPPORTED = frozenset({
-    "contains", "unevaluatedProperties",
-    "unevaluatedItems", "dependentSchemas", "$dynamicRef",
+    "unevaluatedProperties",
+    "unevaluatedItems", "$dynamicRef",
     "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
 })
 KNOWN_METASCHEMAS = frozenset({
     "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
     "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema", "json-schema.org/schema",
 })
+_DYNAMIC_EVALUATION = ("$ref", "$dynamicRef", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "contains",
+                       "not")
+"""Keywords beside which ``unevaluated*`` is not folded (``not`` only for simplicity: it
+evaluates nothing, but its sub-schema may hold ``unevaluated*`` of its own)."""
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
@@ -124,6 +133,8 @@ def _json_key(value: Any) -> str:
     """Canonical text for JSON equality (1 == 1.0, True != 1)."""
     if isinstance(value, str):
         return "s" + value  # fast path (enums of many strings); never starts like the JSON below
+    if type(value) is int:
+        return "n" + str(value)  # fast path: a Python int's text is its canonical text
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         d = numbers.to_decimal(value)
         if d is not None:  # fast path for numbers: equal numbers share one canonical text
@@ -157,7 +168,7 @@ class SchemaCompiler:
         self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
-        self._anchor_map: dict[str, tuple[Any, str]] | None = None
+        self._resources: ResourceIndex | None = None
         self._meter = SizeMeter()
         self._counted: dict[tuple[bool, int, int], Node] = {}
         self._values: dict[tuple[int, int, Refs], tuple[Any, Node]] = {}
@@ -241,6 +252,11 @@ class SchemaCompiler:
             return NOTHING
         if not isinstance(schema, dict):
             raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
+        if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+            schema = self._fold_unevaluated(schema, pointer)
+        dependent = _schema_dependencies(schema)
+        if dependent:
+            return self.value(self._dependent_union(schema, dependent, pointer), pointer, depth, refs)
         self._check_keywords(schema, pointer)
         if "$ref" in schema:
             return self._ref(schema, pointer, depth, refs)
@@ -257,98 +273,111 @@ class SchemaCompiler:
             node = alt(node, literal("null"))
         return node
 
+    @staticmethod
+    def _dependent_union(schema: dict, dependent: dict[str, Any], pointer: str) -> dict:
+        """``schema`` with ``dependentSchemas`` (draft 4-7: ``dependencies`` of schemas) as the
+        union over which of their keys an object holds: for each subset T, the object holds
+        exactly the keys of T among them and meets their schemas; non-objects meet the rest
+        alone. Exact; ``2 ** len(dependent)`` branches, so at most ``MAX_DEPENDENT_SCHEMAS``."""
+        if len(dependent) > MAX_DEPENDENT_SCHEMAS:
+            raise UnsupportedSchemaError("dependentSchemas", pointer, f"more than {MAX_DEPENDENT_SCHEMAS} dependent "
+                                         "schemas (one branch per subset of their keys)")
+        rest = {k: v for k, v in schema.items() if k != "dependentSchemas"}
+        if isinstance(rest.get("dependencies"), dict):
+            rest["dependencies"] = {k: v for k, v in rest["dependencies"].items() if isinstance(v, list)}
+        names = list(dependent)
+        # the keys' presence written as properties must not close a bare object in strict mode
+        bare = "properties" not in rest and "additionalProperties" not in rest
+        branches: list[Any] = [{"allOf": [rest, {"not": {"type": "object"}}]}]
+        for chosen in range(1 << len(names)):
+            present = [n for i, n in enumerate(names) if chosen >> i & 1]
+            keys: dict[str, Any] = {"type": "object", "required": present}
+            absent = {n: False for n in names if n not in present}
+            if absent:
+                keys["properties"] = absent
+                if bare and not any(isinstance(dependent[n], dict) and "properties" in dependent[n] for n in present):
+                    keys["additionalProperties"] = True
+            branches.append({"allOf": [rest, keys, *(dependent[n] for n in present)]})
+        return {"anyOf": branches}
+
+    def _fold_unevaluated(self, schema: dict, pointer: str) -> dict:
+        """``schema`` with ``unevaluatedProperties``/``unevaluatedItems`` written as the keyword
+        they then equal, where that is exact: beside plain sub-schemas only (its own keywords
+        and ``allOf`` parts without ``$ref``, ``anyOf``, ``oneOf``, ``if``, ``dependentSchemas``
+        or ``contains``, whose evaluations depend on the instance). The properties (items)
+        evaluated are then those the parts declare: with ``additionalProperties`` (``items``)
+        anywhere every one is evaluated and the keyword is a no-op; otherwise it is the
+        ``additionalProperties`` (``items``) of all the parts merged into one schema."""
+        out = dict(schema)
+        parts = out.get("allOf", [])
+        folded: list[Any] = []
+        for i, part in enumerate(parts if isinstance(parts, list) else []):
+            if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
+                part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")
+            folded.append(part)
+        if folded:
+            out["allOf"] = folded
+        for keyword, covering in (("unevaluatedProperties", "additionalProperties"), ("unevaluatedItems", "items")):
+            if keyword not in out:
+                continue
+            for where, sub in [(pointer, out), *((f"{pointer}/allOf/{i}", p) for i, p in enumerate(folded))]:
+                if not isinstance(sub, (dict, bool)):
+                    raise InvalidSchemaError(where, "a schema must be an object or a boolean")
+                blocker = next((k for k in _DYNAMIC_EVALUATION if isinstance(sub, dict) and k in sub), None)
+                if blocker is None and sub is not out and isinstance(sub, dict) and "allOf" in sub:
+                    blocker = "allOf"
+                if blocker is not None:
+                    raise UnsupportedSchemaError(keyword, pointer, f"not folded beside '{blocker}' at "
+                                                 f"{where or '(root)'} (what it evaluates depends on the instance)")
+                if keyword == "unevaluatedItems" and isinstance(sub, dict) and (
+                        isinstance(sub.get("items"), list) or "additionalItems" in sub):
+                    raise UnsupportedSchemaError(keyword, pointer, "with the draft 2019-09 array form of 'items'")
+            value = out.pop(keyword)
+            if any(isinstance(sub, dict) and covering in sub for sub in (out, *folded)):
+                continue  # every property (item) is evaluated already
+            flat: Any = {k: v for k, v in out.items() if k != "allOf"}
+            for part in folded:
+                flat = merge(flat, part) if flat is not None else None
+            if not isinstance(flat, dict):
+                raise UnsupportedSchemaError(keyword, pointer, "the allOf parts do not merge into one schema")
+            flat[covering] = value
+            out = flat
+            folded = []
+        return out
+
     def _check_keywords(self, schema: dict, pointer: str) -> None:
         for key, val in schema.items():
             if key in UNSUPPORTED and _NO_OP.get(key, object()) != val:
                 raise UnsupportedSchemaError(key, pointer)
-        if "dependencies" in schema:
-            for name, dep in schema["dependencies"].items():
-                if not isinstance(dep, list):
-                    raise UnsupportedSchemaError("dependencies", f"{pointer}/dependencies/{_escape(name)}",
-                                                 "schema dependencies are not supported")
         if isinstance(schema.get("items"), list) and "prefixItems" in schema:
             raise InvalidSchemaError(pointer, "'items' as an array together with 'prefixItems'")
 
     # ---- references and combinators ------------------------------------------------------
 
-    def resolve(self, ref: str, pointer: str) -> tuple[Any, str]:
-        """The sub-schema ``ref`` names and its JSON pointer: ``#/json/pointer``, a plain-name
-        anchor (``#name``: ``$anchor``, or a draft 4-7 ``$id``/``id`` of ``#name``), either one
-        after the root's own ``$id``. Other references are refused."""
+    def resolve(self, ref: str, pointer: str, holder: Any) -> tuple[Any, str]:
+        """The sub-schema ``ref`` (held by the schema object ``holder``) names and its JSON
+        pointer, resolved against ``holder``'s base URI (:class:`ResourceIndex`): a resource
+        of this document, then a JSON pointer or plain-name anchor in it. Other references are
+        refused."""
         if not isinstance(ref, str):
             raise InvalidSchemaError(pointer, "$ref must be a string")
-        base = self._root_base()
-        if base and ref.startswith(base) and (len(ref) == len(base) or ref[len(base)] == "#"):
-            ref = ref[len(base):] or "#"
-        if not ref.startswith("#"):
-            raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, got {ref!r}")
-        path = ref[1:]
-        if path and not path.startswith("/"):
-            found = self._anchors().get(path)
-            if found is None:
-                raise UnsupportedSchemaError("$ref", pointer, f"anchor {ref!r} is not defined in this document "
-                                             "(or sub-schemas change the base URI with $id)")
-            return found
-        node: Any = self.root
-        for raw in path.split("/")[1:] if path else []:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            from urllib.parse import unquote
-            part = unquote(part)
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise InvalidSchemaError(pointer, f"$ref {ref!r} does not resolve")
-        return node, path
+        if self._resources is None:
+            self._resources = ResourceIndex(self.root, "id" if self.dialect == "draft4" else "$id",
+                                            self.dialect in DRAFTS_IGNORING_REF_SIBLINGS)
+        target = self._resources.resolve(ref, holder)
+        if target.pointer is None:
+            if target.malformed:
+                raise InvalidSchemaError(pointer, target.reason)
+            raise UnsupportedSchemaError("$ref", pointer, target.reason)
+        return target.schema, target.pointer
 
-    def _root_base(self) -> str:
-        """The root's ``$id`` (draft-04: ``id``) without its fragment, or ``""``."""
-        if not isinstance(self.root, dict):
-            return ""
-        value = self.root.get("$id", self.root.get("id") if self.dialect == "draft4" else None)
-        return value.split("#", 1)[0] if isinstance(value, str) else ""
-
-    def _anchors(self) -> dict[str, tuple[Any, str]]:
-        """Plain-name anchors of the document -> (sub-schema, pointer), found once by an
-        iterative walk through the keywords that hold schemas. Empty when a sub-schema sets a
-        new base URI (anchors would then be scoped to it)."""
-        if self._anchor_map is not None:
-            return self._anchor_map
-        anchors: dict[str, tuple[Any, str]] = {}
-        stack: list[tuple[Any, str]] = [(self.root, "")]
-        while stack:
-            node, ptr = stack.pop()
-            if not isinstance(node, dict):
-                continue
-            for key in ("$anchor", "$id", "id"):
-                value = node.get(key)
-                if not isinstance(value, str) or (key == "id" and self.dialect != "draft4"):
-                    continue
-                if key == "$anchor":
-                    anchors[value] = (node, ptr)
-                elif value.startswith("#"):
-                    anchors[value[1:]] = (node, ptr)
-                elif ptr:  # a nested base URI: anchors below are scoped to it
-                    self._anchor_map = {}
-                    return self._anchor_map
-            for key, sub in node.items():
-                where = f"{ptr}/{_escape(key)}"
-                if key in _SCHEMA_MAPS and isinstance(sub, dict):
-                    stack.extend((v, f"{where}/{_escape(k)}") for k, v in sub.items())
-                elif key in _SCHEMA_LISTS and isinstance(sub, list):
-                    stack.extend((v, f"{where}/{i}") for i, v in enumerate(sub))
-                elif key in _SCHEMA_VALUES:
-                    stack.append((sub, where))
-        self._anchor_map = anchors
-        return anchors
-
-    def _expand(self, ref: str, pointer: str, depth: int, refs: Refs) -> tuple[Any, str, Refs]:
+    def _expand(self, ref: str, pointer: str, depth: int, refs: Refs, holder: Any) -> tuple[Any, str, Refs]:
         """The target of ``ref`` met at value ``depth``, its pointer and the path's expansions;
         the target is ``False`` once ``ref`` was expanded ``max_recursion`` times on this path
         (recursion cut: the branch is not generated deeper). A cycle that comes back to the
         same ``$ref`` without descending into the value would expand forever: refused, named."""
-        target, target_pointer = self.resolve(ref, pointer)
+        target, target_pointer = self.resolve(ref, pointer, holder)
+        ref = "#" + target_pointer  # one name per target, however (and wherever) the reference spells it
         if (ref, depth) in refs:
             cycle = [r for r, d in refs if d == depth]
             cycle = cycle[cycle.index(ref):] + [ref]
@@ -359,7 +388,7 @@ class SchemaCompiler:
         return target, target_pointer, refs + ((ref, depth),)
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
-        target, target_pointer, refs = self._expand(schema["$ref"], pointer, depth, refs)
+        target, target_pointer, refs = self._expand(schema["$ref"], pointer, depth, refs, schema)
         if target is False:
             return NOTHING
         rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
@@ -367,12 +396,12 @@ class SchemaCompiler:
             rest = {}  # draft 4-7: keywords beside $ref are ignored
         if not rest:
             return self.value(target, target_pointer, depth, refs)
-        return self.value({"allOf": [target, rest]}, pointer, depth, refs)
+        return self.value({"allOf": [rest, target]}, pointer, depth, refs)  # siblings first, as a validator lists them
 
     def _deref_path(self, schema: Any, pointer: str, depth: int, refs: Refs) -> tuple[Any, Refs]:
         """``schema`` with chains of bare ``$ref`` followed (each expansion counted on the path)."""
         while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
-            schema, _, refs = self._expand(schema["$ref"], pointer, depth, refs)
+            schema, _, refs = self._expand(schema["$ref"], pointer, depth, refs, schema)
         return schema, refs
 
     def _deref(self, schema: Any, pointer: str) -> Any:
@@ -380,7 +409,7 @@ class SchemaCompiler:
         (their callers stop on cycles)."""
         seen = 0
         while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} and seen < 32:
-            schema, _ = self.resolve(schema["$ref"], pointer)
+            schema, _ = self.resolve(schema["$ref"], pointer, schema)
             seen += 1
         return schema
 
@@ -391,6 +420,10 @@ class SchemaCompiler:
         leftovers: list[tuple[Any, str]] = []
         for i, part in enumerate(parts):
             part, refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, refs)
+            if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
+                part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")  # it sees only its own evaluations
+            if not leftovers and self._distributes(part, parts[i + 1:]):
+                return self._distributed(merged, part, parts[i + 1:], f"{pointer}/allOf/{i}", depth, refs)
             m = merge(merged, part)
             if m is None:
                 leftovers.append((part, f"{pointer}/allOf/{i}"))
@@ -426,6 +459,49 @@ class SchemaCompiler:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
 
+    @staticmethod
+    def _distributes(part: Any, later: list[Any]) -> bool:
+        """Whether ``allOf`` distributes over ``part``'s ``anyOf``/``oneOf``: later parts exist
+        (their keys must follow the branch's, as a validator sees them: the part, its branch,
+        then the later parts) and none is a union too (branches would multiply)."""
+        if not later or not isinstance(part, dict) or ("anyOf" in part) == ("oneOf" in part):
+            return False
+        return not any(isinstance(p, dict) and ("anyOf" in p or "oneOf" in p) for p in later)
+
+    def _distributed(self, merged: Any, part: dict, later: list[Any], pointer: str, depth: int, refs: Refs) -> Node:
+        """``allOf: [merged, part, *later]`` with ``part = rest + anyOf/oneOf: [B_k]`` as the union
+        of ``allOf: [merged, rest, B_k, *later]``: exact (with the other parts holding, exactly
+        one ``B_k`` matches iff exactly one conjunction does), and objects keep one declared key
+        order, the part's branch before the later parts."""
+        key = "anyOf" if "anyOf" in part else "oneOf"
+        branches = part[key]
+        if not isinstance(branches, list) or not branches:
+            raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+        rest = {k: v for k, v in part.items() if k != key}
+        followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(branches)]
+        if key == "oneOf":
+            context: Any = merge(merged, rest)
+            for other in later:
+                context = merge(context, other)
+            self._check_one_of([b for b, _ in followed], context, pointer)
+        return alt(*(self.value({"allOf": [merged, rest, branch, *later]}, f"{pointer}/{key}/{i}", depth, branch_refs)
+                     for i, (branch, branch_refs) in enumerate(followed)))
+
+    def _check_one_of(self, branches: list[Any], rest: Any, pointer: str) -> None:
+        """Refuse a ``oneOf`` whose branches (each with ``rest``, None: not mergeable) may both
+        match one value: the union written for it is exact only for disjoint branches."""
+        if _distinct_literals(branches):
+            return
+        with_rest = [merge(rest, b) for b in branches]  # exact: only values meeting rest count
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                a = with_rest[i] if with_rest[i] is not None else branches[i]
+                b = with_rest[j] if with_rest[j] is not None else branches[j]
+                if not self._disjoint(a, b) and not self._generated_apart(with_rest[i], with_rest[j]):
+                    raise UnsupportedSchemaError(
+                        "oneOf", pointer, f"branches {i} and {j} may both match one value; "
+                        "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
+
     def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
         rest = {k: v for k, v in schema.items() if k != key}
@@ -433,14 +509,8 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
         branches = [b for b, _ in followed]
-        if key == "oneOf" and not _distinct_literals(branches):
-            for i in range(len(branches)):
-                for j in range(i + 1, len(branches)):
-                    if not self._disjoint(branches[i], branches[j]) and not self._generated_apart(
-                            merge(rest, branches[i]), merge(rest, branches[j])):
-                        raise UnsupportedSchemaError(
-                            "oneOf", pointer, f"branches {i} and {j} may both match one value; "
-                            "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
+        if key == "oneOf":
+            self._check_one_of(branches, rest, pointer)
         nodes = []
         for i, (branch, branch_refs) in enumerate(followed):
             bptr = f"{pointer}/{key}/{i}"
@@ -574,12 +644,16 @@ class SchemaCompiler:
             excluded = _declared_types(negated)
             allowed = [t for t in TYPES if t not in excluded]
             if "integer" in excluded and "number" not in excluded:
-                # numbers that are not integers: not expressible exactly without exponent rules
-                raise UnsupportedSchemaError("not", pointer, "'not: integer' on numbers is not supported")
+                return self._not_integer(rest, [t for t in allowed if t not in ("integer", "number")], pointer,
+                                         depth, refs)
             m = merge(rest, {"type": allowed})
             if m is None:
                 raise UnsupportedSchemaError("not", pointer)
             return self.value(m, pointer, depth, refs)
+        if keys == {"not"}:  # double negation
+            inner = negated["not"]
+            both = _all_of_schema([rest, inner]) if set(rest) - ANNOTATIONS else inner
+            return self.value(both, f"{pointer}/not/not", depth, refs)
         if keys <= {"enum", "const"} and len(keys) == 1:
             values = negated["enum"] if "enum" in negated else [negated["const"]]
             if all(isinstance(v, (str, bool)) or v is None for v in values):
@@ -588,6 +662,20 @@ class SchemaCompiler:
                 dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
         raise UnsupportedSchemaError("not", pointer, "only 'not' of types or of string/boolean/null constants is exact")
+
+    def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
+        """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
+        with a non-zero fraction digit, written without exponent (``1.5e1`` is the integer 15),
+        where ``rest`` says nothing of numbers."""
+        number_keys = set(rest) - ANNOTATIONS - {"type"} - _NON_NUMBER_KEYWORDS
+        if number_keys:
+            raise UnsupportedSchemaError("not", pointer, f"'not: integer' beside {sorted(number_keys)[0]!r} "
+                                         "is not supported")
+        m = merge(rest, {"type": others})
+        nodes = [self.value(m, pointer, depth, refs)] if others and m is not None else []
+        if "number" in _declared_types(rest):
+            nodes.append(numbers.FRACTIONAL)
+        return alt(*nodes)
 
     # ---- typed values -----------------------------------------------------------------------
 
@@ -629,7 +717,8 @@ class SchemaCompiler:
         check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
         seen: set[str] = set()
         strings: list[str] = []
-        decimals: list[Any] = []
+        decimals: list[tuple[str, bool]] = []
+        others: list[Any] = []
         nodes = []
         for v in values:
             key = _json_key(v)
@@ -638,15 +727,29 @@ class SchemaCompiler:
             seen.add(key)
             if isinstance(v, str):
                 strings.append(v)
+            elif type(v) is int:
+                decimals.append((str(v), True))
             elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                decimals.append(self._finite(v))
+                decimals.append(numbers.canonical_text(self._finite(v)))
             else:
-                nodes.append(self.literal_value(v, depth))
+                others.append(v)
+        if others:
+            nodes.append(self._constant_trie(others, depth))
         if strings:
-            nodes.append(_string_trie(strings, raw=self.raw_strings and depth == 0))
+            raw = self.raw_strings and depth == 0
+            self._check_longest(strings, raw, pointer, "const" if "const" in schema else "enum")
+            nodes.append(_string_trie(strings, raw=raw))
         if decimals:
             nodes.append(_number_trie(decimals))
         return alt(*nodes)
+
+    def _check_longest(self, strings: list[str], raw: bool, pointer: str, keyword: str) -> None:
+        """Refuse before building when the longest string alone exceeds the budget: its path in
+        any automaton of the values holds one encoded form per character."""
+        longest = max(strings, key=len)
+        if len(longest) > 1000:  # a Counter pass, for values long enough to matter
+            size = sum(self._meter.size(_encoded_char(c, raw)) * n for c, n in Counter(longest).items())
+            self._within_budget(size, pointer, f"a {keyword} value of {len(longest):,} characters", keyword)
 
     @staticmethod
     def _finite(value: Any) -> Any:
@@ -664,24 +767,83 @@ class SchemaCompiler:
         if value is False:
             return literal("false")
         if isinstance(value, (int, float)):
-            return _number_trie([self._finite(value)])
+            return _number_trie([numbers.canonical_text(self._finite(value))])
         if isinstance(value, str):
             if self.raw_strings and depth == 0:
                 return literal(value)
             return seq(literal('"'), *(json_string_char([(ord(c), ord(c))]) for c in value), literal('"'))
-        if isinstance(value, list):
-            items = [self.literal_value(v, depth + 1) for v in value]
-            body = EPSILON
-            for i, item in enumerate(items):
-                body = seq(body, self._comma(depth + 1) if i else EPSILON, item)
-            return seq(literal("["), self.ws(depth + 1), body, self.ws(depth) if items else EPSILON, literal("]"))
-        if isinstance(value, dict):
-            parts = []
-            for i, (k, v) in enumerate(value.items()):
-                parts.append(seq(self._comma(depth + 1) if i else EPSILON, self._key_literal(k), self._colon(),
-                                 self.literal_value(v, depth + 1)))
-            return seq(literal("{"), self.ws(depth + 1), *parts, self.ws(depth) if parts else EPSILON, literal("}"))
+        if isinstance(value, (list, dict)):
+            return self._constant_trie([value], depth)
         raise InvalidSchemaError("", f"not a JSON value: {value!r}")
+
+    def _constant_trie(self, values: list[Any], depth: int) -> Node:
+        """JSON values (arrays and objects written in their given key order, whitespace as
+        anywhere else) as one minimal acyclic automaton over their symbols (see
+        :meth:`_symbols`): linear in their total size, shared structure written once."""
+        sequences = []
+        for value in values:
+            out: list[str] = []
+            self._symbols(value, depth, out)
+            sequences.append(tuple(out))
+        return _minimal_acyclic(sequences, self._symbol_node)
+
+    def _symbols(self, value: Any, depth: int, out: list[str]) -> None:
+        """Append the symbols of ``value`` at ``depth``: one character of a string's content
+        (length 1), or a tagged piece (length > 1): ``\x00`` + raw text, ``\x01``/``\x02`` +
+        level (whitespace, comma), ``\x03:`` (colon), ``\x04`` + key name, ``\x05z`` (an
+        integer's optional ``.0...``), ``\x06z`` (a fraction's optional zeros), ``\x070``
+        (``0`` or ``-0``). Recursive: the document check bounds the depth."""
+        if value is None or isinstance(value, bool):
+            out.append("\x00" + json.dumps(value))
+        elif isinstance(value, (int, float)):
+            text, is_integer = numbers.canonical_text(self._finite(value))
+            if text == "0":
+                out.append("\x070")
+            else:
+                out.extend("\x00" + c for c in text)
+            out.append("\x05z" if is_integer else "\x06z")
+        elif isinstance(value, str):
+            out.append('\x00"')
+            out.extend(value)
+            out.append('\x00"')
+        elif isinstance(value, list):
+            out += ["\x00[", f"\x01{depth + 1}"]
+            for i, item in enumerate(value):
+                if i:
+                    out.append(f"\x02{depth + 1}")
+                self._symbols(item, depth + 1, out)
+            out += [f"\x01{depth}", "\x00]"] if value else ["\x00]"]
+        elif isinstance(value, dict):
+            out += ["\x00{", f"\x01{depth + 1}"]
+            for i, (key, item) in enumerate(value.items()):
+                if i:
+                    out.append(f"\x02{depth + 1}")
+                out += ["\x04" + key, "\x03:"]
+                self._symbols(item, depth + 1, out)
+            out += [f"\x01{depth}", "\x00}"] if value else ["\x00}"]
+        else:
+            raise InvalidSchemaError("", f"not a JSON value: {value!r}")
+
+    def _symbol_node(self, symbol: str) -> Node:
+        """The node of one symbol of :meth:`_symbols`."""
+        if len(symbol) == 1:
+            return _encoded_char(symbol, False)
+        tag, rest = symbol[0], symbol[1:]
+        if tag == "\x00":
+            return literal(rest)
+        if tag == "\x01":
+            return self.ws(int(rest))
+        if tag == "\x02":
+            return self._comma(int(rest))
+        if tag == "\x03":
+            return self._colon()
+        if tag == "\x04":
+            return self._key_literal(rest)
+        if tag == "\x05":
+            return numbers.ZERO_FRACTION
+        if tag == "\x06":
+            return repeat(literal("0"), 0, None)
+        return alt(literal("0"), literal("-0"))
 
     def _number(self, schema: dict, pointer: str, integer: bool) -> Node:
         lower = upper = None
@@ -748,11 +910,15 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if min_len or max_len is not None or not constraints:
             char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
-            if max_len is not None:
-                if max_len > MAX_COUNTED_LENGTH:
-                    raise SchemaTooComplexError(f"maxLength {max_len} needs a counted table of about "
-                                                f"{20 * max_len:,} states", pointer,
+            if max_len is not None and max_len > MAX_COUNTED_LENGTH:
+                if constraints:  # a pattern or format to intersect with: that product is eager
+                    raise SchemaTooComplexError(f"maxLength {max_len} with a pattern or format needs a counted "
+                                                f"table of about {20 * max_len:,} states", pointer,
                                                 f"MAX_COUNTED_LENGTH={MAX_COUNTED_LENGTH}", "maxLength")
+                # alone: one NFA copy per character, the lazy automaton builds the lengths written
+                self._check_repeat(char, max_len, pointer, "maxLength")
+                constraints.append(repeat(char, min_len, max_len))
+            elif max_len is not None:
                 constraints.append(self._counted_string(raw, min_len, max_len))
             else:  # one NFA copy per counted character, built lazily
                 self._check_repeat(char, min_len, pointer, "minLength")
@@ -767,6 +933,8 @@ class SchemaCompiler:
         return body if raw else seq(literal('"'), body, literal('"'))
 
     def _array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        if "contains" in schema:
+            return self._contains_array(schema, pointer, depth, refs)
         items = schema.get("items", True)
         prefix = schema.get("prefixItems", [])
         prefix_ptr, items_ptr = f"{pointer}/prefixItems", f"{pointer}/items"
@@ -802,6 +970,114 @@ class SchemaCompiler:
         non_empty = seq(literal("["), open_ws, Graph(k + 2, 0, frozenset(accepting - {0}), tuple(edges)),
                         close_ws, literal("]"))
         empty = seq(literal("["), open_ws, literal("]")) if 0 in accepting else NOTHING
+        return alt(non_empty, empty)
+
+    def _contains_array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """An array with ``contains``: a graph over (items written, matching items counted up to
+        the bound), each item either of its item automaton intersected with the ``contains``
+        one or of their difference. The count is exact when ``contains``' automaton holds every
+        writing of its values that the item automaton holds; short of that an item may be
+        counted as not matching, which only ``maxContains`` could let through, so under
+        ``maxContains`` the values that may match are scalars (object key order and free-form
+        depth make other languages partial) and numbers are written without exponent (the one
+        form bounded numbers lack). Items, bounds and counts: within ``MAX_CONTAINS_STATES``."""
+        contains = schema["contains"]
+        min_c = _count(schema, "minContains", pointer)
+        min_c = 1 if min_c is None else min_c
+        max_c = _count(schema, "maxContains", pointer)
+        prefix_schemas = schema.get("prefixItems", [])
+        rest_schema = schema.get("items", True)
+        if isinstance(rest_schema, list) or "additionalItems" in schema:
+            raise UnsupportedSchemaError("contains", pointer, "with the draft 2019-09 array form of 'items'")
+        min_items = _count(schema, "minItems", pointer) or 0
+        max_items = _count(schema, "maxItems", pointer)
+        if max_c is not None and max_c < min_c:
+            return NOTHING
+        inner = depth + 1
+        cptr = f"{pointer}/contains"
+        no_exponent = None
+        if max_c is not None:
+            shared = self._types_of(contains)
+            if shared & {"array", "object"}:
+                raise UnsupportedSchemaError("maxContains", pointer, "counting matching arrays or objects exactly "
+                                             "needs every key order and depth of 'contains' (only scalars are)")
+            if shared & {"integer", "number"}:
+                no_exponent = _no_exponent_dfa()
+        max_states = self.options.max_states
+        split: dict[int, tuple[Node, Node]] = {}
+
+        contains_types = self._types_of(contains)
+
+        def item_split(sub: Any, sub_pointer: str) -> tuple[Node, Node]:
+            """(matching, not matching) writings of one item schema, one JSON type at a time:
+            a type ``contains`` never admits is all not matching, one it admits whole is all
+            matching (neither builds an automaton); the others are automaton products."""
+            key = id(sub)
+            if key in split:
+                return split[key]
+            matching: list[Node] = []
+            other: list[Node] = []
+            item_types = self._types_of(sub)
+            for t in TYPES:
+                if t not in item_types or (t == "integer" and "number" in item_types):
+                    continue
+                family = {"integer", "number"} if t in ("integer", "number") else {t}
+                item_t = self.value(_restrict({} if sub is True else sub, t), sub_pointer, inner, refs)
+                contains_t = _restrict({} if contains is True else contains, t)
+                if not family & contains_types:
+                    other.append(item_t)
+                elif isinstance(contains_t, dict) and set(contains_t) - ANNOTATIONS <= {"type"} and \
+                        t in _declared_types(contains_t):
+                    matching.append(item_t)
+                else:
+                    dfa = compile_node(item_t, max_states)
+                    if no_exponent is not None:
+                        dfa = dfa.intersect(no_exponent, max_states)
+                    contains_dfa = compile_node(self.value(contains_t, cptr, inner, refs), max_states)
+                    both, rest = dfa.intersect(contains_dfa, max_states), dfa.difference(contains_dfa, max_states)
+                    matching.append(Embedded(both) if not both.is_empty else NOTHING)
+                    other.append(Embedded(rest) if not rest.is_empty else NOTHING)
+            split[key] = (alt(*matching), alt(*other))
+            return split[key]
+
+        k = len(prefix_schemas)
+        # items written, capped (at least "none" and "some": the comma depends on it)
+        positions = max(k, min_items, 1) + 1 if max_items is None else max_items + 1
+        counts = (max_c + 2) if max_c is not None else min_c + 1  # matching items, capped (max_c + 1: dead)
+        if positions * counts > MAX_CONTAINS_STATES:
+            raise SchemaTooComplexError(f"counting {counts - 1} matching items over {positions - 1} positions",
+                                        pointer, f"MAX_CONTAINS_STATES={MAX_CONTAINS_STATES}", "contains")
+        comma = self._comma(inner)
+
+        def state(n: int, c: int) -> int:
+            return n * counts + c
+
+        edges: list[tuple[int, Node, int]] = []
+        accepting: set[int] = set()
+        for n in range(positions):
+            for c in range(counts):
+                if max_c is not None and c > max_c:
+                    continue
+                if n >= min_items and c >= min_c:
+                    accepting.add(state(n, c))
+                if max_items is not None and n >= max_items:
+                    continue
+                sub, sub_ptr = (prefix_schemas[n], f"{pointer}/prefixItems/{n}") if n < k else (rest_schema,
+                                                                                               f"{pointer}/items")
+                matching, other = item_split(sub, sub_ptr)
+                nxt = min(n + 1, positions - 1)
+                sep = comma if n else EPSILON
+                if matching is not NOTHING:
+                    c2 = c + 1 if max_c is not None else min(c + 1, counts - 1)
+                    if max_c is None or c2 <= max_c:
+                        edges.append((state(n, c), seq(sep, matching), state(nxt, c2)))
+                if other is not NOTHING:
+                    edges.append((state(n, c), seq(sep, other), state(nxt, c)))
+        start = state(0, 0)
+        open_ws, close_ws = self.ws(inner), self.ws(depth)
+        graph = Graph(positions * counts, start, frozenset(accepting - {start}), tuple(edges))
+        non_empty = seq(literal("["), open_ws, graph, close_ws, literal("]"))
+        empty = seq(literal("["), open_ws, literal("]")) if start in accepting else NOTHING
         return alt(non_empty, empty)
 
     def _key_literal(self, name: str) -> Node:
@@ -1109,48 +1385,63 @@ def _common_prefix(a: str, b: str) -> int:
     return lo
 
 
+def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[Any], Node]) -> Graph:
+    """The distinct ``sequences`` of symbols as their minimal acyclic automaton (shared prefixes
+    and shared suffixes written once: ``value-0`` .. ``value-99999`` is a few dozen states), each
+    symbol edge the node ``form`` gives it. Built in one pass over the sorted sequences (Daciuk
+    et al.'s incremental construction: a finished branch is replaced by an equal one already
+    registered), so linear in the total length, one Python step per symbol."""
+    children: list[dict[Any, int]] = [{}]
+    final = [False]
+    register: dict[tuple, int] = {}
+    unchecked: list[tuple[int, Any, int]] = []  # the last sequence's path not yet registered
+
+    def register_down_to(length: int) -> None:
+        while len(unchecked) > length:
+            parent, symbol, child = unchecked.pop()
+            key = (final[child], tuple(children[child].items()))  # children registered already
+            kept = register.setdefault(key, child)
+            if kept != child:
+                children[parent][symbol] = kept
+
+    previous: Sequence[Hashable] = ()
+    for value in sorted(set(sequences)):
+        shared = _common_prefix(previous, value)
+        register_down_to(shared)
+        state = unchecked[-1][2] if unchecked else 0
+        for symbol in value[shared:]:
+            new = len(children)
+            children.append({})
+            final.append(False)
+            children[state][symbol] = new
+            unchecked.append((state, symbol, new))
+            state = new
+        final[state] = True
+        previous = value
+    register_down_to(0)
+    number = {0: 0}  # the states reachable from the start (replaced branches are left out)
+    order = [0]
+    for state in order:
+        for child in children[state].values():
+            if child not in number:
+                number[child] = len(order)
+                order.append(child)
+    forms: dict[Any, Node] = {}
+    edges: list[tuple[int, Node, int]] = []
+    for state in order:
+        for symbol, child in children[state].items():
+            node = forms.get(symbol)
+            if node is None:
+                node = forms[symbol] = form(symbol)
+            edges.append((number[state], node, number[child]))
+    return Graph(len(order), 0, frozenset(number[s] for s in order if final[s]), tuple(edges))
+
+
 def _string_trie(values: list[str], raw: bool) -> Node:
     """The distinct JSON strings ``values`` (quoted, every escape form; or ``raw`` text) as one
-    trie: a :class:`Graph` whose states are the prefixes where values branch and whose edges
-    are one character each, the unshared rest of a value one edge. Built in one pass over the
-    sorted values (a value shares with later ones at most what it shares with the next one), so
-    linear in the total length; flat however long the strings are."""
-    ordered = sorted(values)
-    forms: dict[str, Node] = {}
-
-    def form(char: str) -> Node:
-        hit = forms.get(char)
-        if hit is None:
-            hit = forms[char] = _encoded_char(char, raw)
-        return hit
-
-    # shared[i]: what value i shares with value i - 1 (and, sorted, at least all it shares with
-    # any earlier value)
-    shared = [0] + [_common_prefix(a, b) for a, b in zip(ordered, ordered[1:])] + [0]
-    path = [0]  # states of the previous value's explicit prefix: path[k] after k characters
-    edges: list[tuple[int, Node, int]] = []
-    ends: set[int] = set()
-    count = 1
-    for i, value in enumerate(ordered):
-        before = shared[i]
-        branch = max(before, shared[i + 1])
-        del path[before + 1:]
-        for char in value[before:branch]:  # explicit states where the next value may branch off
-            edges.append((path[-1], form(char), count))
-            path.append(count)
-            count += 1
-        if len(value) > branch:
-            rest = value[branch:]
-            edges.append((path[-1], form(rest) if len(rest) == 1 else Concat(tuple(form(c) for c in rest)), count))
-            ends.add(count)
-            count += 1
-        else:
-            ends.add(path[-1])
-    if raw:
-        return Graph(count, 0, frozenset(ends), tuple(edges))
-    quote = literal('"')
-    edges.extend((end, quote, count) for end in sorted(ends))
-    return seq(quote, Graph(count + 1, 0, frozenset({count}), tuple(edges)))
+    minimal acyclic automaton of their characters (:func:`_minimal_acyclic`)."""
+    body = _minimal_acyclic(values, lambda char: _encoded_char(char, raw))
+    return body if raw else seq(literal('"'), body, literal('"'))
 
 
 def _distinct_literals(branches: list[Any]) -> bool:
@@ -1173,14 +1464,14 @@ def _distinct_literals(branches: list[Any]) -> bool:
     return True
 
 
-def _number_trie(decimals: list[Any]) -> Node:
-    """Every plain JSON text (no exponent) equal to one of ``decimals``: the canonical texts as
-    two tries, integers then ``.0...`` optionally, fractions then more zeros optionally (and
-    ``-0`` for zero). Linear in the digits, however many values."""
+def _number_trie(canonical: list[tuple[str, bool]]) -> Node:
+    """Every plain JSON text (no exponent) equal to one of the numbers whose canonical texts
+    (:func:`~enforcer.numbers.canonical_text`) are ``canonical``: two tries, integers then
+    ``.0...`` optionally, fractions then more zeros optionally (and ``-0`` for zero). Linear in
+    the digits, however many values."""
     integers: set[str] = set()
     fractions: set[str] = set()
-    for d in decimals:
-        text, is_integer = numbers.canonical_text(d)
+    for text, is_integer in canonical:
         (integers if is_integer else fractions).add(text)
     if "0" in integers:
         integers.add("-0")
@@ -1190,13 +1481,6 @@ def _number_trie(decimals: list[Any]) -> Node:
     if fractions:
         nodes.append(seq(_string_trie(sorted(fractions), raw=True), repeat(literal("0"), 0, None)))
     return alt(*nodes)
-
-
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
-_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
-_SCHEMA_VALUES = frozenset({"items", "additionalItems", "additionalProperties", "not", "if", "then", "else",
-                            "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties"})
-"""Keywords whose values are sub-schemas (maps of them, lists of them, or one)."""
 
 
 @lru_cache(maxsize=None)
@@ -1231,15 +1515,44 @@ def _string_char_dfa(raw: bool = False) -> DFA:
     return _STRING_CHAR_DFA[raw]
 
 
+MAX_DEPENDENT_SCHEMAS = 4
+"""Most ``dependentSchemas`` per object (one union branch per subset of their keys)."""
+
+
+def _schema_dependencies(schema: dict) -> dict[str, Any]:
+    """``dependentSchemas`` and the schema values of draft 4-7 ``dependencies``, by key."""
+    found = dict(schema["dependentSchemas"]) if isinstance(schema.get("dependentSchemas"), dict) else {}
+    if isinstance(schema.get("dependencies"), dict):
+        found.update((k, v) for k, v in schema["dependencies"].items() if not isinstance(v, list))
+    return found
+
+
+MAX_CONTAINS_STATES = 4096
+"""Most (items written, matching items counted) states of one array with ``contains``."""
+
+
+@lru_cache(maxsize=None)
+def _no_exponent_dfa() -> DFA:
+    """JSON texts whose numbers have no exponent: outside strings, no ``e``/``E`` right after a
+    digit (states: outside, outside after a digit, in a string, after a backslash in one)."""
+    table = np.full((4, 256), -1, dtype=np.int32)
+    table[0, :] = table[1, :] = 0
+    table[0, ord("0"):ord("9") + 1] = table[1, ord("0"):ord("9") + 1] = 1
+    table[1, ord("e")] = table[1, ord("E")] = -1
+    table[0, ord('"')] = table[1, ord('"')] = 2
+    table[2, :] = 2
+    table[2, ord("\\")] = 3
+    table[2, ord('"')] = 0
+    table[3, :] = 2
+    return DFA(table, np.array([True, True, False, False]))
+
+
 MAX_COUNTED_LENGTH = 2048
-"""Largest ``maxLength`` enforced: a dense counted table of about 20 states per character,
-1 KiB each (42 MB at 2048, shared by every string of the same bounds in a schema). Longer
-bounds raise :class:`SchemaTooComplexError`. (``minLength`` alone is an NFA repeat, within
-``max_nfa_states``.)"""
-
-
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
+"""Largest ``maxLength`` enforced by a dense counted table (about 20 states per character, 1 KiB
+each: 42 MB at 2048, shared by every string of the same bounds in a schema). A longer bound on
+a plain string is an NFA repeat (one copy of the character per position, within
+``max_nfa_states``; the lazy automaton builds the lengths a walk reaches); with a pattern or
+format it raises :class:`SchemaTooComplexError`."""
 
 
 def _count(schema: dict, key: str, pointer: str) -> int | None:
@@ -1304,6 +1617,9 @@ _TYPE_KEYWORDS = {
 }
 
 
+_NON_NUMBER_KEYWORDS = frozenset().union(*(kws for t, kws in _TYPE_KEYWORDS.items() if t != "number"))
+
+
 def _restrict(schema: Any, json_type: str) -> Any:
     """``schema`` for values of one type: the type fixed, other types' keywords dropped (they
     do not apply to this type, so the meaning is unchanged)."""
@@ -1344,8 +1660,14 @@ def merge(a: Any, b: Any) -> Any:
         return None
     a = {k: v for k, v in a.items() if k not in ANNOTATIONS or k in ("$defs", "definitions")}
     b = {k: v for k, v in b.items() if k not in ANNOTATIONS}
+    for x in (a, b):
+        if "contains" not in x:  # minContains/maxContains without contains are no-ops: not carried over
+            x.pop("minContains", None)
+            x.pop("maxContains", None)
     if "$ref" in a or "$ref" in b:
         return None
+    if any(k in x for x in (a, b) for k in ("unevaluatedProperties", "unevaluatedItems")):
+        return None  # each side sees only what it (not the other) evaluates: compiled apart
     array_keys = ("prefixItems", "items", "additionalItems")
     if _has_prefix(a) or _has_prefix(b):
         # index i is governed by a's prefix[i] or else a's items, and likewise for b: merge per

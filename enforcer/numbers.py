@@ -27,6 +27,8 @@ NUMBER: Node = seq(optional(literal("-")), _INT_DIGITS, optional(_FRACTION), opt
 """Any JSON number."""
 INTEGER: Node = seq(optional(literal("-")), _INT_DIGITS, _ZERO_FRACTION)
 """Any JSON number whose value is an integer, written without exponent."""
+FRACTIONAL: Node = seq(optional(literal("-")), _INT_DIGITS, literal("."), star(DIGIT), NONZERO, star(DIGIT))
+"""Numbers that are not integers, written without exponent (a non-zero fraction digit)."""
 PLAIN_INTEGER: Node = seq(optional(literal("-")), _INT_DIGITS)
 """Integers without a fraction part (draft-04's ``integer``: ``1.0`` is not one)."""
 

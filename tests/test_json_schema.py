@@ -207,7 +207,8 @@ def test_recursion_is_cut_not_refused():
     ({"type": "object", "properties": {"a": {"if": {"type": "string"}}}}, "if", "/properties/a"),
     ({"type": "object", "minProperties": 100, "additionalProperties": True}, "minProperties", ""),
     ({"patternProperties": {f"^{c}": {} for c in "abcde"}}, "patternProperties", ""),
-    ({"type": "array", "items": {"type": "array", "contains": {"type": "integer"}}}, "contains", "/items"),
+    ({"type": "array", "items": {"type": "array", "contains": {"type": "object"}, "maxContains": 1}}, "maxContains",
+     "/items"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", ""),
     ({"type": "string", "pattern": "(?=a)b"}, "pattern", ""),
     ({"$ref": "https://example.com/schema"}, "$ref", ""),
@@ -431,9 +432,38 @@ def test_budget_refuses_before_building_and_names_the_keyword():
                            SchemaOptions())
     assert (info.value.keyword, info.value.budget) == ("maxItems", "max_nfa_states=2000000")
     with pytest.raises(SchemaTooComplexError) as info:
-        compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000}}}, SchemaOptions())
+        compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000, "pattern": "^a"}}},
+                           SchemaOptions())
     assert (info.value.pointer, info.value.keyword) == ("/properties/s", "maxLength")
+    # a long maxLength alone is a lazily built repeat (was refused past 2048): exact at the bound
+    dfa = compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 32767, "minLength": 2}}},
+                             SchemaOptions())
+    for n, ok in ((1, False), (2, True), (32767, True), (32768, False)):
+        assert dfa.matches('{"s": "' + "\u00e9" * n + '"}') == ok, n
+    assert dfa.matches('{"s": "' + "é" * 32767 + '"}') and not dfa.matches('{"s": "' + "é" * 32768 + '"}')
     # large maxItems of small items compile now (the budget, not a fixed 256, is the limit)
     dfa = compile_schema_dfa({"type": "array", "items": {"type": "boolean"}, "maxItems": 1000}, SchemaOptions())
     assert dfa.matches("[" + ", ".join(["true"] * 1000) + "]")
     assert not dfa.matches("[" + ", ".join(["true"] * 1001) + "]")
+
+
+def test_all_of_distributes_over_a_union_in_validator_key_order():
+    """``allOf: [{oneOf: [...]}, {properties}]`` (jsonschemabench Github o64859): the branch's
+    keys come before the later part's, as a validator lists them; exactly one branch still."""
+    schema = {"allOf": [{"oneOf": [{"properties": {"state": {"const": "stopped"}}, "required": ["state"]},
+                                   {"properties": {"state": {"const": "running"}, "total": {"type": "number"}},
+                                    "required": ["state"]}], "type": "object"},
+                        {"properties": {"builder": {"type": "object"}, "id": {"type": "number"}},
+                         "required": ["builder", "id"], "type": "object"}]}
+    for strict in (True, False):
+        dfa = compile_schema_dfa(schema, SchemaOptions(strict=strict))
+        assert dfa.matches('{"state": "running", "total": 100, "builder": {}, "id": 1}')
+        assert dfa.matches('{"state": "stopped", "builder": {"name": "b"}, "id": 1}')
+        assert not dfa.matches('{"state": "paused", "builder": {}, "id": 1}')
+        assert not dfa.matches('{"state": "running", "total": 100}')
+    assert compile_schema_dfa(schema, SchemaOptions(strict=False)).matches(
+        '{"state": "running", "total": 100, "builder": {}, "id": 1, "x": 0}')
+    overlapping = {"allOf": [{"oneOf": [{"type": "integer"}, {"minimum": 2}]}, {"maximum": 5}]}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(overlapping, SchemaOptions())
+    assert info.value.keyword == "oneOf" and info.value.pointer == "/allOf/0"

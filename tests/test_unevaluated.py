@@ -1,0 +1,61 @@
+"""``unevaluatedProperties``/``unevaluatedItems`` folded into ``additionalProperties``/``items``
+where exact (beside plain sub-schemas), refused with the blocking keyword elsewhere; checked
+against jsonschema on a value pool in both modes."""
+
+import json
+
+import jsonschema
+import pytest
+
+from enforcer import UnsupportedSchemaError
+from enforcer.json_schema import SchemaOptions
+from enforcer.matcher import compile_schema_dfa
+
+POOL = [None, 1, "x", [], [1], ["a"], [1, "a"], ["a", 1], [1, 2, 3], ["test", "test"], {}, {"foo": 1},
+        {"foo": "a"}, {"bar": "b"}, {"foo": "a", "bar": "b"}, {"foo": "a", "baz": 1}, {"foo": {"bar": "t"}},
+        {"foo": {"bar": "t", "faz": "t"}}, {"foo": {"faz": "t"}}, {"prop1": "match"}, {"foo": ["test", "test"]},
+        {"foo": ["test"]}]
+
+
+def check(schema):
+    validator = jsonschema.Draft202012Validator(schema)
+    for strict in (False, True):
+        dfa = compile_schema_dfa(schema, SchemaOptions(strict=strict, free_form_depth=3))
+        for value in POOL:
+            valid = validator.is_valid(value)
+            accepted = dfa.matches(json.dumps(value))
+            assert not (accepted and not valid), ("accepted invalid", strict, value)
+            if not strict:
+                assert accepted == valid, ("rejected valid", value)
+
+
+@pytest.mark.parametrize("schema", [
+    {"properties": {"foo": {"type": "string"}}, "unevaluatedProperties": False},
+    {"properties": {"foo": {"type": "string"}}, "allOf": [{"properties": {"bar": {"type": "string"}}}],
+     "unevaluatedProperties": False},
+    {"allOf": [{"properties": {"foo": True}}, {"unevaluatedProperties": False}]},
+    {"allOf": [{"unevaluatedProperties": False}, {"properties": {"foo": True}}]},
+    {"properties": {"foo": {"properties": {"bar": {"type": "string"}}, "unevaluatedProperties": False}},
+     "allOf": [{"properties": {"foo": {"properties": {"faz": {"type": "string"}}}}}]},
+    {"$defs": {"A": {"unevaluatedProperties": False}}, "properties": {"prop1": {"type": "string"}},
+     "$ref": "#/$defs/A"},
+    {"properties": {"foo": {"type": "string"}}, "allOf": [{"unevaluatedProperties": True}],
+     "unevaluatedProperties": False},
+    {"unevaluatedProperties": {"type": "integer"}, "patternProperties": {"^b": {"type": "string"}}},
+    {"prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
+    {"allOf": [{"prefixItems": [True]}, {"unevaluatedItems": False}]},
+    {"prefixItems": [True], "allOf": [{"prefixItems": [True, {"type": "string"}]}], "unevaluatedItems": False},
+    {"properties": {"foo": {"prefixItems": [{"type": "string"}], "unevaluatedItems": False}},
+     "allOf": [{"properties": {"foo": {"prefixItems": [True, {"type": "string"}]}}}]},
+    {"items": {"type": "string"}, "unevaluatedItems": False},
+])
+def test_folded_unevaluated_is_exact(schema):
+    check(schema)
+
+
+def test_unevaluated_beside_instance_dependent_evaluation_is_refused():
+    schema = {"properties": {"foo": True}, "anyOf": [{"properties": {"bar": True}}, {"required": ["x"]}],
+              "unevaluatedProperties": False}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword == "unevaluatedProperties" and "anyOf" in str(info.value)
