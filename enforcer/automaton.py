@@ -15,7 +15,7 @@ import bisect
 import hashlib
 from array import array
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -52,9 +52,20 @@ lazily per visited state), so minimising them buys little and costs most of a co
 
 
 class Node:
-    """A regular expression over bytes. Build with the helper functions below."""
+    """A regular expression over bytes. Build with the helper functions below.
+
+    ``nfa_states``: exactly how many states the Thompson NFA of the node has (what
+    :class:`_NFA` builds between its start and end), known at construction from the children's
+    counts: every use of a shared sub-expression counts (the builder copies it at each use), a
+    bounded repeat counts each copy, an embedded DFA counts its states. The compile-time budget
+    reads it (:func:`nfa_size`) at no cost."""
 
     __slots__ = ()
+    nfa_states: int
+
+
+def _set_nfa_states(node: Node, count: int) -> None:
+    object.__setattr__(node, "nfa_states", count)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -62,16 +73,25 @@ class ByteSet(Node):
     """One byte out of the inclusive ranges ``((lo, hi), ...)``."""
 
     ranges: tuple[tuple[int, int], ...]
+    nfa_states = 0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Concat(Node):
     parts: tuple[Node, ...]
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Union(Node):
     alternatives: tuple[Node, ...]
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, sum(a.nfa_states for a in self.alternatives))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -81,6 +101,12 @@ class Repeat(Node):
     node: Node
     minimum: int
     maximum: int | None
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        optional = 1 if self.maximum is None else self.maximum - self.minimum
+        joints = self.minimum + (2 if self.maximum is None else optional)
+        _set_nfa_states(self, joints + (self.minimum + optional) * self.node.nfa_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -88,6 +114,10 @@ class Embedded(Node):
     """An already compiled :class:`DFA` used as a sub-expression (for intersections)."""
 
     dfa: "DFA"
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, self.dfa.num_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -100,16 +130,20 @@ class Graph(Node):
     start: int
     accepting: frozenset[int]
     edges: tuple[tuple[int, Node, int], ...]
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Epsilon(Node):
-    pass
+    nfa_states = 0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Nothing(Node):
-    pass
+    nfa_states = 0
 
 
 EPSILON: Node = _Epsilon()
@@ -995,74 +1029,10 @@ class AutomatonBudgetError(SchemaTooComplexError):
     tables, which turn it into an empty mask and an ``error``: never leaves the decode loop."""
 
 
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, Concat):
-        return node.parts
-    if isinstance(node, Union):
-        return node.alternatives
-    if isinstance(node, Repeat):
-        return (node.node,)
-    if isinstance(node, Graph):
-        return tuple(sub for _, sub, _ in node.edges)
-    return ()
-
-
-class SizeMeter:
-    """The compile-time budget's measure: NFA states an expression's automaton will have, known
-    before it is built. Exact: every use of a shared sub-expression counts (the builder copies
-    it at each use), a bounded repeat counts each copy, an embedded DFA counts its states.
-    Memoised over the nodes of one compile (nodes are immutable, so a size
-    never changes; the meter keeps each measured node alive so its id stays unique)."""
-
-    def __init__(self) -> None:
-        self._sizes: dict[int, tuple[Node, int]] = {}
-
-    def size(self, node: Node) -> int:
-        """NFA states the builder creates for ``node`` (iterative: no recursion limit)."""
-        sizes = self._sizes
-        hit = sizes.get(id(node))
-        if hit is not None:
-            return hit[1]
-        stack: list[tuple[Node, bool]] = [(node, False)]
-        while stack:
-            current, expanded = stack.pop()
-            if id(current) in sizes:
-                continue
-            children = _children(current)
-            if not expanded:
-                pending = {id(c): c for c in children if id(c) not in sizes}  # a shared child once
-                if pending:
-                    stack.append((current, True))
-                    stack.extend((c, False) for c in pending.values())
-                    continue
-            sizes[id(current)] = (current, self._own(current, [sizes[id(c)][1] for c in children]))
-        return sizes[id(node)][1]
-
-    @staticmethod
-    def _own(node: Node, child_sizes: list[int]) -> int:
-        """States of ``node`` given its children's (mirrors ``_NFA._build``)."""
-        if isinstance(node, ByteSet) or node is EPSILON or node is NOTHING:
-            return 0
-        if isinstance(node, Concat):
-            return len(node.parts) - 1 + sum(child_sizes)
-        if isinstance(node, Union):
-            return sum(child_sizes)
-        if isinstance(node, Repeat):
-            (inner,) = child_sizes
-            optional = 1 if node.maximum is None else node.maximum - node.minimum
-            joints = node.minimum + (2 if node.maximum is None else optional)
-            return joints + (node.minimum + optional) * inner
-        if isinstance(node, Graph):
-            return node.num_states + sum(child_sizes)
-        if isinstance(node, Embedded):
-            return node.dfa.num_states
-        return 0
-
-
 def nfa_size(node: Node) -> int:
-    """Exactly how many states the Thompson NFA of ``node`` has (what :class:`_NFA` builds),
-    read off the expression without building it (see :class:`SizeMeter`)."""
-    return SizeMeter().size(node)
+    """The compile-time budget's measure: exactly how many states the Thompson NFA of ``node``
+    has (what :class:`_NFA` builds), known before it is built (see :attr:`Node.nfa_states`)."""
+    return node.nfa_states
 
 
 class LazyDFA(_Reading):

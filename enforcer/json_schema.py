@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from . import numbers
-from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, SizeMeter, counted_repeat, alt, byte_chars, codepoints,
+from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, counted_repeat, nfa_size, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
@@ -95,7 +95,7 @@ class SchemaOptions:
     """Bytes of masks one compiled value keeps; past it new masks are computed but not kept."""
     max_nfa_states: int = DEFAULT_MAX_NFA_STATES
     """Budget of the value automaton, in NFA states counted before it is built
-    (:class:`~enforcer.automaton.SizeMeter`): a schema whose expression needs more (bounded repeats times
+    (:func:`~enforcer.automaton.nfa_size`): a schema whose expression needs more (bounded repeats times
     nesting times ``$ref`` fan-out, long constants, long minimum lengths) raises
     :class:`SchemaTooComplexError` naming the sub-schema that first exceeds it, before any
     token. The lazy DFA's states are sets of these NFA states, built as walks reach them."""
@@ -158,7 +158,6 @@ class SchemaCompiler:
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
         self._anchor_map: dict[str, tuple[Any, str]] | None = None
-        self._meter = SizeMeter()
         self._counted: dict[tuple[bool, int, int], Node] = {}
         self._values: dict[tuple[int, int, Refs], tuple[Any, Node]] = {}
         """(id(schema), depth, refs) -> (schema, its node): a sub-schema met again at the same
@@ -220,11 +219,11 @@ class SchemaCompiler:
 
     def _check_repeat(self, unit: Node, copies: int, pointer: str, keyword: str) -> None:
         """Refuse ``copies`` copies of ``unit`` past the budget before building them."""
-        self._within_budget(self._meter.size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
+        self._within_budget(nfa_size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
 
     def check_size(self, node: Node, pointer: str) -> None:
-        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :class:`~enforcer.automaton.SizeMeter`)."""
-        self._within_budget(self._meter.size(node), pointer, "its automaton")
+        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :func:`~enforcer.automaton.nfa_size`)."""
+        self._within_budget(nfa_size(node), pointer, "its automaton")
 
     def _within_budget(self, size: int, pointer: str, what: str, keyword: str = "") -> None:
         budget = self.options.max_nfa_states
