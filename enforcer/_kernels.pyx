@@ -8,7 +8,9 @@ not built yet stop the walk of the tokens that reach them; those come back as *p
 step) for the caller to build and resume. Cost: about one table lookup per trie edge.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.string cimport memcmp, memcpy, memset
 
 cdef enum:
     MAX_TOKEN_BYTES = 4096
@@ -171,3 +173,428 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
             table[i, byte] = target
         i += 1
     return table_arr[:n], first_arr[:n], second_arr[:n]
+
+
+# --------------------------------------------------------------------------------------------
+# Subset construction
+
+
+cdef int _compare_int32(const void* a, const void* b) noexcept nogil:
+    cdef int32_t x = (<const int32_t*>a)[0]
+    cdef int32_t y = (<const int32_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline uint64_t _hash_subset(const int32_t* items, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = (<uint64_t>0xCBF29CE4 << 32 | <uint64_t>0x84222325) ^ <uint64_t>n
+    cdef Py_ssize_t k
+    for k in range(n):
+        h = (h ^ <uint32_t>items[k]) * <uint64_t>0x100000001B3
+    h ^= h >> 33
+    h *= (<uint64_t>0xFF51AFD7 << 32 | <uint64_t>0xED558CCD)
+    h ^= h >> 33
+    return h
+
+
+cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize_t item_size) except NULL:
+    """``buffer`` reallocated to hold at least ``needed`` items (capacity doubles)."""
+    cdef Py_ssize_t size = capacity[0]
+    if needed <= size and buffer != NULL:
+        return buffer
+    if size < 16:
+        size = 16
+    while size < needed:
+        size *= 2
+    cdef void* out = realloc(buffer, size * item_size)
+    if out == NULL:
+        raise MemoryError()
+    capacity[0] = size
+    return out
+
+
+cdef class SubsetConstruction:
+    """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
+    and epsilon edges) plus embedded DFA blocks (states ``base..base+size`` whose edges are the
+    rows of a DFA table, and whose accepting states have an epsilon edge to ``end``). DFA
+    states are created the first time a :meth:`row` reaches them, numbered in the order found
+    with bytes in increasing order; subset 0 is the closure of ``start``. The same states, in
+    the same order, as :class:`enforcer.automaton._Determiniser`'s Python construction.
+    Cost per row: the member states' edges, one closure union per distinct byte range, one
+    sort and one hash probe per target subset. Lifetime: that of its automaton."""
+
+    cdef const int64_t[::1] edge_start
+    cdef const int32_t[::1] edge_lo
+    cdef const int32_t[::1] edge_hi
+    cdef const int32_t[::1] edge_dst
+    cdef const int64_t[::1] eps_start
+    cdef const int32_t[::1] eps_dst
+    cdef Py_ssize_t n_nfa
+    cdef int32_t end
+    cdef object keep
+    cdef Py_ssize_t n_blocks
+    cdef int32_t* block_of
+    cdef int32_t* block_base
+    cdef int32_t* block_end
+    cdef const int32_t** block_table
+    cdef const uint8_t** block_acc
+    # closures, computed on first use
+    cdef int64_t* closure_at
+    cdef int32_t* closure_len
+    cdef int32_t* closure_buf
+    cdef Py_ssize_t closure_used, closure_cap
+    # subsets
+    cdef int32_t* set_buf
+    cdef Py_ssize_t set_used, set_cap
+    cdef int64_t* set_at
+    cdef int32_t* set_len
+    cdef uint8_t* set_acc
+    cdef uint64_t* set_hash
+    cdef Py_ssize_t n_sets, sets_cap
+    cdef int32_t* slots
+    cdef Py_ssize_t slot_cap
+    # scratch
+    cdef int32_t* stamp  # marks the states of the subset being gathered
+    cdef int32_t current_stamp
+    cdef int32_t* visit  # marks the states of the closure being computed
+    cdef int32_t current_visit
+    cdef int32_t* gather
+    cdef int32_t* stack
+    cdef int32_t* e_lo
+    cdef int32_t* e_hi
+    cdef int32_t* e_dst
+    cdef Py_ssize_t e_cap
+    cdef int32_t* piece_items
+    cdef Py_ssize_t piece_cap
+
+    def __cinit__(self):
+        self.block_of = NULL
+        self.block_base = NULL
+        self.block_end = NULL
+        self.block_table = NULL
+        self.block_acc = NULL
+        self.closure_at = NULL
+        self.closure_len = NULL
+        self.closure_buf = NULL
+        self.set_buf = NULL
+        self.set_at = NULL
+        self.set_len = NULL
+        self.set_acc = NULL
+        self.set_hash = NULL
+        self.slots = NULL
+        self.stamp = NULL
+        self.visit = NULL
+        self.gather = NULL
+        self.stack = NULL
+        self.e_lo = NULL
+        self.e_hi = NULL
+        self.e_dst = NULL
+        self.piece_items = NULL
+
+    def __dealloc__(self):
+        free(self.block_of); free(self.block_base); free(self.block_end)
+        free(<void*>self.block_table); free(<void*>self.block_acc)
+        free(self.closure_at); free(self.closure_len); free(self.closure_buf)
+        free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
+        free(self.slots); free(self.stamp); free(self.visit); free(self.gather); free(self.stack)
+        free(self.e_lo); free(self.e_hi); free(self.e_dst); free(self.piece_items)
+
+    def __init__(self, Py_ssize_t num_nfa_states, int32_t start, int32_t end,
+                 const int64_t[::1] edge_start, const int32_t[::1] edge_lo, const int32_t[::1] edge_hi,
+                 const int32_t[::1] edge_dst, const int64_t[::1] eps_start, const int32_t[::1] eps_dst,
+                 list blocks):
+        """``blocks``: (base, table int32[size, 256], accepting uint8[size], end) per embedded DFA."""
+        cdef Py_ssize_t n = num_nfa_states, k, s
+        cdef const int32_t[:, ::1] table
+        cdef const uint8_t[::1] acc
+        self.n_nfa = n
+        self.end = end
+        self.edge_start, self.edge_lo, self.edge_hi, self.edge_dst = edge_start, edge_lo, edge_hi, edge_dst
+        self.eps_start, self.eps_dst = eps_start, eps_dst
+        self.keep = blocks
+        self.n_blocks = len(blocks)
+        self.block_of = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.stamp = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.visit = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.stack = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.closure_at = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
+        self.closure_len = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.block_base = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
+        self.block_end = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
+        self.block_table = <const int32_t**>malloc(max(self.n_blocks, 1) * sizeof(int32_t*))
+        self.block_acc = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
+        if (self.block_of == NULL or self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
+                or self.closure_at == NULL or self.closure_len == NULL or self.block_base == NULL
+                or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL):
+            raise MemoryError()
+        for s in range(n):
+            self.block_of[s] = -1
+            self.stamp[s] = 0
+            self.visit[s] = 0
+            self.closure_at[s] = -1
+        self.current_stamp = 0
+        self.current_visit = 0
+        for k in range(self.n_blocks):
+            base, table, acc, block_end = blocks[k]
+            self.block_base[k] = base
+            self.block_end[k] = block_end
+            self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
+            self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
+            for s in range(base, base + table.shape[0]):
+                self.block_of[s] = <int32_t>k
+        self.slot_cap = 1024
+        self.slots = <int32_t*>malloc(self.slot_cap * sizeof(int32_t))
+        if self.slots == NULL:
+            raise MemoryError()
+        for k in range(self.slot_cap):
+            self.slots[k] = -1
+        self.closure_used = self.closure_cap = self.set_used = self.set_cap = 0
+        self.n_sets = self.sets_cap = self.e_cap = self.piece_cap = 0
+        cdef const int32_t* first
+        cdef Py_ssize_t count = self._closure(start, &first)
+        for k in range(count):
+            self.gather[k] = first[k]
+        self._intern(count, -1)
+
+    cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
+        """The epsilon closure of ``state`` (cached); ``out`` points at its members."""
+        cdef int64_t at = self.closure_at[state]
+        cdef Py_ssize_t top, count = 0, k
+        cdef int32_t s, t, blk, local
+        cdef int64_t a, b
+        if at < 0:
+            if self.current_visit == INT32_MAX:
+                memset(self.visit, 0, self.n_nfa * sizeof(int32_t))
+                self.current_visit = 0
+            self.current_visit += 1
+            self.visit[state] = self.current_visit
+            self.stack[0] = state
+            top = 1
+            at = self.closure_used
+            while top:
+                top -= 1
+                s = self.stack[top]
+                self.closure_buf = <int32_t*>_grow(self.closure_buf, &self.closure_cap, at + count + 1, sizeof(int32_t))
+                self.closure_buf[at + count] = s
+                count += 1
+                blk = self.block_of[s]
+                if blk >= 0:
+                    local = s - self.block_base[blk]
+                    if self.block_acc[blk][local]:
+                        t = self.block_end[blk]
+                        if self.visit[t] != self.current_visit:
+                            self.visit[t] = self.current_visit
+                            self.stack[top] = t
+                            top += 1
+                    continue
+                a = self.eps_start[s]
+                b = self.eps_start[s + 1]
+                while a < b:
+                    t = self.eps_dst[a]
+                    if self.visit[t] != self.current_visit:
+                        self.visit[t] = self.current_visit
+                        self.stack[top] = t
+                        top += 1
+                    a += 1
+            self.closure_used = at + count
+            self.closure_at[state] = at
+            self.closure_len[state] = <int32_t>count
+        out[0] = self.closure_buf + self.closure_at[state]
+        return self.closure_len[state]
+
+    cdef int32_t _intern(self, Py_ssize_t count, Py_ssize_t max_states) except -2:
+        """The DFA state of the subset ``gather[:count]`` (sorted here), created when new;
+        -1 when creating it would pass ``max_states`` (negative: no limit)."""
+        cdef Py_ssize_t k, mask, h, i
+        cdef int32_t* items = self.gather
+        qsort(items, count, sizeof(int32_t), _compare_int32)
+        cdef uint64_t digest = _hash_subset(items, count)
+        mask = self.slot_cap - 1
+        h = <Py_ssize_t>(digest & <uint64_t>mask)
+        while self.slots[h] != -1:
+            i = self.slots[h]
+            if self.set_hash[i] == digest and self.set_len[i] == count and \
+                    memcmp(self.set_buf + self.set_at[i], items, count * sizeof(int32_t)) == 0:
+                return <int32_t>i
+            h = (h + 1) & mask
+        if max_states >= 0 and self.n_sets + 1 > max_states:
+            return -1
+        i = self.n_sets
+        if i + 1 > self.sets_cap:
+            k = self.sets_cap
+            self.set_at = <int64_t*>_grow(self.set_at, &k, i + 1, sizeof(int64_t))
+            k = self.sets_cap
+            self.set_len = <int32_t*>_grow(self.set_len, &k, i + 1, sizeof(int32_t))
+            k = self.sets_cap
+            self.set_acc = <uint8_t*>_grow(self.set_acc, &k, i + 1, sizeof(uint8_t))
+            k = self.sets_cap
+            self.set_hash = <uint64_t*>_grow(self.set_hash, &k, i + 1, sizeof(uint64_t))
+            self.sets_cap = k
+        self.set_buf = <int32_t*>_grow(self.set_buf, &self.set_cap, self.set_used + count, sizeof(int32_t))
+        memcpy(self.set_buf + self.set_used, items, count * sizeof(int32_t))
+        self.set_at[i] = self.set_used
+        self.set_len[i] = <int32_t>count
+        self.set_hash[i] = digest
+        self.set_acc[i] = 0
+        for k in range(count):
+            if items[k] == self.end:
+                self.set_acc[i] = 1
+                break
+        self.set_used += count
+        self.slots[h] = <int32_t>i
+        self.n_sets = i + 1
+        if 2 * self.n_sets > self.slot_cap:
+            self._rehash()
+        return <int32_t>i
+
+    cdef int _rehash(self) except -1:
+        cdef Py_ssize_t cap = self.slot_cap * 2, k, h
+        cdef int32_t* slots = <int32_t*>malloc(cap * sizeof(int32_t))
+        if slots == NULL:
+            raise MemoryError()
+        for k in range(cap):
+            slots[k] = -1
+        for k in range(self.n_sets):
+            h = <Py_ssize_t>(self.set_hash[k] & <uint64_t>(cap - 1))
+            while slots[h] != -1:
+                h = (h + 1) & (cap - 1)
+            slots[h] = <int32_t>k
+        free(self.slots)
+        self.slots = slots
+        self.slot_cap = cap
+        return 0
+
+    cdef int _add_edge(self, Py_ssize_t* n, int32_t lo, int32_t hi, int32_t dst) except -1:
+        cdef Py_ssize_t k
+        if n[0] + 1 > self.e_cap:
+            k = self.e_cap
+            self.e_lo = <int32_t*>_grow(self.e_lo, &k, n[0] + 1, sizeof(int32_t))
+            k = self.e_cap
+            self.e_hi = <int32_t*>_grow(self.e_hi, &k, n[0] + 1, sizeof(int32_t))
+            k = self.e_cap
+            self.e_dst = <int32_t*>_grow(self.e_dst, &k, n[0] + 1, sizeof(int32_t))
+            self.e_cap = k
+        self.e_lo[n[0]] = lo
+        self.e_hi[n[0]] = hi
+        self.e_dst[n[0]] = dst
+        n[0] += 1
+        return 0
+
+    @property
+    def num_states(self):
+        return self.n_sets
+
+    @property
+    def nbytes(self):
+        """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index."""
+        return (self.n_nfa * 29 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
+                + self.slot_cap * 4 + self.e_cap * 12 + self.piece_cap * 4)
+
+    def members(self, Py_ssize_t i):
+        """The NFA states of DFA state ``i``, ascending (a list)."""
+        if i < 0 or i >= self.n_sets:
+            raise IndexError(i)
+        return [self.set_buf[self.set_at[i] + k] for k in range(self.set_len[i])]
+
+    def accepting(self, Py_ssize_t first):
+        """Whether each DFA state from ``first`` on accepts (a list of bools)."""
+        return [bool(self.set_acc[k]) for k in range(first, self.n_sets)]
+
+    def row(self, Py_ssize_t i, int32_t[::1] out, Py_ssize_t max_states):
+        """Write the transitions of DFA state ``i`` to ``out`` (256 entries, -1 dead), creating
+        the states they lead to. Returns the number of states, or -1 when a new state would
+        pass ``max_states`` (negative: no limit)."""
+        cdef Py_ssize_t n_edges = 0, m, k, p, n_pieces, count, total, c
+        cdef int32_t s, blk, local, t, lo, hi, target, stamp_now
+        cdef int64_t a, b
+        cdef const int32_t* members
+        cdef const int32_t* trow
+        cdef const int32_t* closure
+        cdef int32_t cut[258]
+        cdef int32_t piece_of[257]
+        cdef int64_t piece_start[258]
+        cdef int64_t fill[257]
+        cdef uint8_t is_cut[257]
+        if i < 0 or i >= self.n_sets:
+            raise IndexError(i)
+        for k in range(256):
+            out[k] = -1
+        members = self.set_buf + self.set_at[i]
+        m = self.set_len[i]
+        # the members' edges, in member order (a block state's from its DFA row)
+        for k in range(m):
+            s = members[k]
+            blk = self.block_of[s]
+            if blk >= 0:
+                local = s - self.block_base[blk]
+                trow = self.block_table[blk] + <Py_ssize_t>local * 256
+                lo = 0
+                while lo < 256:
+                    t = trow[lo]
+                    hi = lo
+                    while hi + 1 < 256 and trow[hi + 1] == t:
+                        hi += 1
+                    if t >= 0:
+                        self._add_edge(&n_edges, lo, hi, self.block_base[blk] + t)
+                    lo = hi + 1
+            else:
+                a = self.edge_start[s]
+                b = self.edge_start[s + 1]
+                while a < b:
+                    self._add_edge(&n_edges, self.edge_lo[a], self.edge_hi[a], self.edge_dst[a])
+                    a += 1
+        if n_edges == 0:
+            return self.n_sets
+        # the byte axis split at every range boundary
+        memset(is_cut, 0, sizeof(is_cut))
+        for k in range(n_edges):
+            is_cut[self.e_lo[k]] = 1
+            is_cut[self.e_hi[k] + 1] = 1
+        n_pieces = 0
+        p = -1
+        for k in range(257):
+            if is_cut[k]:
+                cut[n_pieces] = <int32_t>k
+                n_pieces += 1
+                p += 1
+            piece_of[k] = <int32_t>p
+        n_pieces -= 1  # pieces lie between consecutive cuts
+        # edges per piece (counting sort), in edge order
+        for p in range(n_pieces + 1):
+            piece_start[p] = 0
+        for k in range(n_edges):
+            for p in range(piece_of[self.e_lo[k]], piece_of[self.e_hi[k] + 1]):
+                piece_start[p + 1] += 1
+        for p in range(n_pieces):
+            piece_start[p + 1] += piece_start[p]
+        total = piece_start[n_pieces]
+        self.piece_items = <int32_t*>_grow(self.piece_items, &self.piece_cap, total, sizeof(int32_t))
+        for p in range(n_pieces):
+            fill[p] = piece_start[p]
+        for k in range(n_edges):
+            for p in range(piece_of[self.e_lo[k]], piece_of[self.e_hi[k] + 1]):
+                self.piece_items[fill[p]] = self.e_dst[k]
+                fill[p] += 1
+        for p in range(n_pieces):
+            if piece_start[p] == piece_start[p + 1]:
+                continue
+            if self.current_stamp == INT32_MAX:
+                memset(self.stamp, 0, self.n_nfa * sizeof(int32_t))
+                self.current_stamp = 0
+            self.current_stamp += 1
+            stamp_now = self.current_stamp
+            count = 0
+            for a in range(piece_start[p], piece_start[p + 1]):
+                c = self._closure(self.piece_items[a], &closure)
+                for k in range(c):
+                    t = closure[k]
+                    if self.stamp[t] != stamp_now:
+                        self.stamp[t] = stamp_now
+                        self.gather[count] = t
+                        count += 1
+            target = self._intern(count, max_states)
+            if target < 0:
+                return -1
+            for k in range(cut[p], cut[p + 1]):
+                out[k] = target
+        return self.n_sets

@@ -23,9 +23,9 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import dfa_product
-except ImportError:  # a source tree without the built extension: the Python product does the work
-    dfa_product = None
+    from ._kernels import SubsetConstruction, dfa_product
+except ImportError:  # a source tree without the built extension: the Python walks do the work
+    SubsetConstruction = dfa_product = None
 
 DEAD = -1
 ROW_LIST_BYTES = 2_104
@@ -750,9 +750,12 @@ def _subset_key(states: Iterable[int]) -> bytes:
 
 
 class _Determiniser:
-    """Subset construction over a Thompson NFA, one DFA state at a time."""
+    """Subset construction over a Thompson NFA, one DFA state at a time: by the compiled
+    :class:`enforcer._kernels.SubsetConstruction` when built (``compiled``), else in Python
+    (:meth:`row_reference`, also the oracle of the kernel's differential test: same states,
+    same numbering)."""
 
-    def __init__(self, node: Node, trim: bool) -> None:
+    def __init__(self, node: Node, trim: bool, compiled: bool = True) -> None:
         nfa = _NFA()
         start, self.end = nfa.new(), nfa.new()
         self.start = start
@@ -786,19 +789,35 @@ class _Determiniser:
         self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
             + 8 * (len(self._edge_start) + len(self._eps_start))
         self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
+        self._kernel = None
+        if compiled and SubsetConstruction is not None and all(isinstance(b.dfa, DFA) for b in self.blocks):
+            self._kernel = SubsetConstruction(
+                self.num_nfa_states, start, self.end, np.frombuffer(self._edge_start, dtype=np.int64),
+                self._edge_lo, self._edge_hi, self._edge_dst, np.frombuffer(self._eps_start, dtype=np.int64),
+                self._eps_dst, [(b.base, np.ascontiguousarray(b.dfa.transitions, dtype=np.int32),
+                                 np.ascontiguousarray(b.dfa.accepting, dtype=np.uint8), b.end) for b in self.blocks])
+            self.accepting: list[bool] = self._kernel.accepting(0)
+            return
         first = self.closure(start)
         # subsets are keyed by their sorted members as int32 bytes: bytes are not tracked by the
         # garbage collector (frozensets are), so thousands of states add nothing to its pauses
         key = _subset_key(first)
         self.index: dict[bytes, int] = {key: 0}
         self.sets: list[bytes] = [key]
-        self.accepting: list[bool] = [self.end in first]
+        self.accepting = [self.end in first]
         self.subset_items += len(first)
 
+    @property
+    def num_states(self) -> int:
+        """DFA states created so far."""
+        return self._kernel.num_states if self._kernel is not None else len(self.sets)
+
     def memory_size_bytes(self) -> int:
-        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset, and
-        24 per NFA state a subset or closure holds."""
-        return self._array_bytes + SUBSET_BYTES * (len(self.sets) + len(self._closures)) + SUBSET_ITEM_BYTES * self.subset_items
+        """The NFA's arrays, the kernel's subsets (or about 300 bytes per Python subset), plus
+        about 300 bytes per NFA state visited in Python and 24 per NFA state a Python subset or
+        closure holds."""
+        subsets = self._kernel.nbytes if self._kernel is not None else SUBSET_BYTES * len(self.sets)
+        return self._array_bytes + subsets + SUBSET_BYTES * len(self._closures) + SUBSET_ITEM_BYTES * self.subset_items
 
     def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
                eps_dst: np.ndarray) -> np.ndarray:
@@ -868,6 +887,8 @@ class _Determiniser:
 
     def members(self, i: int) -> Sequence[int]:
         """The NFA states of DFA state ``i`` (ascending)."""
+        if self._kernel is not None:
+            return self._kernel.members(i)
         return memoryview(self.sets[i]).cast("i")
 
     def closure(self, state: int) -> tuple[int, ...]:
@@ -926,12 +947,21 @@ class _Determiniser:
             after = self._leaving[block.base] = self._edge_bytes(self.closure(block.end))
         return block, local, after | self._edge_bytes(others)
 
-    def row(self, i: int, max_states: int | None) -> tuple[list[int], list[int]]:
-        """Transitions of DFA state ``i`` (creating the states they lead to) and its distinct
-        successors."""
+    def row_into(self, i: int, out: np.ndarray, max_states: int | None) -> None:
+        """Write the transitions of DFA state ``i`` to ``out`` (int32[256]), creating the states
+        they lead to; past ``max_states`` states raise :class:`SchemaTooComplexError`."""
+        if self._kernel is None:
+            out[:] = self.row_reference(i, max_states)
+            return
+        before = self._kernel.num_states
+        if self._kernel.row(i, out, -1 if max_states is None else max_states) < 0:
+            raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+        self.accepting.extend(self._kernel.accepting(before))
+
+    def row_reference(self, i: int, max_states: int | None) -> list[int]:
+        """Transitions of DFA state ``i`` (creating the states they lead to), in Python."""
         edges_of = self.edges_of
         row = [DEAD] * 256
-        succ: set[int] = set()
         outgoing = [e for s in self.members(i) for e in edges_of(s)]
         if outgoing:
             # split the byte axis at every range boundary; each edge adds its target's closure
@@ -957,8 +987,7 @@ class _Determiniser:
                     if max_states is not None and len(self.sets) > max_states:
                         raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
-                succ.add(target)
-        return row, list(succ)
+        return row
 
 
 def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
@@ -966,15 +995,19 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     if node is NOTHING:
         return _empty_dfa()
     det = _Determiniser(node, trim=False)
-    table: list[list[int]] = []
-    successors: list[list[int]] = []
+    return _finalise(subset_table(det, max_states), np.array(det.accepting, dtype=bool))
+
+
+def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
+    """Every row of ``det``'s automaton, built breadth first (the table before trimming)."""
+    table = np.full((64, 256), DEAD, dtype=np.int32)
     i = 0
-    while i < len(det.sets):
-        row, succ = det.row(i, max_states)
-        table.append(row)
-        successors.append(succ)
+    while i < det.num_states:
+        if i == table.shape[0]:
+            table = np.concatenate([table, np.full_like(table, DEAD)])
+        det.row_into(i, table[i], max_states)
         i += 1
-    return _finalise(np.array(table, dtype=np.int32), np.array(det.accepting, dtype=bool), successors=successors)
+    return table[:i]
 
 
 def is_empty_node(node: Node) -> bool:
@@ -1101,7 +1134,7 @@ class LazyDFA(_Reading):
     @property
     def num_states(self) -> int:
         """States created so far."""
-        return len(self._determiniser().sets)
+        return self._determiniser().num_states
 
     @property
     def transitions(self) -> np.ndarray:
@@ -1126,8 +1159,9 @@ class LazyDFA(_Reading):
             r = self.rows[state]
             if r is not None:
                 return r
-            r, _ = det.row(state, None)
-            n = len(det.sets)
+            r = np.empty(256, dtype=np.int32)
+            det.row_into(state, r, None)
+            n = det.num_states
             if n > self._table.shape[0]:
                 size = max(n, 2 * self._table.shape[0])
                 table = np.full((size, 256), DEAD, dtype=np.int32)
@@ -1139,7 +1173,7 @@ class LazyDFA(_Reading):
             self._table[state] = r
             self._built[state] = True
             self._num_built += 1
-            r = self.rows[state] = tuple(r)  # immutable: the collector stops tracking it
+            r = self.rows[state] = tuple(r.tolist())  # immutable: the collector stops tracking it
             if self.exhausted is None:
                 if n > self.max_states:
                     self.exhausted = f"{self.max_states:,} states (max_states)"
@@ -1183,23 +1217,19 @@ class LazyDFA(_Reading):
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 
-def _live_order(transitions: np.ndarray, accepting: np.ndarray,
-                successors: list[list[int]] | None = None) -> list[int] | None:
+def _live_order(transitions: np.ndarray, accepting: np.ndarray) -> list[int] | None:
     """The states that can reach acceptance and be reached from the start, in visiting order
-    (None when the start cannot reach acceptance). ``successors`` (distinct targets per state)
-    saves recomputing them when known."""
+    (None when the start cannot reach acceptance)."""
     n = transitions.shape[0]
     if n == 0:
         return None
-    if successors is None:
-        # distinct (source, target) edges, vectorised
-        flat = transitions.ravel()
-        has = flat >= 0
-        keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
-        successors = [[] for _ in range(n)]
-        for a, b in zip((keys // n).tolist(), (keys % n).tolist()):
-            successors[a].append(b)
-    forward = successors
+    # distinct (source, target) edges, vectorised
+    flat = transitions.ravel()
+    has = flat >= 0
+    keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
+    forward: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip((keys // n).tolist(), (keys % n).tolist()):
+        forward[a].append(b)
     reverse: list[list[int]] = [[] for _ in range(n)]
     for a, targets in enumerate(forward):
         for b in targets:
@@ -1228,10 +1258,9 @@ def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: list[int]
     return DFA(np.ascontiguousarray(trans, dtype=np.int32), accepting[order].copy())
 
 
-def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,
-              successors: list[list[int]] | None = None) -> DFA:
+def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True) -> DFA:
     """Drop states that cannot reach acceptance or be reached, then minimise small automata."""
-    order = _live_order(transitions, accepting, successors)
+    order = _live_order(transitions, accepting)
     if order is None:
         return _empty_dfa()
     dfa = _renumbered(transitions, accepting, order)

@@ -128,3 +128,53 @@ def test_compiled_product_is_the_reference_product_state_for_state() -> None:
     for product in (big._product, big._product_reference):
         with pytest.raises(SchemaTooComplexError):
             product(big, False, 50)
+
+
+def _same_subsets(node, trim: bool, limit: int = 1_500) -> int:
+    """Build ``node``'s subset construction with the kernel and in Python, row by row: same
+    rows, same members, same accepting states, same numbering. Returns the rows compared."""
+    from enforcer.automaton import _Determiniser
+
+    fast, slow = _Determiniser(node, trim, compiled=True), _Determiniser(node, trim, compiled=False)
+    assert fast._kernel is not None and slow._kernel is None
+    a, b = np.empty(256, dtype=np.int32), np.empty(256, dtype=np.int32)
+    i = 0
+    while i < fast.num_states and i < limit:
+        fast.row_into(i, a, None)
+        slow.row_into(i, b, None)
+        assert np.array_equal(a, b), f"row {i}"
+        assert fast.num_states == slow.num_states and list(fast.members(i)) == list(slow.members(i))
+        i += 1
+    assert fast.accepting == slow.accepting
+    return i
+
+
+def test_compiled_subset_construction_is_the_reference_state_for_state() -> None:
+    # SubsetConstruction (Cython) against the Python rows it replaces, on random expressions,
+    # expressions with embedded DFAs (blocks), JSON values of the project's schemas, trimmed
+    # or not, and the refusal past max_states
+    import json
+    from pathlib import Path
+
+    from enforcer.automaton import SubsetConstruction, Embedded, _Determiniser, subset_table
+    from enforcer.json_schema import SchemaOptions
+    from enforcer.matcher import schema_node
+
+    if SubsetConstruction is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(11)
+    for _ in range(300):
+        _same_subsets(_random_node(rng), trim=rng.random() < 0.5)
+    counted = compile_node(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40))
+    for _ in range(50):
+        node = alt(seq(_random_node(rng), Embedded(counted), _random_node(rng)), seq(Embedded(counted), NOTHING))
+        _same_subsets(node, trim=True)
+    rows = 0
+    for path in sorted((Path(__file__).resolve().parents[1] / "schemas").glob("*.json")):
+        for tool in json.loads(path.read_text(encoding="utf-8")):
+            node = schema_node(tool["function"]["parameters"], SchemaOptions())
+            rows += _same_subsets(node, trim=True) + _same_subsets(node, trim=False)
+    assert rows > 1_000
+    for compiled in (True, False):
+        with pytest.raises(SchemaTooComplexError):
+            subset_table(_Determiniser(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40), False, compiled), 50)
