@@ -598,3 +598,53 @@ cdef class SubsetConstruction:
             for k in range(cut[p], cut[p + 1]):
                 out[k] = target
         return self.n_sets
+
+
+def embeds_at(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state,
+              const uint8_t[::1] columns, Py_ssize_t max_pairs):
+    """Whether automaton ``inner`` embeds in ``table`` at ``state``: every pair (inner state,
+    table state) reachable from (0, ``state``) over the bytes with ``columns[b]`` set agrees on
+    which of those bytes are dead, and there are at most ``max_pairs`` such pairs. Returns 1 or
+    0, or ``-(s + 2)`` when row ``s`` of ``table`` is not built yet (build it and ask again).
+    Cost: one row comparison per pair."""
+    cdef int32_t seen_u[256]
+    cdef int32_t seen_d[256]
+    cdef Py_ssize_t n_seen = 1, top = 1, k, j
+    cdef int32_t u, d, ub, db
+    cdef int b
+    cdef Py_ssize_t num_states = table.shape[0]
+    if max_pairs > 255:
+        max_pairs = 255
+    seen_u[0] = 0
+    seen_d[0] = state
+    # the stack holds indices into seen (each pair is pushed once, when first seen)
+    cdef Py_ssize_t stack[256]
+    stack[0] = 0
+    while top:
+        top -= 1
+        k = stack[top]
+        u = seen_u[k]
+        d = seen_d[k]
+        if d < 0 or d >= num_states or not built[d]:
+            return -(d + 2)
+        for b in range(256):
+            if not columns[b]:
+                continue
+            ub = inner[u, b]
+            db = table[d, b]
+            if (ub < 0) != (db < 0):
+                return 0
+            if ub < 0:
+                continue
+            for j in range(n_seen):
+                if seen_u[j] == ub and seen_d[j] == db:
+                    break
+            else:
+                if n_seen >= max_pairs:
+                    return 0
+                seen_u[n_seen] = ub
+                seen_d[n_seen] = db
+                stack[top] = n_seen
+                top += 1
+                n_seen += 1
+    return 1
