@@ -648,3 +648,48 @@ def embeds_at(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, const ui
                 top += 1
                 n_seen += 1
     return 1
+
+
+def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] targets, int32_t end):
+    """Which of ``n`` states reach ``end`` over the edges ``sources[k] -> targets[k]`` (a uint8
+    array): predecessor lists by counting sort, then one depth-first pass. Cost linear in the
+    states and edges."""
+    import numpy as np
+
+    cdef Py_ssize_t m = sources.shape[0], k, top = 0
+    cdef int32_t s, t
+    start_arr = np.zeros(n + 1, dtype=np.int64)
+    preds_arr = np.empty(max(m, 1), dtype=np.int32)
+    alive_arr = np.zeros(n, dtype=np.uint8)
+    stack_arr = np.empty(max(n, 1), dtype=np.int32)
+    cdef int64_t[::1] start = start_arr
+    cdef int32_t[::1] preds = preds_arr
+    cdef uint8_t[::1] alive = alive_arr
+    cdef int32_t[::1] stack = stack_arr
+    cdef int64_t a, b
+    with nogil:
+        for k in range(m):
+            start[targets[k] + 1] += 1
+        for k in range(n):
+            start[k + 1] += start[k]
+        for k in range(m):  # fills each target's slice back to front (order does not matter)
+            t = targets[k]
+            start[t + 1] -= 1
+            preds[start[t + 1]] = sources[k]
+        # start[t + 1] now begins t's slice; t's slice ends where t + 1's begins
+        alive[end] = 1
+        stack[0] = end
+        top = 1
+        while top:
+            top -= 1
+            t = stack[top]
+            a = start[t + 1]
+            b = start[t + 2] if t + 2 <= n else m
+            while a < b:
+                s = preds[a]
+                if not alive[s]:
+                    alive[s] = 1
+                    stack[top] = s
+                    top += 1
+                a += 1
+    return alive_arr

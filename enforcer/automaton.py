@@ -23,9 +23,9 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import SubsetConstruction, dfa_product
+    from ._kernels import SubsetConstruction, dfa_product, reaching
 except ImportError:  # a source tree without the built extension: the Python walks do the work
-    SubsetConstruction = dfa_product = None
+    SubsetConstruction = dfa_product = reaching = None
 
 DEAD = -1
 ROW_LIST_BYTES = 2_104
@@ -744,6 +744,25 @@ def _empty_dfa() -> DFA:
     return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
 
 
+def _reaching_reference(n: int, sources: np.ndarray, targets: np.ndarray, end: int) -> np.ndarray:
+    """Which of ``n`` states reach ``end`` over the edges ``sources -> targets`` (bool array),
+    breadth first over predecessors with numpy: the fallback of the compiled ``reaching`` and
+    the oracle of its differential test."""
+    order = np.argsort(targets, kind="stable")
+    preds = sources[order]
+    starts = np.searchsorted(targets[order], np.arange(n + 1))
+    alive = np.zeros(n, dtype=bool)
+    alive[end] = True
+    frontier = np.array([end], dtype=np.int64)
+    while frontier.size:  # one numpy step per level
+        lo, hi = starts[frontier], starts[frontier + 1]
+        found = preds[concat_ranges(lo, hi)]
+        found = np.unique(found[~alive[found]])
+        alive[found] = True
+        frontier = found.astype(np.int64)
+    return alive
+
+
 def _subset_key(states: Iterable[int]) -> bytes:
     """A set of NFA states as the int32 bytes of its sorted members (one key per set)."""
     return array("i", sorted(states)).tobytes()
@@ -826,18 +845,10 @@ class _Determiniser:
         n = self.num_nfa_states
         sources = np.concatenate([edge_src, eps_src, np.array([b.base for b in self.blocks], dtype=np.int32)])
         targets = np.concatenate([edge_dst, eps_dst, np.array([b.end for b in self.blocks], dtype=np.int32)])
-        order = np.argsort(targets, kind="stable")
-        preds = sources[order]
-        starts = np.searchsorted(targets[order], np.arange(n + 1))
-        alive = np.zeros(n, dtype=bool)
-        alive[self.end] = True
-        frontier = np.array([self.end], dtype=np.int64)
-        while frontier.size:  # breadth-first over predecessors, one numpy step per level
-            lo, hi = starts[frontier], starts[frontier + 1]
-            found = preds[concat_ranges(lo, hi)]
-            found = np.unique(found[~alive[found]])
-            alive[found] = True
-            frontier = found.astype(np.int64)
+        if reaching is not None:  # the compiled pass (one step per state, not per level)
+            alive = reaching(n, sources, targets, self.end).view(bool)
+        else:
+            alive = _reaching_reference(n, sources, targets, self.end)
         for block in self.blocks:
             alive[block.base:block.base + block.dfa.num_states] = alive[block.base]
         return alive

@@ -178,3 +178,22 @@ def test_compiled_subset_construction_is_the_reference_state_for_state() -> None
     for compiled in (True, False):
         with pytest.raises(SchemaTooComplexError):
             subset_table(_Determiniser(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40), False, compiled), 50)
+
+
+def test_compiled_reaching_is_the_reference() -> None:
+    # the trim's reverse reachability (Cython) against the numpy breadth-first pass, on random
+    # graphs from sparse to dense, with self-loops, parallel edges and unreachable parts
+    from enforcer.automaton import _reaching_reference, reaching
+
+    if reaching is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 40, 300, 5_000):
+        for density in (0.5, 1.0, 3.0):
+            m = int(n * density)
+            sources = rng.integers(0, n, size=m).astype(np.int32)
+            targets = rng.integers(0, n, size=m).astype(np.int32)
+            end = int(rng.integers(0, n))
+            fast = reaching(n, sources, targets, end).view(bool)
+            assert np.array_equal(fast, _reaching_reference(n, sources, targets, end))
+            assert fast[end]
