@@ -404,15 +404,17 @@ class _NFA:
         """Add ``node`` between ``start`` and ``end``. A sub-expression used in several places
         (a ``$ref`` definition, a shared value) is built once; later uses copy its states and
         edges with numpy, renumbered."""
+        if node.nfa_states < _FRAGMENT_MIN_STATES:  # small: built again at each use
+            self._build(node, start, end)
+            return
         fragment = self._fragments.get(id(node))
         if fragment is not None:
             self._copy(fragment, start, end)
             return
         first = (self.num_states, len(self.edges), len(self.eps), len(self.blocks))
         self._build(node, start, end)
-        if self.num_states - first[0] >= _FRAGMENT_MIN_STATES:
-            self._fragments[id(node)] = _Fragment(*first, self.num_states, len(self.edges), len(self.eps),
-                                                  len(self.blocks), start, end, node)
+        self._fragments[id(node)] = _Fragment(*first, self.num_states, len(self.edges), len(self.eps),
+                                              len(self.blocks), start, end, node)
 
     def _copy(self, f: "_Fragment", start: int, end: int) -> None:
         offset = self.num_states - f.first_state
@@ -435,19 +437,31 @@ class _NFA:
         self.num_states += f.last_state - f.first_state
 
     def _build(self, node: Node, start: int, end: int) -> None:
-        if isinstance(node, ByteSet):
+        kind = type(node)
+        if kind is ByteSet:
+            edges = self.edges
             for lo, hi in node.ranges:
-                self._edge(start, lo, hi, end)
+                edges.extend((start, lo, hi, end))
+        elif kind is Concat:
+            cur = start
+            last = len(node.parts) - 1
+            edges = self.edges
+            for i, part in enumerate(node.parts):
+                if i == last:
+                    nxt = end
+                else:
+                    nxt = self.num_states
+                    self.num_states += 1
+                if type(part) is ByteSet:  # most parts of literals and keys: one edge, inline
+                    for lo, hi in part.ranges:
+                        edges.extend((cur, lo, hi, nxt))
+                else:
+                    self.build(part, cur, nxt)
+                cur = nxt
         elif node is EPSILON:
             self._eps(start, end)
         elif node is NOTHING:
             self.may_dead_end = True
-        elif isinstance(node, Concat):
-            cur = start
-            for i, part in enumerate(node.parts):
-                nxt = end if i == len(node.parts) - 1 else self.new()
-                self.build(part, cur, nxt)
-                cur = nxt
         elif isinstance(node, Union):
             for a in node.alternatives:
                 self.build(a, start, end)
