@@ -693,3 +693,226 @@ def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] target
                     top += 1
                 a += 1
     return alive_arr
+
+
+# --------------------------------------------------------------------------------------------
+# Thompson construction
+
+
+cdef class ThompsonNFA:
+    """Thompson construction of an expression tree (:class:`enforcer.automaton.Node`) into flat
+    arrays: the compiled version of :class:`enforcer.automaton._NFA`, which it must match state
+    for state and edge for edge (its differential test). ``kinds`` holds the node classes and
+    singletons it dispatches on (ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON,
+    NOTHING, Block); ``graph_is_trim`` says whether a Graph node can leave dead states. A
+    sub-expression of at least ``fragment_min`` NFA states met again is copied, renumbered,
+    instead of walked again. Cost: a few attribute reads per node plus a copy per reuse."""
+
+    cdef int32_t* edges  # (source, lo, hi, target) per byte edge
+    cdef Py_ssize_t n_edges, edges_cap  # in ints
+    cdef int32_t* eps  # (source, target) per epsilon edge
+    cdef Py_ssize_t n_eps, eps_cap
+    cdef public Py_ssize_t num_states
+    cdef public bint may_dead_end
+    cdef public list blocks
+    cdef dict fragments
+    cdef object ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block, graph_is_trim
+    cdef Py_ssize_t fragment_min
+
+    def __cinit__(self):
+        self.edges = NULL
+        self.eps = NULL
+
+    def __dealloc__(self):
+        free(self.edges)
+        free(self.eps)
+
+    def __init__(self, tuple kinds, graph_is_trim, Py_ssize_t fragment_min):
+        (self.ByteSet, self.Concat, self.Union, self.Repeat, self.Graph, self.Embedded, self.EPSILON,
+         self.NOTHING, self.Block) = kinds
+        self.graph_is_trim = graph_is_trim
+        self.fragment_min = fragment_min
+        self.num_states = 0
+        self.n_edges = self.edges_cap = self.n_eps = self.eps_cap = 0
+        self.may_dead_end = False
+        self.blocks = []
+        self.fragments = {}
+
+    def new(self):
+        self.num_states += 1
+        return self.num_states - 1
+
+    def build(self, node, int32_t start, int32_t end):
+        """Add ``node`` between NFA states ``start`` and ``end``."""
+        self._build_shared(node, start, end)
+
+    def edge_array(self):
+        """The byte edges, int32[n, 4] (a copy)."""
+        import numpy as np
+
+        out = np.empty((self.n_edges // 4, 4), dtype=np.int32)
+        cdef int32_t[:, ::1] view = out
+        if self.n_edges:
+            memcpy(&view[0, 0], self.edges, self.n_edges * sizeof(int32_t))
+        return out
+
+    def eps_array(self):
+        """The epsilon edges, int32[n, 2] (a copy)."""
+        import numpy as np
+
+        out = np.empty((self.n_eps // 2, 2), dtype=np.int32)
+        cdef int32_t[:, ::1] view = out
+        if self.n_eps:
+            memcpy(&view[0, 0], self.eps, self.n_eps * sizeof(int32_t))
+        return out
+
+    cdef inline int _edge(self, int32_t src, int32_t lo, int32_t hi, int32_t dst) except -1:
+        if self.n_edges + 4 > self.edges_cap:
+            self.edges = <int32_t*>_grow(self.edges, &self.edges_cap, self.n_edges + 4, sizeof(int32_t))
+        self.edges[self.n_edges] = src
+        self.edges[self.n_edges + 1] = lo
+        self.edges[self.n_edges + 2] = hi
+        self.edges[self.n_edges + 3] = dst
+        self.n_edges += 4
+        return 0
+
+    cdef inline int _eps(self, int32_t src, int32_t dst) except -1:
+        if self.n_eps + 2 > self.eps_cap:
+            self.eps = <int32_t*>_grow(self.eps, &self.eps_cap, self.n_eps + 2, sizeof(int32_t))
+        self.eps[self.n_eps] = src
+        self.eps[self.n_eps + 1] = dst
+        self.n_eps += 2
+        return 0
+
+    cdef inline int32_t _new(self):
+        self.num_states += 1
+        return <int32_t>(self.num_states - 1)
+
+    cdef int _byte_set(self, object node, int32_t start, int32_t end) except -1:
+        for lo, hi in node.ranges:
+            self._edge(start, lo, hi, end)
+        return 0
+
+    cdef int _build_shared(self, object node, int32_t start, int32_t end) except -1:
+        cdef Py_ssize_t first_state, first_edge, first_eps, first_block
+        if node.nfa_states < self.fragment_min:
+            return self._build(node, start, end)
+        key = id(node)
+        fragment = self.fragments.get(key)
+        if fragment is not None:
+            return self._copy(fragment, start, end)
+        first_state, first_edge, first_eps, first_block = self.num_states, self.n_edges, self.n_eps, len(self.blocks)
+        self._build(node, start, end)
+        self.fragments[key] = (first_state, first_edge, first_eps, first_block, self.num_states, self.n_edges,
+                               self.n_eps, len(self.blocks), start, end, node)
+        return 0
+
+    cdef int _copy(self, tuple fragment, int32_t start, int32_t end) except -1:
+        cdef Py_ssize_t first_state = fragment[0], first_edge = fragment[1], first_eps = fragment[2]
+        cdef Py_ssize_t first_block = fragment[3], last_state = fragment[4], last_edge = fragment[5]
+        cdef Py_ssize_t last_eps = fragment[6], last_block = fragment[7], k, j
+        cdef int32_t f_start = fragment[8], f_end = fragment[9], x
+        cdef int32_t offset = <int32_t>(self.num_states - first_state)
+        cdef Py_ssize_t count = last_edge - first_edge
+        if count:
+            self.edges = <int32_t*>_grow(self.edges, &self.edges_cap, self.n_edges + count, sizeof(int32_t))
+            for k in range(first_edge, last_edge, 4):
+                j = self.n_edges + (k - first_edge)
+                for x in range(4):
+                    self.edges[j + x] = self.edges[k + x]
+                self.edges[j] = _renumber(self.edges[k], f_start, f_end, start, end, offset)
+                self.edges[j + 3] = _renumber(self.edges[k + 3], f_start, f_end, start, end, offset)
+            self.n_edges += count
+        count = last_eps - first_eps
+        if count:
+            self.eps = <int32_t*>_grow(self.eps, &self.eps_cap, self.n_eps + count, sizeof(int32_t))
+            for k in range(first_eps, last_eps):
+                self.eps[self.n_eps + (k - first_eps)] = _renumber(self.eps[k], f_start, f_end, start, end, offset)
+            self.n_eps += count
+        for block in self.blocks[first_block:last_block]:
+            new_end = end if block.end == f_end else start if block.end == f_start else block.end + offset
+            self.blocks.append(self.Block(block.base + offset, block.dfa, new_end))
+        self.num_states += last_state - first_state
+        return 0
+
+    cdef int _build(self, object node, int32_t start, int32_t end) except -1:
+        cdef int32_t cur, nxt, loop, back
+        cdef Py_ssize_t i, last, base, k
+        kind = type(node)
+        if kind is self.ByteSet:
+            return self._byte_set(node, start, end)
+        if kind is self.Concat:
+            parts = node.parts
+            cur = start
+            last = len(parts) - 1
+            for i in range(last + 1):
+                part = parts[i]
+                nxt = end if i == last else self._new()
+                if type(part) is self.ByteSet:
+                    self._byte_set(part, cur, nxt)
+                else:
+                    self._build_shared(part, cur, nxt)
+                cur = nxt
+            return 0
+        if node is self.EPSILON:
+            return self._eps(start, end)
+        if node is self.NOTHING:
+            self.may_dead_end = True
+            return 0
+        if kind is self.Union:
+            for a in node.alternatives:
+                self._build_shared(a, start, end)
+            return 0
+        if kind is self.Repeat:
+            inner = node.node
+            cur = start
+            for k in range(node.minimum):
+                nxt = self._new()
+                self._build_shared(inner, cur, nxt)
+                cur = nxt
+            if node.maximum is None:
+                loop = self._new()
+                self._eps(cur, loop)
+                back = self._new()
+                self._build_shared(inner, loop, back)
+                self._eps(back, loop)
+                self._eps(loop, end)
+            else:
+                self._eps(cur, end)
+                for k in range(node.maximum - node.minimum):
+                    nxt = self._new()
+                    self._build_shared(inner, cur, nxt)
+                    self._eps(nxt, end)
+                    cur = nxt
+            return 0
+        if kind is self.Graph:
+            if not self.graph_is_trim(node):
+                self.may_dead_end = True
+            base = self.num_states
+            self.num_states += node.num_states
+            self._eps(start, <int32_t>(base + node.start))
+            for a in node.accepting:
+                self._eps(<int32_t>(base + a), end)
+            for src, sub, dst in node.edges:
+                self._build_shared(sub, <int32_t>(base + src), <int32_t>(base + dst))
+            return 0
+        if kind is self.Embedded:
+            dfa = node.dfa
+            if dfa.is_empty:
+                self.may_dead_end = True
+            base = self.num_states
+            self.num_states += dfa.num_states
+            self.blocks.append(self.Block(base, dfa, end))
+            if dfa.num_states:
+                self._eps(start, <int32_t>base)
+            return 0
+        raise TypeError(f"not a Node: {node!r}")
+
+
+cdef inline int32_t _renumber(int32_t x, int32_t f_start, int32_t f_end, int32_t start, int32_t end,
+                              int32_t offset) noexcept nogil:
+    if x == f_start:
+        return start
+    if x == f_end:
+        return end
+    return x + offset

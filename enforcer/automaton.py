@@ -23,9 +23,9 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import SubsetConstruction, dfa_product, reaching
+    from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, reaching
 except ImportError:  # a source tree without the built extension: the Python walks do the work
-    SubsetConstruction = dfa_product = reaching = None
+    SubsetConstruction = ThompsonNFA = dfa_product = reaching = None
 
 DEAD = -1
 ROW_LIST_BYTES = 2_104
@@ -397,6 +397,14 @@ class _NFA:
     def _edge(self, src: int, lo: int, hi: int, dst: int) -> None:
         self.edges.extend((src, lo, hi, dst))
 
+    def edge_array(self) -> np.ndarray:
+        """The byte edges, int32[n, 4] (a view)."""
+        return np.frombuffer(self.edges, dtype=np.int32).reshape(-1, 4)
+
+    def eps_array(self) -> np.ndarray:
+        """The epsilon edges, int32[n, 2] (a view)."""
+        return np.frombuffer(self.eps, dtype=np.int32).reshape(-1, 2)
+
     def _eps(self, src: int, dst: int) -> None:
         self.eps.extend((src, dst))
 
@@ -505,6 +513,15 @@ class _NFA:
                 self._eps(start, base)
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {node!r}")
+
+
+def new_nfa(compiled: bool = True) -> "_NFA":
+    """An empty Thompson NFA builder: the compiled :class:`enforcer._kernels.ThompsonNFA` when
+    built and ``compiled``, else :class:`_NFA` (its reference: same states, same edges)."""
+    if compiled and ThompsonNFA is not None:
+        return ThompsonNFA((ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block),
+                           _graph_is_trim, _FRAGMENT_MIN_STATES)
+    return _NFA()
 
 
 # --------------------------------------------------------------------------------------------
@@ -789,7 +806,7 @@ class _Determiniser:
     same numbering)."""
 
     def __init__(self, node: Node, trim: bool, compiled: bool = True) -> None:
-        nfa = _NFA()
+        nfa = new_nfa(compiled)
         start, self.end = nfa.new(), nfa.new()
         self.start = start
         nfa.build(node, start, self.end)
@@ -797,9 +814,9 @@ class _Determiniser:
         self.blocks = nfa.blocks
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
-        edges = np.frombuffer(nfa.edges, dtype=np.int32).reshape(-1, 4)
+        edges = nfa.edge_array()
         edge_src, edge_lo, edge_hi, edge_dst = (np.ascontiguousarray(edges[:, k]) for k in range(4))
-        eps = np.frombuffer(nfa.eps, dtype=np.int32).reshape(-1, 2)
+        eps = nfa.eps_array()
         eps_src, eps_dst = np.ascontiguousarray(eps[:, 0]), np.ascontiguousarray(eps[:, 1])
         if trim and nfa.may_dead_end:
             alive = self._alive(edge_src, edge_dst, eps_src, eps_dst)

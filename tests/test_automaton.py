@@ -197,3 +197,42 @@ def test_compiled_reaching_is_the_reference() -> None:
             fast = reaching(n, sources, targets, end).view(bool)
             assert np.array_equal(fast, _reaching_reference(n, sources, targets, end))
             assert fast[end]
+
+
+def test_compiled_thompson_construction_is_the_reference() -> None:
+    # ThompsonNFA (Cython) against _NFA: same states, byte edges, epsilon edges and blocks, in
+    # the same order, on random expressions, shared sub-expressions (copied fragments), graphs,
+    # embedded DFAs and the JSON values of the project's schemas
+    import json
+    from pathlib import Path
+
+    from enforcer.automaton import Embedded, ThompsonNFA, new_nfa
+    from enforcer.json_schema import SchemaOptions
+    from enforcer.matcher import schema_node
+
+    if ThompsonNFA is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(5)
+    counted = compile_node(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 8))
+    nodes = [_random_node(rng) for _ in range(200)]
+    for _ in range(50):
+        shared = alt(*(_random_node(rng) for _ in range(6)), Embedded(counted))
+        nodes.append(seq(shared, repeat(seq(literal(","), shared), 0, 3), alt(shared, NOTHING)))
+    nodes.append(Graph(3, 0, frozenset({2}), ((0, literal("ab"), 1), (1, Embedded(counted), 2), (0, NOTHING, 2))))
+    for path in sorted((Path(__file__).resolve().parents[1] / "schemas").glob("*.json")):
+        nodes.extend(schema_node(tool["function"]["parameters"], SchemaOptions())
+                     for tool in json.loads(path.read_text(encoding="utf-8")))
+    for node in nodes:
+        built = []
+        for compiled in (True, False):
+            nfa = new_nfa(compiled)
+            start, end = nfa.new(), nfa.new()
+            nfa.build(node, start, end)
+            built.append(nfa)
+        fast, slow = built
+        assert type(fast) is ThompsonNFA and type(slow) is not ThompsonNFA
+        assert fast.num_states == slow.num_states == node.nfa_states + 2
+        assert np.array_equal(fast.edge_array(), slow.edge_array())
+        assert np.array_equal(fast.eps_array(), slow.eps_array())
+        assert fast.may_dead_end == slow.may_dead_end
+        assert [(b.base, b.dfa, b.end) for b in fast.blocks] == [(b.base, b.dfa, b.end) for b in slow.blocks]
