@@ -916,3 +916,96 @@ cdef inline int32_t _renumber(int32_t x, int32_t f_start, int32_t f_end, int32_t
     if x == f_end:
         return end
     return x + offset
+
+
+def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
+    """The states of DFA ``table`` that can reach an accepting state and be reached from state
+    0 through such states, in breadth-first visiting order from 0 (each state's distinct
+    targets in increasing order): an int32 array, or None when state 0 cannot reach
+    acceptance. Cost linear in the table."""
+    import numpy as np
+
+    cdef Py_ssize_t n = table.shape[0], s, k, top, m = 0, count, head, found
+    cdef int32_t t
+    if n == 0:
+        return None
+    fstart_arr = np.zeros(n + 1, dtype=np.int64)
+    stamp_arr = np.full(n, -1, dtype=np.int64)
+    cdef int64_t[::1] fstart = fstart_arr
+    cdef int64_t[::1] stamp = stamp_arr
+    # distinct targets per state (forward lists, ascending)
+    for s in range(n):
+        for k in range(256):
+            t = table[s, k]
+            if t >= 0 and stamp[t] != s:
+                stamp[t] = s
+                m += 1
+        fstart[s + 1] = m
+    fwd_arr = np.empty(max(m, 1), dtype=np.int32)
+    cdef int32_t[::1] fwd = fwd_arr
+    stamp_arr.fill(-1)
+    for s in range(n):
+        count = fstart[s]
+        for k in range(256):
+            t = table[s, k]
+            if t >= 0 and stamp[t] != s:
+                stamp[t] = s
+                fwd[count] = t
+                count += 1
+        if count - fstart[s] > 1:
+            qsort(&fwd[fstart[s]], count - fstart[s], sizeof(int32_t), _compare_int32)
+    # reverse lists (counting sort) and the states that reach acceptance
+    rstart_arr = np.zeros(n + 2, dtype=np.int64)
+    rev_arr = np.empty(max(m, 1), dtype=np.int32)
+    live_arr = np.zeros(n, dtype=np.uint8)
+    stack_arr = np.empty(n, dtype=np.int32)
+    cdef int64_t[::1] rstart = rstart_arr
+    cdef int32_t[::1] rev = rev_arr
+    cdef uint8_t[::1] live = live_arr
+    cdef int32_t[::1] stack = stack_arr
+    cdef int64_t a, b
+    for k in range(m):
+        rstart[fwd[k] + 2] += 1
+    for s in range(n):
+        rstart[s + 2] += rstart[s + 1]
+    for s in range(n):
+        for a in range(fstart[s], fstart[s + 1]):
+            t = fwd[a]
+            rev[rstart[t + 1]] = <int32_t>s
+            rstart[t + 1] += 1
+    # rstart[t] .. rstart[t + 1] is now t's predecessor slice
+    top = 0
+    for s in range(n):
+        if accepting[s]:
+            live[s] = 1
+            stack[top] = <int32_t>s
+            top += 1
+    while top:
+        top -= 1
+        t = stack[top]
+        for a in range(rstart[t], rstart[t + 1]):
+            s = rev[a]
+            if not live[s]:
+                live[s] = 1
+                stack[top] = <int32_t>s
+                top += 1
+    if not live[0]:
+        return None
+    # breadth first from 0 through live states
+    order_arr = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] order = order_arr
+    stamp_arr.fill(-1)
+    order[0] = 0
+    stamp[0] = 0
+    found = 1
+    head = 0
+    while head < found:
+        s = order[head]
+        head += 1
+        for a in range(fstart[s], fstart[s + 1]):
+            t = fwd[a]
+            if live[t] and stamp[t] < 0:
+                stamp[t] = 0
+                order[found] = t
+                found += 1
+    return order_arr[:found]

@@ -23,9 +23,9 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, reaching
+    from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, live_order, reaching
 except ImportError:  # a source tree without the built extension: the Python walks do the work
-    SubsetConstruction = ThompsonNFA = dfa_product = reaching = None
+    SubsetConstruction = ThompsonNFA = dfa_product = live_order = reaching = None
 
 DEAD = -1
 ROW_LIST_BYTES = 2_104
@@ -1259,9 +1259,18 @@ class LazyDFA(_Reading):
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 
-def _live_order(transitions: np.ndarray, accepting: np.ndarray) -> list[int] | None:
-    """The states that can reach acceptance and be reached from the start, in visiting order
-    (None when the start cannot reach acceptance)."""
+def _live_order(transitions: np.ndarray, accepting: np.ndarray) -> Sequence[int] | None:
+    """The states that can reach acceptance and be reached from the start, in breadth-first
+    visiting order (None when the start cannot reach acceptance): the compiled pass when built,
+    else :func:`_live_order_reference` (the same order)."""
+    if live_order is None:
+        return _live_order_reference(transitions, accepting)
+    return live_order(np.ascontiguousarray(transitions, dtype=np.int32),
+                      np.ascontiguousarray(accepting, dtype=np.uint8))
+
+
+def _live_order_reference(transitions: np.ndarray, accepting: np.ndarray) -> list[int] | None:
+    """:func:`_live_order` in Python: the fallback and the oracle of its differential test."""
     n = transitions.shape[0]
     if n == 0:
         return None
@@ -1292,7 +1301,7 @@ def _live_order(transitions: np.ndarray, accepting: np.ndarray) -> list[int] | N
     return order
 
 
-def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: list[int]) -> DFA:
+def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: Sequence[int]) -> DFA:
     """The automaton restricted to the states ``order``, state ``order[k]`` becoming ``k``."""
     remap = np.full(transitions.shape[0] + 1, DEAD, dtype=np.int32)
     remap[np.array(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int32)
