@@ -735,12 +735,10 @@ def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
     goes_inner = (t >= 0) & ~acc[np.where(t >= 0, t, 0)]
     completes = (t >= 0) & acc[np.where(t >= 0, t, 0)]
     copies = maximum + 1
-    table = np.full((copies * q, 256), DEAD, dtype=np.int64)
-    for k in range(copies):
-        block = table[k * q:(k + 1) * q]
-        block[goes_inner] = (k * q + local[t])[goes_inner]
-        if k + 1 < copies:
-            block[completes] = (k + 1) * q  # next copy's start state
+    k = np.arange(copies, dtype=np.int64)[:, None, None]  # every copy at once: (copies, q, 256)
+    inner_target = k * q + local[np.where(t >= 0, t, 0)]
+    next_start = np.where(k + 1 < copies, (k + 1) * q, DEAD)  # a completed unit starts the next copy
+    table = np.where(goes_inner, inner_target, np.where(completes, next_start, DEAD)).reshape(copies * q, 256)
     accepting = np.zeros(copies * q, dtype=bool)
     accepting[np.arange(minimum, copies) * q] = True
     table = table.astype(np.int32)
