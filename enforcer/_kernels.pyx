@@ -8,7 +8,9 @@ not built yet stop the walk of the tokens that reach them; those come back as *p
 step) for the caller to build and resume. Cost: about one table lookup per trie edge.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.string cimport memcmp, memcpy, memset
 
 cdef enum:
     MAX_TOKEN_BYTES = 4096
@@ -171,3 +173,839 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
             table[i, byte] = target
         i += 1
     return table_arr[:n], first_arr[:n], second_arr[:n]
+
+
+# --------------------------------------------------------------------------------------------
+# Subset construction
+
+
+cdef int _compare_int32(const void* a, const void* b) noexcept nogil:
+    cdef int32_t x = (<const int32_t*>a)[0]
+    cdef int32_t y = (<const int32_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline uint64_t _hash_subset(const int32_t* items, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = (<uint64_t>0xCBF29CE4 << 32 | <uint64_t>0x84222325) ^ <uint64_t>n
+    cdef Py_ssize_t k
+    for k in range(n):
+        h = (h ^ <uint32_t>items[k]) * <uint64_t>0x100000001B3
+    h ^= h >> 33
+    h *= (<uint64_t>0xFF51AFD7 << 32 | <uint64_t>0xED558CCD)
+    h ^= h >> 33
+    return h
+
+
+cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize_t item_size) except NULL:
+    """``buffer`` reallocated to hold at least ``needed`` items (capacity doubles)."""
+    cdef Py_ssize_t size = capacity[0]
+    if needed <= size and buffer != NULL:
+        return buffer
+    if size < 16:
+        size = 16
+    while size < needed:
+        size *= 2
+    cdef void* out = realloc(buffer, size * item_size)
+    if out == NULL:
+        raise MemoryError()
+    capacity[0] = size
+    return out
+
+
+cdef class SubsetConstruction:
+    """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
+    and epsilon edges) plus embedded DFA blocks (states ``base..base+size`` whose edges are the
+    rows of a DFA table, and whose accepting states have an epsilon edge to ``end``). DFA
+    states are created the first time a :meth:`row` reaches them, numbered in the order found
+    with bytes in increasing order; subset 0 is the closure of ``start``. The same states, in
+    the same order, as :class:`enforcer.automaton._Determiniser`'s Python construction.
+    Cost per row: the member states' edges, one closure union per distinct byte range, one
+    sort and one hash probe per target subset. Lifetime: that of its automaton."""
+
+    cdef const int64_t[::1] edge_start
+    cdef const int32_t[::1] edge_lo
+    cdef const int32_t[::1] edge_hi
+    cdef const int32_t[::1] edge_dst
+    cdef const int64_t[::1] eps_start
+    cdef const int32_t[::1] eps_dst
+    cdef Py_ssize_t n_nfa
+    cdef int32_t end
+    cdef object keep
+    cdef Py_ssize_t n_blocks
+    cdef int32_t* block_of
+    cdef int32_t* block_base
+    cdef int32_t* block_end
+    cdef const int32_t** block_table
+    cdef const uint8_t** block_acc
+    # closures, computed on first use
+    cdef int64_t* closure_at
+    cdef int32_t* closure_len
+    cdef int32_t* closure_buf
+    cdef Py_ssize_t closure_used, closure_cap
+    # subsets
+    cdef int32_t* set_buf
+    cdef Py_ssize_t set_used, set_cap
+    cdef int64_t* set_at
+    cdef int32_t* set_len
+    cdef uint8_t* set_acc
+    cdef uint64_t* set_hash
+    cdef Py_ssize_t n_sets, sets_cap
+    cdef int32_t* slots
+    cdef Py_ssize_t slot_cap
+    # scratch
+    cdef int32_t* stamp  # marks the states of the subset being gathered
+    cdef int32_t current_stamp
+    cdef int32_t* visit  # marks the states of the closure being computed
+    cdef int32_t current_visit
+    cdef int32_t* gather
+    cdef int32_t* stack
+    cdef int32_t* e_lo
+    cdef int32_t* e_hi
+    cdef int32_t* e_dst
+    cdef Py_ssize_t e_cap
+    cdef int32_t* piece_items
+    cdef Py_ssize_t piece_cap
+
+    def __cinit__(self):
+        self.block_of = NULL
+        self.block_base = NULL
+        self.block_end = NULL
+        self.block_table = NULL
+        self.block_acc = NULL
+        self.closure_at = NULL
+        self.closure_len = NULL
+        self.closure_buf = NULL
+        self.set_buf = NULL
+        self.set_at = NULL
+        self.set_len = NULL
+        self.set_acc = NULL
+        self.set_hash = NULL
+        self.slots = NULL
+        self.stamp = NULL
+        self.visit = NULL
+        self.gather = NULL
+        self.stack = NULL
+        self.e_lo = NULL
+        self.e_hi = NULL
+        self.e_dst = NULL
+        self.piece_items = NULL
+
+    def __dealloc__(self):
+        free(self.block_of); free(self.block_base); free(self.block_end)
+        free(<void*>self.block_table); free(<void*>self.block_acc)
+        free(self.closure_at); free(self.closure_len); free(self.closure_buf)
+        free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
+        free(self.slots); free(self.stamp); free(self.visit); free(self.gather); free(self.stack)
+        free(self.e_lo); free(self.e_hi); free(self.e_dst); free(self.piece_items)
+
+    def __init__(self, Py_ssize_t num_nfa_states, int32_t start, int32_t end,
+                 const int64_t[::1] edge_start, const int32_t[::1] edge_lo, const int32_t[::1] edge_hi,
+                 const int32_t[::1] edge_dst, const int64_t[::1] eps_start, const int32_t[::1] eps_dst,
+                 list blocks):
+        """``blocks``: (base, table int32[size, 256], accepting uint8[size], end) per embedded DFA."""
+        cdef Py_ssize_t n = num_nfa_states, k, s
+        cdef const int32_t[:, ::1] table
+        cdef const uint8_t[::1] acc
+        self.n_nfa = n
+        self.end = end
+        self.edge_start, self.edge_lo, self.edge_hi, self.edge_dst = edge_start, edge_lo, edge_hi, edge_dst
+        self.eps_start, self.eps_dst = eps_start, eps_dst
+        self.keep = blocks
+        self.n_blocks = len(blocks)
+        self.block_of = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.stamp = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.visit = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.stack = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.closure_at = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
+        self.closure_len = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.block_base = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
+        self.block_end = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
+        self.block_table = <const int32_t**>malloc(max(self.n_blocks, 1) * sizeof(int32_t*))
+        self.block_acc = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
+        if (self.block_of == NULL or self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
+                or self.closure_at == NULL or self.closure_len == NULL or self.block_base == NULL
+                or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL):
+            raise MemoryError()
+        for s in range(n):
+            self.block_of[s] = -1
+            self.stamp[s] = 0
+            self.visit[s] = 0
+            self.closure_at[s] = -1
+        self.current_stamp = 0
+        self.current_visit = 0
+        for k in range(self.n_blocks):
+            base, table, acc, block_end = blocks[k]
+            self.block_base[k] = base
+            self.block_end[k] = block_end
+            self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
+            self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
+            for s in range(base, base + table.shape[0]):
+                self.block_of[s] = <int32_t>k
+        self.slot_cap = 1024
+        self.slots = <int32_t*>malloc(self.slot_cap * sizeof(int32_t))
+        if self.slots == NULL:
+            raise MemoryError()
+        for k in range(self.slot_cap):
+            self.slots[k] = -1
+        self.closure_used = self.closure_cap = self.set_used = self.set_cap = 0
+        self.n_sets = self.sets_cap = self.e_cap = self.piece_cap = 0
+        cdef const int32_t* first
+        cdef Py_ssize_t count = self._closure(start, &first)
+        for k in range(count):
+            self.gather[k] = first[k]
+        self._intern(count, -1)
+
+    cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
+        """The epsilon closure of ``state`` (cached); ``out`` points at its members."""
+        cdef int64_t at = self.closure_at[state]
+        cdef Py_ssize_t top, count = 0, k
+        cdef int32_t s, t, blk, local
+        cdef int64_t a, b
+        if at < 0:
+            if self.current_visit == INT32_MAX:
+                memset(self.visit, 0, self.n_nfa * sizeof(int32_t))
+                self.current_visit = 0
+            self.current_visit += 1
+            self.visit[state] = self.current_visit
+            self.stack[0] = state
+            top = 1
+            at = self.closure_used
+            while top:
+                top -= 1
+                s = self.stack[top]
+                self.closure_buf = <int32_t*>_grow(self.closure_buf, &self.closure_cap, at + count + 1, sizeof(int32_t))
+                self.closure_buf[at + count] = s
+                count += 1
+                blk = self.block_of[s]
+                if blk >= 0:
+                    local = s - self.block_base[blk]
+                    if self.block_acc[blk][local]:
+                        t = self.block_end[blk]
+                        if self.visit[t] != self.current_visit:
+                            self.visit[t] = self.current_visit
+                            self.stack[top] = t
+                            top += 1
+                    continue
+                a = self.eps_start[s]
+                b = self.eps_start[s + 1]
+                while a < b:
+                    t = self.eps_dst[a]
+                    if self.visit[t] != self.current_visit:
+                        self.visit[t] = self.current_visit
+                        self.stack[top] = t
+                        top += 1
+                    a += 1
+            self.closure_used = at + count
+            self.closure_at[state] = at
+            self.closure_len[state] = <int32_t>count
+        out[0] = self.closure_buf + self.closure_at[state]
+        return self.closure_len[state]
+
+    cdef int32_t _intern(self, Py_ssize_t count, Py_ssize_t max_states) except -2:
+        """The DFA state of the subset ``gather[:count]`` (sorted here), created when new;
+        -1 when creating it would pass ``max_states`` (negative: no limit)."""
+        cdef Py_ssize_t k, mask, h, i
+        cdef int32_t* items = self.gather
+        qsort(items, count, sizeof(int32_t), _compare_int32)
+        cdef uint64_t digest = _hash_subset(items, count)
+        mask = self.slot_cap - 1
+        h = <Py_ssize_t>(digest & <uint64_t>mask)
+        while self.slots[h] != -1:
+            i = self.slots[h]
+            if self.set_hash[i] == digest and self.set_len[i] == count and \
+                    memcmp(self.set_buf + self.set_at[i], items, count * sizeof(int32_t)) == 0:
+                return <int32_t>i
+            h = (h + 1) & mask
+        if max_states >= 0 and self.n_sets + 1 > max_states:
+            return -1
+        i = self.n_sets
+        if i + 1 > self.sets_cap:
+            k = self.sets_cap
+            self.set_at = <int64_t*>_grow(self.set_at, &k, i + 1, sizeof(int64_t))
+            k = self.sets_cap
+            self.set_len = <int32_t*>_grow(self.set_len, &k, i + 1, sizeof(int32_t))
+            k = self.sets_cap
+            self.set_acc = <uint8_t*>_grow(self.set_acc, &k, i + 1, sizeof(uint8_t))
+            k = self.sets_cap
+            self.set_hash = <uint64_t*>_grow(self.set_hash, &k, i + 1, sizeof(uint64_t))
+            self.sets_cap = k
+        self.set_buf = <int32_t*>_grow(self.set_buf, &self.set_cap, self.set_used + count, sizeof(int32_t))
+        memcpy(self.set_buf + self.set_used, items, count * sizeof(int32_t))
+        self.set_at[i] = self.set_used
+        self.set_len[i] = <int32_t>count
+        self.set_hash[i] = digest
+        self.set_acc[i] = 0
+        for k in range(count):
+            if items[k] == self.end:
+                self.set_acc[i] = 1
+                break
+        self.set_used += count
+        self.slots[h] = <int32_t>i
+        self.n_sets = i + 1
+        if 2 * self.n_sets > self.slot_cap:
+            self._rehash()
+        return <int32_t>i
+
+    cdef int _rehash(self) except -1:
+        cdef Py_ssize_t cap = self.slot_cap * 2, k, h
+        cdef int32_t* slots = <int32_t*>malloc(cap * sizeof(int32_t))
+        if slots == NULL:
+            raise MemoryError()
+        for k in range(cap):
+            slots[k] = -1
+        for k in range(self.n_sets):
+            h = <Py_ssize_t>(self.set_hash[k] & <uint64_t>(cap - 1))
+            while slots[h] != -1:
+                h = (h + 1) & (cap - 1)
+            slots[h] = <int32_t>k
+        free(self.slots)
+        self.slots = slots
+        self.slot_cap = cap
+        return 0
+
+    cdef int _add_edge(self, Py_ssize_t* n, int32_t lo, int32_t hi, int32_t dst) except -1:
+        cdef Py_ssize_t k
+        if n[0] + 1 > self.e_cap:
+            k = self.e_cap
+            self.e_lo = <int32_t*>_grow(self.e_lo, &k, n[0] + 1, sizeof(int32_t))
+            k = self.e_cap
+            self.e_hi = <int32_t*>_grow(self.e_hi, &k, n[0] + 1, sizeof(int32_t))
+            k = self.e_cap
+            self.e_dst = <int32_t*>_grow(self.e_dst, &k, n[0] + 1, sizeof(int32_t))
+            self.e_cap = k
+        self.e_lo[n[0]] = lo
+        self.e_hi[n[0]] = hi
+        self.e_dst[n[0]] = dst
+        n[0] += 1
+        return 0
+
+    @property
+    def num_states(self):
+        return self.n_sets
+
+    @property
+    def nbytes(self):
+        """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index."""
+        return (self.n_nfa * 29 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
+                + self.slot_cap * 4 + self.e_cap * 12 + self.piece_cap * 4)
+
+    def members(self, Py_ssize_t i):
+        """The NFA states of DFA state ``i``, ascending (a list)."""
+        if i < 0 or i >= self.n_sets:
+            raise IndexError(i)
+        return [self.set_buf[self.set_at[i] + k] for k in range(self.set_len[i])]
+
+    def accepting(self, Py_ssize_t first):
+        """Whether each DFA state from ``first`` on accepts (a list of bools)."""
+        return [bool(self.set_acc[k]) for k in range(first, self.n_sets)]
+
+    def row(self, Py_ssize_t i, int32_t[::1] out, Py_ssize_t max_states):
+        """Write the transitions of DFA state ``i`` to ``out`` (256 entries, -1 dead), creating
+        the states they lead to. Returns the number of states, or -1 when a new state would
+        pass ``max_states`` (negative: no limit)."""
+        cdef Py_ssize_t n_edges = 0, m, k, p, n_pieces, count, total, c
+        cdef int32_t s, blk, local, t, lo, hi, target, stamp_now
+        cdef int64_t a, b
+        cdef const int32_t* members
+        cdef const int32_t* trow
+        cdef const int32_t* closure
+        cdef int32_t cut[258]
+        cdef int32_t piece_of[257]
+        cdef int64_t piece_start[258]
+        cdef int64_t fill[257]
+        cdef uint8_t is_cut[257]
+        if i < 0 or i >= self.n_sets:
+            raise IndexError(i)
+        for k in range(256):
+            out[k] = -1
+        members = self.set_buf + self.set_at[i]
+        m = self.set_len[i]
+        # the members' edges, in member order (a block state's from its DFA row)
+        for k in range(m):
+            s = members[k]
+            blk = self.block_of[s]
+            if blk >= 0:
+                local = s - self.block_base[blk]
+                trow = self.block_table[blk] + <Py_ssize_t>local * 256
+                lo = 0
+                while lo < 256:
+                    t = trow[lo]
+                    hi = lo
+                    while hi + 1 < 256 and trow[hi + 1] == t:
+                        hi += 1
+                    if t >= 0:
+                        self._add_edge(&n_edges, lo, hi, self.block_base[blk] + t)
+                    lo = hi + 1
+            else:
+                a = self.edge_start[s]
+                b = self.edge_start[s + 1]
+                while a < b:
+                    self._add_edge(&n_edges, self.edge_lo[a], self.edge_hi[a], self.edge_dst[a])
+                    a += 1
+        if n_edges == 0:
+            return self.n_sets
+        # the byte axis split at every range boundary
+        memset(is_cut, 0, sizeof(is_cut))
+        for k in range(n_edges):
+            is_cut[self.e_lo[k]] = 1
+            is_cut[self.e_hi[k] + 1] = 1
+        n_pieces = 0
+        p = -1
+        for k in range(257):
+            if is_cut[k]:
+                cut[n_pieces] = <int32_t>k
+                n_pieces += 1
+                p += 1
+            piece_of[k] = <int32_t>p
+        n_pieces -= 1  # pieces lie between consecutive cuts
+        # edges per piece (counting sort), in edge order
+        for p in range(n_pieces + 1):
+            piece_start[p] = 0
+        for k in range(n_edges):
+            for p in range(piece_of[self.e_lo[k]], piece_of[self.e_hi[k] + 1]):
+                piece_start[p + 1] += 1
+        for p in range(n_pieces):
+            piece_start[p + 1] += piece_start[p]
+        total = piece_start[n_pieces]
+        self.piece_items = <int32_t*>_grow(self.piece_items, &self.piece_cap, total, sizeof(int32_t))
+        for p in range(n_pieces):
+            fill[p] = piece_start[p]
+        for k in range(n_edges):
+            for p in range(piece_of[self.e_lo[k]], piece_of[self.e_hi[k] + 1]):
+                self.piece_items[fill[p]] = self.e_dst[k]
+                fill[p] += 1
+        for p in range(n_pieces):
+            if piece_start[p] == piece_start[p + 1]:
+                continue
+            if self.current_stamp == INT32_MAX:
+                memset(self.stamp, 0, self.n_nfa * sizeof(int32_t))
+                self.current_stamp = 0
+            self.current_stamp += 1
+            stamp_now = self.current_stamp
+            count = 0
+            for a in range(piece_start[p], piece_start[p + 1]):
+                c = self._closure(self.piece_items[a], &closure)
+                for k in range(c):
+                    t = closure[k]
+                    if self.stamp[t] != stamp_now:
+                        self.stamp[t] = stamp_now
+                        self.gather[count] = t
+                        count += 1
+            target = self._intern(count, max_states)
+            if target < 0:
+                return -1
+            for k in range(cut[p], cut[p + 1]):
+                out[k] = target
+        return self.n_sets
+
+
+def embeds_at(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state,
+              const uint8_t[::1] columns, Py_ssize_t max_pairs):
+    """Whether automaton ``inner`` embeds in ``table`` at ``state``: every pair (inner state,
+    table state) reachable from (0, ``state``) over the bytes with ``columns[b]`` set agrees on
+    which of those bytes are dead, and there are at most ``max_pairs`` such pairs. Returns 1 or
+    0, or ``-(s + 2)`` when row ``s`` of ``table`` is not built yet (build it and ask again).
+    Cost: one row comparison per pair."""
+    cdef int32_t seen_u[256]
+    cdef int32_t seen_d[256]
+    cdef Py_ssize_t n_seen = 1, top = 1, k, j
+    cdef int32_t u, d, ub, db
+    cdef int b
+    cdef Py_ssize_t num_states = table.shape[0]
+    if max_pairs > 255:
+        max_pairs = 255
+    seen_u[0] = 0
+    seen_d[0] = state
+    # the stack holds indices into seen (each pair is pushed once, when first seen)
+    cdef Py_ssize_t stack[256]
+    stack[0] = 0
+    while top:
+        top -= 1
+        k = stack[top]
+        u = seen_u[k]
+        d = seen_d[k]
+        if d < 0 or d >= num_states or not built[d]:
+            return -(d + 2)
+        for b in range(256):
+            if not columns[b]:
+                continue
+            ub = inner[u, b]
+            db = table[d, b]
+            if (ub < 0) != (db < 0):
+                return 0
+            if ub < 0:
+                continue
+            for j in range(n_seen):
+                if seen_u[j] == ub and seen_d[j] == db:
+                    break
+            else:
+                if n_seen >= max_pairs:
+                    return 0
+                seen_u[n_seen] = ub
+                seen_d[n_seen] = db
+                stack[top] = n_seen
+                top += 1
+                n_seen += 1
+    return 1
+
+
+def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] targets, int32_t end):
+    """Which of ``n`` states reach ``end`` over the edges ``sources[k] -> targets[k]`` (a uint8
+    array): predecessor lists by counting sort, then one depth-first pass. Cost linear in the
+    states and edges."""
+    import numpy as np
+
+    cdef Py_ssize_t m = sources.shape[0], k, top = 0
+    cdef int32_t s, t
+    start_arr = np.zeros(n + 1, dtype=np.int64)
+    preds_arr = np.empty(max(m, 1), dtype=np.int32)
+    alive_arr = np.zeros(n, dtype=np.uint8)
+    stack_arr = np.empty(max(n, 1), dtype=np.int32)
+    cdef int64_t[::1] start = start_arr
+    cdef int32_t[::1] preds = preds_arr
+    cdef uint8_t[::1] alive = alive_arr
+    cdef int32_t[::1] stack = stack_arr
+    cdef int64_t a, b
+    with nogil:
+        for k in range(m):
+            start[targets[k] + 1] += 1
+        for k in range(n):
+            start[k + 1] += start[k]
+        for k in range(m):  # fills each target's slice back to front (order does not matter)
+            t = targets[k]
+            start[t + 1] -= 1
+            preds[start[t + 1]] = sources[k]
+        # start[t + 1] now begins t's slice; t's slice ends where t + 1's begins
+        alive[end] = 1
+        stack[0] = end
+        top = 1
+        while top:
+            top -= 1
+            t = stack[top]
+            a = start[t + 1]
+            b = start[t + 2] if t + 2 <= n else m
+            while a < b:
+                s = preds[a]
+                if not alive[s]:
+                    alive[s] = 1
+                    stack[top] = s
+                    top += 1
+                a += 1
+    return alive_arr
+
+
+# --------------------------------------------------------------------------------------------
+# Thompson construction
+
+
+cdef class ThompsonNFA:
+    """Thompson construction of an expression tree (:class:`enforcer.automaton.Node`) into flat
+    arrays: the compiled version of :class:`enforcer.automaton._NFA`, which it must match state
+    for state and edge for edge (its differential test). ``kinds`` holds the node classes and
+    singletons it dispatches on (ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON,
+    NOTHING, Block); ``graph_is_trim`` says whether a Graph node can leave dead states. A
+    sub-expression of at least ``fragment_min`` NFA states met again is copied, renumbered,
+    instead of walked again. Cost: a few attribute reads per node plus a copy per reuse."""
+
+    cdef int32_t* edges  # (source, lo, hi, target) per byte edge
+    cdef Py_ssize_t n_edges, edges_cap  # in ints
+    cdef int32_t* eps  # (source, target) per epsilon edge
+    cdef Py_ssize_t n_eps, eps_cap
+    cdef public Py_ssize_t num_states
+    cdef public bint may_dead_end
+    cdef public list blocks
+    cdef dict fragments
+    cdef object ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block, graph_is_trim
+    cdef Py_ssize_t fragment_min
+
+    def __cinit__(self):
+        self.edges = NULL
+        self.eps = NULL
+
+    def __dealloc__(self):
+        free(self.edges)
+        free(self.eps)
+
+    def __init__(self, tuple kinds, graph_is_trim, Py_ssize_t fragment_min):
+        (self.ByteSet, self.Concat, self.Union, self.Repeat, self.Graph, self.Embedded, self.EPSILON,
+         self.NOTHING, self.Block) = kinds
+        self.graph_is_trim = graph_is_trim
+        self.fragment_min = fragment_min
+        self.num_states = 0
+        self.n_edges = self.edges_cap = self.n_eps = self.eps_cap = 0
+        self.may_dead_end = False
+        self.blocks = []
+        self.fragments = {}
+
+    def new(self):
+        self.num_states += 1
+        return self.num_states - 1
+
+    def build(self, node, int32_t start, int32_t end):
+        """Add ``node`` between NFA states ``start`` and ``end``."""
+        self._build_shared(node, start, end)
+
+    def edge_array(self):
+        """The byte edges, int32[n, 4] (a copy)."""
+        import numpy as np
+
+        out = np.empty((self.n_edges // 4, 4), dtype=np.int32)
+        cdef int32_t[:, ::1] view = out
+        if self.n_edges:
+            memcpy(&view[0, 0], self.edges, self.n_edges * sizeof(int32_t))
+        return out
+
+    def eps_array(self):
+        """The epsilon edges, int32[n, 2] (a copy)."""
+        import numpy as np
+
+        out = np.empty((self.n_eps // 2, 2), dtype=np.int32)
+        cdef int32_t[:, ::1] view = out
+        if self.n_eps:
+            memcpy(&view[0, 0], self.eps, self.n_eps * sizeof(int32_t))
+        return out
+
+    cdef inline int _edge(self, int32_t src, int32_t lo, int32_t hi, int32_t dst) except -1:
+        if self.n_edges + 4 > self.edges_cap:
+            self.edges = <int32_t*>_grow(self.edges, &self.edges_cap, self.n_edges + 4, sizeof(int32_t))
+        self.edges[self.n_edges] = src
+        self.edges[self.n_edges + 1] = lo
+        self.edges[self.n_edges + 2] = hi
+        self.edges[self.n_edges + 3] = dst
+        self.n_edges += 4
+        return 0
+
+    cdef inline int _eps(self, int32_t src, int32_t dst) except -1:
+        if self.n_eps + 2 > self.eps_cap:
+            self.eps = <int32_t*>_grow(self.eps, &self.eps_cap, self.n_eps + 2, sizeof(int32_t))
+        self.eps[self.n_eps] = src
+        self.eps[self.n_eps + 1] = dst
+        self.n_eps += 2
+        return 0
+
+    cdef inline int32_t _new(self):
+        self.num_states += 1
+        return <int32_t>(self.num_states - 1)
+
+    cdef int _byte_set(self, object node, int32_t start, int32_t end) except -1:
+        for lo, hi in node.ranges:
+            self._edge(start, lo, hi, end)
+        return 0
+
+    cdef int _build_shared(self, object node, int32_t start, int32_t end) except -1:
+        cdef Py_ssize_t first_state, first_edge, first_eps, first_block
+        if node.nfa_states < self.fragment_min:
+            return self._build(node, start, end)
+        key = id(node)
+        fragment = self.fragments.get(key)
+        if fragment is not None:
+            return self._copy(fragment, start, end)
+        first_state, first_edge, first_eps, first_block = self.num_states, self.n_edges, self.n_eps, len(self.blocks)
+        self._build(node, start, end)
+        self.fragments[key] = (first_state, first_edge, first_eps, first_block, self.num_states, self.n_edges,
+                               self.n_eps, len(self.blocks), start, end, node)
+        return 0
+
+    cdef int _copy(self, tuple fragment, int32_t start, int32_t end) except -1:
+        cdef Py_ssize_t first_state = fragment[0], first_edge = fragment[1], first_eps = fragment[2]
+        cdef Py_ssize_t first_block = fragment[3], last_state = fragment[4], last_edge = fragment[5]
+        cdef Py_ssize_t last_eps = fragment[6], last_block = fragment[7], k, j
+        cdef int32_t f_start = fragment[8], f_end = fragment[9], x
+        cdef int32_t offset = <int32_t>(self.num_states - first_state)
+        cdef Py_ssize_t count = last_edge - first_edge
+        if count:
+            self.edges = <int32_t*>_grow(self.edges, &self.edges_cap, self.n_edges + count, sizeof(int32_t))
+            for k in range(first_edge, last_edge, 4):
+                j = self.n_edges + (k - first_edge)
+                for x in range(4):
+                    self.edges[j + x] = self.edges[k + x]
+                self.edges[j] = _renumber(self.edges[k], f_start, f_end, start, end, offset)
+                self.edges[j + 3] = _renumber(self.edges[k + 3], f_start, f_end, start, end, offset)
+            self.n_edges += count
+        count = last_eps - first_eps
+        if count:
+            self.eps = <int32_t*>_grow(self.eps, &self.eps_cap, self.n_eps + count, sizeof(int32_t))
+            for k in range(first_eps, last_eps):
+                self.eps[self.n_eps + (k - first_eps)] = _renumber(self.eps[k], f_start, f_end, start, end, offset)
+            self.n_eps += count
+        for block in self.blocks[first_block:last_block]:
+            new_end = end if block.end == f_end else start if block.end == f_start else block.end + offset
+            self.blocks.append(self.Block(block.base + offset, block.dfa, new_end))
+        self.num_states += last_state - first_state
+        return 0
+
+    cdef int _build(self, object node, int32_t start, int32_t end) except -1:
+        cdef int32_t cur, nxt, loop, back
+        cdef Py_ssize_t i, last, base, k
+        kind = type(node)
+        if kind is self.ByteSet:
+            return self._byte_set(node, start, end)
+        if kind is self.Concat:
+            parts = node.parts
+            cur = start
+            last = len(parts) - 1
+            for i in range(last + 1):
+                part = parts[i]
+                nxt = end if i == last else self._new()
+                if type(part) is self.ByteSet:
+                    self._byte_set(part, cur, nxt)
+                else:
+                    self._build_shared(part, cur, nxt)
+                cur = nxt
+            return 0
+        if node is self.EPSILON:
+            return self._eps(start, end)
+        if node is self.NOTHING:
+            self.may_dead_end = True
+            return 0
+        if kind is self.Union:
+            for a in node.alternatives:
+                self._build_shared(a, start, end)
+            return 0
+        if kind is self.Repeat:
+            inner = node.node
+            cur = start
+            for k in range(node.minimum):
+                nxt = self._new()
+                self._build_shared(inner, cur, nxt)
+                cur = nxt
+            if node.maximum is None:
+                loop = self._new()
+                self._eps(cur, loop)
+                back = self._new()
+                self._build_shared(inner, loop, back)
+                self._eps(back, loop)
+                self._eps(loop, end)
+            else:
+                self._eps(cur, end)
+                for k in range(node.maximum - node.minimum):
+                    nxt = self._new()
+                    self._build_shared(inner, cur, nxt)
+                    self._eps(nxt, end)
+                    cur = nxt
+            return 0
+        if kind is self.Graph:
+            if not self.graph_is_trim(node):
+                self.may_dead_end = True
+            base = self.num_states
+            self.num_states += node.num_states
+            self._eps(start, <int32_t>(base + node.start))
+            for a in node.accepting:
+                self._eps(<int32_t>(base + a), end)
+            for src, sub, dst in node.edges:
+                self._build_shared(sub, <int32_t>(base + src), <int32_t>(base + dst))
+            return 0
+        if kind is self.Embedded:
+            dfa = node.dfa
+            if dfa.is_empty:
+                self.may_dead_end = True
+            base = self.num_states
+            self.num_states += dfa.num_states
+            self.blocks.append(self.Block(base, dfa, end))
+            if dfa.num_states:
+                self._eps(start, <int32_t>base)
+            return 0
+        raise TypeError(f"not a Node: {node!r}")
+
+
+cdef inline int32_t _renumber(int32_t x, int32_t f_start, int32_t f_end, int32_t start, int32_t end,
+                              int32_t offset) noexcept nogil:
+    if x == f_start:
+        return start
+    if x == f_end:
+        return end
+    return x + offset
+
+
+def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
+    """The states of DFA ``table`` that can reach an accepting state and be reached from state
+    0 through such states, in breadth-first visiting order from 0 (each state's distinct
+    targets in increasing order): an int32 array, or None when state 0 cannot reach
+    acceptance. Cost linear in the table."""
+    import numpy as np
+
+    cdef Py_ssize_t n = table.shape[0], s, k, top, m = 0, count, head, found
+    cdef int32_t t
+    if n == 0:
+        return None
+    fstart_arr = np.zeros(n + 1, dtype=np.int64)
+    stamp_arr = np.full(n, -1, dtype=np.int64)
+    cdef int64_t[::1] fstart = fstart_arr
+    cdef int64_t[::1] stamp = stamp_arr
+    # distinct targets per state (forward lists, ascending)
+    for s in range(n):
+        for k in range(256):
+            t = table[s, k]
+            if t >= 0 and stamp[t] != s:
+                stamp[t] = s
+                m += 1
+        fstart[s + 1] = m
+    fwd_arr = np.empty(max(m, 1), dtype=np.int32)
+    cdef int32_t[::1] fwd = fwd_arr
+    stamp_arr.fill(-1)
+    for s in range(n):
+        count = fstart[s]
+        for k in range(256):
+            t = table[s, k]
+            if t >= 0 and stamp[t] != s:
+                stamp[t] = s
+                fwd[count] = t
+                count += 1
+        if count - fstart[s] > 1:
+            qsort(&fwd[fstart[s]], count - fstart[s], sizeof(int32_t), _compare_int32)
+    # reverse lists (counting sort) and the states that reach acceptance
+    rstart_arr = np.zeros(n + 2, dtype=np.int64)
+    rev_arr = np.empty(max(m, 1), dtype=np.int32)
+    live_arr = np.zeros(n, dtype=np.uint8)
+    stack_arr = np.empty(n, dtype=np.int32)
+    cdef int64_t[::1] rstart = rstart_arr
+    cdef int32_t[::1] rev = rev_arr
+    cdef uint8_t[::1] live = live_arr
+    cdef int32_t[::1] stack = stack_arr
+    cdef int64_t a, b
+    for k in range(m):
+        rstart[fwd[k] + 2] += 1
+    for s in range(n):
+        rstart[s + 2] += rstart[s + 1]
+    for s in range(n):
+        for a in range(fstart[s], fstart[s + 1]):
+            t = fwd[a]
+            rev[rstart[t + 1]] = <int32_t>s
+            rstart[t + 1] += 1
+    # rstart[t] .. rstart[t + 1] is now t's predecessor slice
+    top = 0
+    for s in range(n):
+        if accepting[s]:
+            live[s] = 1
+            stack[top] = <int32_t>s
+            top += 1
+    while top:
+        top -= 1
+        t = stack[top]
+        for a in range(rstart[t], rstart[t + 1]):
+            s = rev[a]
+            if not live[s]:
+                live[s] = 1
+                stack[top] = <int32_t>s
+                top += 1
+    if not live[0]:
+        return None
+    # breadth first from 0 through live states
+    order_arr = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] order = order_arr
+    stamp_arr.fill(-1)
+    order[0] = 0
+    stamp[0] = 0
+    found = 1
+    head = 0
+    while head < found:
+        s = order[head]
+        head += 1
+        for a in range(fstart[s], fstart[s + 1]):
+            t = fwd[a]
+            if live[t] and stamp[t] < 0:
+                stamp[t] = 0
+                order[found] = t
+                found += 1
+    return order_arr[:found]

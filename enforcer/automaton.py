@@ -15,7 +15,7 @@ import bisect
 import hashlib
 from array import array
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -23,9 +23,9 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import dfa_product
-except ImportError:  # a source tree without the built extension: the Python product does the work
-    dfa_product = None
+    from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, live_order, reaching
+except ImportError:  # a source tree without the built extension: the Python walks do the work
+    SubsetConstruction = ThompsonNFA = dfa_product = live_order = reaching = None
 
 DEAD = -1
 ROW_LIST_BYTES = 2_104
@@ -52,9 +52,20 @@ lazily per visited state), so minimising them buys little and costs most of a co
 
 
 class Node:
-    """A regular expression over bytes. Build with the helper functions below."""
+    """A regular expression over bytes. Build with the helper functions below.
+
+    ``nfa_states``: exactly how many states the Thompson NFA of the node has (what
+    :class:`_NFA` builds between its start and end), known at construction from the children's
+    counts: every use of a shared sub-expression counts (the builder copies it at each use), a
+    bounded repeat counts each copy, an embedded DFA counts its states. The compile-time budget
+    reads it (:func:`nfa_size`) at no cost."""
 
     __slots__ = ()
+    nfa_states: int
+
+
+def _set_nfa_states(node: Node, count: int) -> None:
+    object.__setattr__(node, "nfa_states", count)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -62,16 +73,25 @@ class ByteSet(Node):
     """One byte out of the inclusive ranges ``((lo, hi), ...)``."""
 
     ranges: tuple[tuple[int, int], ...]
+    nfa_states = 0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Concat(Node):
     parts: tuple[Node, ...]
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Union(Node):
     alternatives: tuple[Node, ...]
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, sum(a.nfa_states for a in self.alternatives))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -81,6 +101,12 @@ class Repeat(Node):
     node: Node
     minimum: int
     maximum: int | None
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        optional = 1 if self.maximum is None else self.maximum - self.minimum
+        joints = self.minimum + (2 if self.maximum is None else optional)
+        _set_nfa_states(self, joints + (self.minimum + optional) * self.node.nfa_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -88,6 +114,10 @@ class Embedded(Node):
     """An already compiled :class:`DFA` used as a sub-expression (for intersections)."""
 
     dfa: "DFA"
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, self.dfa.num_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -100,16 +130,20 @@ class Graph(Node):
     start: int
     accepting: frozenset[int]
     edges: tuple[tuple[int, Node, int], ...]
+    nfa_states: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _set_nfa_states(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Epsilon(Node):
-    pass
+    nfa_states = 0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Nothing(Node):
-    pass
+    nfa_states = 0
 
 
 EPSILON: Node = _Epsilon()
@@ -363,6 +397,14 @@ class _NFA:
     def _edge(self, src: int, lo: int, hi: int, dst: int) -> None:
         self.edges.extend((src, lo, hi, dst))
 
+    def edge_array(self) -> np.ndarray:
+        """The byte edges, int32[n, 4] (a view)."""
+        return np.frombuffer(self.edges, dtype=np.int32).reshape(-1, 4)
+
+    def eps_array(self) -> np.ndarray:
+        """The epsilon edges, int32[n, 2] (a view)."""
+        return np.frombuffer(self.eps, dtype=np.int32).reshape(-1, 2)
+
     def _eps(self, src: int, dst: int) -> None:
         self.eps.extend((src, dst))
 
@@ -370,15 +412,17 @@ class _NFA:
         """Add ``node`` between ``start`` and ``end``. A sub-expression used in several places
         (a ``$ref`` definition, a shared value) is built once; later uses copy its states and
         edges with numpy, renumbered."""
+        if node.nfa_states < _FRAGMENT_MIN_STATES:  # small: built again at each use
+            self._build(node, start, end)
+            return
         fragment = self._fragments.get(id(node))
         if fragment is not None:
             self._copy(fragment, start, end)
             return
         first = (self.num_states, len(self.edges), len(self.eps), len(self.blocks))
         self._build(node, start, end)
-        if self.num_states - first[0] >= _FRAGMENT_MIN_STATES:
-            self._fragments[id(node)] = _Fragment(*first, self.num_states, len(self.edges), len(self.eps),
-                                                  len(self.blocks), start, end, node)
+        self._fragments[id(node)] = _Fragment(*first, self.num_states, len(self.edges), len(self.eps),
+                                              len(self.blocks), start, end, node)
 
     def _copy(self, f: "_Fragment", start: int, end: int) -> None:
         offset = self.num_states - f.first_state
@@ -401,19 +445,31 @@ class _NFA:
         self.num_states += f.last_state - f.first_state
 
     def _build(self, node: Node, start: int, end: int) -> None:
-        if isinstance(node, ByteSet):
+        kind = type(node)
+        if kind is ByteSet:
+            edges = self.edges
             for lo, hi in node.ranges:
-                self._edge(start, lo, hi, end)
+                edges.extend((start, lo, hi, end))
+        elif kind is Concat:
+            cur = start
+            last = len(node.parts) - 1
+            edges = self.edges
+            for i, part in enumerate(node.parts):
+                if i == last:
+                    nxt = end
+                else:
+                    nxt = self.num_states
+                    self.num_states += 1
+                if type(part) is ByteSet:  # most parts of literals and keys: one edge, inline
+                    for lo, hi in part.ranges:
+                        edges.extend((cur, lo, hi, nxt))
+                else:
+                    self.build(part, cur, nxt)
+                cur = nxt
         elif node is EPSILON:
             self._eps(start, end)
         elif node is NOTHING:
             self.may_dead_end = True
-        elif isinstance(node, Concat):
-            cur = start
-            for i, part in enumerate(node.parts):
-                nxt = end if i == len(node.parts) - 1 else self.new()
-                self.build(part, cur, nxt)
-                cur = nxt
         elif isinstance(node, Union):
             for a in node.alternatives:
                 self.build(a, start, end)
@@ -457,6 +513,15 @@ class _NFA:
                 self._eps(start, base)
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {node!r}")
+
+
+def new_nfa(compiled: bool = True) -> "_NFA":
+    """An empty Thompson NFA builder: the compiled :class:`enforcer._kernels.ThompsonNFA` when
+    built and ``compiled``, else :class:`_NFA` (its reference: same states, same edges)."""
+    if compiled and ThompsonNFA is not None:
+        return ThompsonNFA((ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block),
+                           _graph_is_trim, _FRAGMENT_MIN_STATES)
+    return _NFA()
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,12 +735,10 @@ def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
     goes_inner = (t >= 0) & ~acc[np.where(t >= 0, t, 0)]
     completes = (t >= 0) & acc[np.where(t >= 0, t, 0)]
     copies = maximum + 1
-    table = np.full((copies * q, 256), DEAD, dtype=np.int64)
-    for k in range(copies):
-        block = table[k * q:(k + 1) * q]
-        block[goes_inner] = (k * q + local[t])[goes_inner]
-        if k + 1 < copies:
-            block[completes] = (k + 1) * q  # next copy's start state
+    k = np.arange(copies, dtype=np.int64)[:, None, None]  # every copy at once: (copies, q, 256)
+    inner_target = k * q + local[np.where(t >= 0, t, 0)]
+    next_start = np.where(k + 1 < copies, (k + 1) * q, DEAD)  # a completed unit starts the next copy
+    table = np.where(goes_inner, inner_target, np.where(completes, next_start, DEAD)).reshape(copies * q, 256)
     accepting = np.zeros(copies * q, dtype=bool)
     accepting[np.arange(minimum, copies) * q] = True
     table = table.astype(np.int32)
@@ -710,16 +773,38 @@ def _empty_dfa() -> DFA:
     return DFA(np.zeros((0, 256), dtype=np.int32), np.zeros(0, dtype=bool))
 
 
+def _reaching_reference(n: int, sources: np.ndarray, targets: np.ndarray, end: int) -> np.ndarray:
+    """Which of ``n`` states reach ``end`` over the edges ``sources -> targets`` (bool array),
+    breadth first over predecessors with numpy: the fallback of the compiled ``reaching`` and
+    the oracle of its differential test."""
+    order = np.argsort(targets, kind="stable")
+    preds = sources[order]
+    starts = np.searchsorted(targets[order], np.arange(n + 1))
+    alive = np.zeros(n, dtype=bool)
+    alive[end] = True
+    frontier = np.array([end], dtype=np.int64)
+    while frontier.size:  # one numpy step per level
+        lo, hi = starts[frontier], starts[frontier + 1]
+        found = preds[concat_ranges(lo, hi)]
+        found = np.unique(found[~alive[found]])
+        alive[found] = True
+        frontier = found.astype(np.int64)
+    return alive
+
+
 def _subset_key(states: Iterable[int]) -> bytes:
     """A set of NFA states as the int32 bytes of its sorted members (one key per set)."""
     return array("i", sorted(states)).tobytes()
 
 
 class _Determiniser:
-    """Subset construction over a Thompson NFA, one DFA state at a time."""
+    """Subset construction over a Thompson NFA, one DFA state at a time: by the compiled
+    :class:`enforcer._kernels.SubsetConstruction` when built (``compiled``), else in Python
+    (:meth:`row_reference`, also the oracle of the kernel's differential test: same states,
+    same numbering)."""
 
-    def __init__(self, node: Node, trim: bool) -> None:
-        nfa = _NFA()
+    def __init__(self, node: Node, trim: bool, compiled: bool = True) -> None:
+        nfa = new_nfa(compiled)
         start, self.end = nfa.new(), nfa.new()
         self.start = start
         nfa.build(node, start, self.end)
@@ -727,9 +812,9 @@ class _Determiniser:
         self.blocks = nfa.blocks
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
-        edges = np.frombuffer(nfa.edges, dtype=np.int32).reshape(-1, 4)
+        edges = nfa.edge_array()
         edge_src, edge_lo, edge_hi, edge_dst = (np.ascontiguousarray(edges[:, k]) for k in range(4))
-        eps = np.frombuffer(nfa.eps, dtype=np.int32).reshape(-1, 2)
+        eps = nfa.eps_array()
         eps_src, eps_dst = np.ascontiguousarray(eps[:, 0]), np.ascontiguousarray(eps[:, 1])
         if trim and nfa.may_dead_end:
             alive = self._alive(edge_src, edge_dst, eps_src, eps_dst)
@@ -752,19 +837,35 @@ class _Determiniser:
         self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
             + 8 * (len(self._edge_start) + len(self._eps_start))
         self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
+        self._kernel = None
+        if compiled and SubsetConstruction is not None and all(isinstance(b.dfa, DFA) for b in self.blocks):
+            self._kernel = SubsetConstruction(
+                self.num_nfa_states, start, self.end, np.frombuffer(self._edge_start, dtype=np.int64),
+                self._edge_lo, self._edge_hi, self._edge_dst, np.frombuffer(self._eps_start, dtype=np.int64),
+                self._eps_dst, [(b.base, np.ascontiguousarray(b.dfa.transitions, dtype=np.int32),
+                                 np.ascontiguousarray(b.dfa.accepting, dtype=np.uint8), b.end) for b in self.blocks])
+            self.accepting: list[bool] = self._kernel.accepting(0)
+            return
         first = self.closure(start)
         # subsets are keyed by their sorted members as int32 bytes: bytes are not tracked by the
         # garbage collector (frozensets are), so thousands of states add nothing to its pauses
         key = _subset_key(first)
         self.index: dict[bytes, int] = {key: 0}
         self.sets: list[bytes] = [key]
-        self.accepting: list[bool] = [self.end in first]
+        self.accepting = [self.end in first]
         self.subset_items += len(first)
 
+    @property
+    def num_states(self) -> int:
+        """DFA states created so far."""
+        return self._kernel.num_states if self._kernel is not None else len(self.sets)
+
     def memory_size_bytes(self) -> int:
-        """The NFA's arrays plus about 300 bytes per visited NFA state and per DFA subset, and
-        24 per NFA state a subset or closure holds."""
-        return self._array_bytes + SUBSET_BYTES * (len(self.sets) + len(self._closures)) + SUBSET_ITEM_BYTES * self.subset_items
+        """The NFA's arrays, the kernel's subsets (or about 300 bytes per Python subset), plus
+        about 300 bytes per NFA state visited in Python and 24 per NFA state a Python subset or
+        closure holds."""
+        subsets = self._kernel.nbytes if self._kernel is not None else SUBSET_BYTES * len(self.sets)
+        return self._array_bytes + subsets + SUBSET_BYTES * len(self._closures) + SUBSET_ITEM_BYTES * self.subset_items
 
     def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
                eps_dst: np.ndarray) -> np.ndarray:
@@ -773,18 +874,10 @@ class _Determiniser:
         n = self.num_nfa_states
         sources = np.concatenate([edge_src, eps_src, np.array([b.base for b in self.blocks], dtype=np.int32)])
         targets = np.concatenate([edge_dst, eps_dst, np.array([b.end for b in self.blocks], dtype=np.int32)])
-        order = np.argsort(targets, kind="stable")
-        preds = sources[order]
-        starts = np.searchsorted(targets[order], np.arange(n + 1))
-        alive = np.zeros(n, dtype=bool)
-        alive[self.end] = True
-        frontier = np.array([self.end], dtype=np.int64)
-        while frontier.size:  # breadth-first over predecessors, one numpy step per level
-            lo, hi = starts[frontier], starts[frontier + 1]
-            found = preds[concat_ranges(lo, hi)]
-            found = np.unique(found[~alive[found]])
-            alive[found] = True
-            frontier = found.astype(np.int64)
+        if reaching is not None:  # the compiled pass (one step per state, not per level)
+            alive = reaching(n, sources, targets, self.end).view(bool)
+        else:
+            alive = _reaching_reference(n, sources, targets, self.end)
         for block in self.blocks:
             alive[block.base:block.base + block.dfa.num_states] = alive[block.base]
         return alive
@@ -834,6 +927,8 @@ class _Determiniser:
 
     def members(self, i: int) -> Sequence[int]:
         """The NFA states of DFA state ``i`` (ascending)."""
+        if self._kernel is not None:
+            return self._kernel.members(i)
         return memoryview(self.sets[i]).cast("i")
 
     def closure(self, state: int) -> tuple[int, ...]:
@@ -892,12 +987,21 @@ class _Determiniser:
             after = self._leaving[block.base] = self._edge_bytes(self.closure(block.end))
         return block, local, after | self._edge_bytes(others)
 
-    def row(self, i: int, max_states: int | None) -> tuple[list[int], list[int]]:
-        """Transitions of DFA state ``i`` (creating the states they lead to) and its distinct
-        successors."""
+    def row_into(self, i: int, out: np.ndarray, max_states: int | None) -> None:
+        """Write the transitions of DFA state ``i`` to ``out`` (int32[256]), creating the states
+        they lead to; past ``max_states`` states raise :class:`SchemaTooComplexError`."""
+        if self._kernel is None:
+            out[:] = self.row_reference(i, max_states)
+            return
+        before = self._kernel.num_states
+        if self._kernel.row(i, out, -1 if max_states is None else max_states) < 0:
+            raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+        self.accepting.extend(self._kernel.accepting(before))
+
+    def row_reference(self, i: int, max_states: int | None) -> list[int]:
+        """Transitions of DFA state ``i`` (creating the states they lead to), in Python."""
         edges_of = self.edges_of
         row = [DEAD] * 256
-        succ: set[int] = set()
         outgoing = [e for s in self.members(i) for e in edges_of(s)]
         if outgoing:
             # split the byte axis at every range boundary; each edge adds its target's closure
@@ -923,8 +1027,7 @@ class _Determiniser:
                     if max_states is not None and len(self.sets) > max_states:
                         raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
-                succ.add(target)
-        return row, list(succ)
+        return row
 
 
 def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
@@ -932,15 +1035,19 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     if node is NOTHING:
         return _empty_dfa()
     det = _Determiniser(node, trim=False)
-    table: list[list[int]] = []
-    successors: list[list[int]] = []
+    return _finalise(subset_table(det, max_states), np.array(det.accepting, dtype=bool))
+
+
+def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
+    """Every row of ``det``'s automaton, built breadth first (the table before trimming)."""
+    table = np.full((64, 256), DEAD, dtype=np.int32)
     i = 0
-    while i < len(det.sets):
-        row, succ = det.row(i, max_states)
-        table.append(row)
-        successors.append(succ)
+    while i < det.num_states:
+        if i == table.shape[0]:
+            table = np.concatenate([table, np.full_like(table, DEAD)])
+        det.row_into(i, table[i], max_states)
         i += 1
-    return _finalise(np.array(table, dtype=np.int32), np.array(det.accepting, dtype=bool), successors=successors)
+    return table[:i]
 
 
 def is_empty_node(node: Node) -> bool:
@@ -995,74 +1102,10 @@ class AutomatonBudgetError(SchemaTooComplexError):
     tables, which turn it into an empty mask and an ``error``: never leaves the decode loop."""
 
 
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, Concat):
-        return node.parts
-    if isinstance(node, Union):
-        return node.alternatives
-    if isinstance(node, Repeat):
-        return (node.node,)
-    if isinstance(node, Graph):
-        return tuple(sub for _, sub, _ in node.edges)
-    return ()
-
-
-class SizeMeter:
-    """The compile-time budget's measure: NFA states an expression's automaton will have, known
-    before it is built. Exact: every use of a shared sub-expression counts (the builder copies
-    it at each use), a bounded repeat counts each copy, an embedded DFA counts its states.
-    Memoised over the nodes of one compile (nodes are immutable, so a size
-    never changes; the meter keeps each measured node alive so its id stays unique)."""
-
-    def __init__(self) -> None:
-        self._sizes: dict[int, tuple[Node, int]] = {}
-
-    def size(self, node: Node) -> int:
-        """NFA states the builder creates for ``node`` (iterative: no recursion limit)."""
-        sizes = self._sizes
-        hit = sizes.get(id(node))
-        if hit is not None:
-            return hit[1]
-        stack: list[tuple[Node, bool]] = [(node, False)]
-        while stack:
-            current, expanded = stack.pop()
-            if id(current) in sizes:
-                continue
-            children = _children(current)
-            if not expanded:
-                pending = {id(c): c for c in children if id(c) not in sizes}  # a shared child once
-                if pending:
-                    stack.append((current, True))
-                    stack.extend((c, False) for c in pending.values())
-                    continue
-            sizes[id(current)] = (current, self._own(current, [sizes[id(c)][1] for c in children]))
-        return sizes[id(node)][1]
-
-    @staticmethod
-    def _own(node: Node, child_sizes: list[int]) -> int:
-        """States of ``node`` given its children's (mirrors ``_NFA._build``)."""
-        if isinstance(node, ByteSet) or node is EPSILON or node is NOTHING:
-            return 0
-        if isinstance(node, Concat):
-            return len(node.parts) - 1 + sum(child_sizes)
-        if isinstance(node, Union):
-            return sum(child_sizes)
-        if isinstance(node, Repeat):
-            (inner,) = child_sizes
-            optional = 1 if node.maximum is None else node.maximum - node.minimum
-            joints = node.minimum + (2 if node.maximum is None else optional)
-            return joints + (node.minimum + optional) * inner
-        if isinstance(node, Graph):
-            return node.num_states + sum(child_sizes)
-        if isinstance(node, Embedded):
-            return node.dfa.num_states
-        return 0
-
-
 def nfa_size(node: Node) -> int:
-    """Exactly how many states the Thompson NFA of ``node`` has (what :class:`_NFA` builds),
-    read off the expression without building it (see :class:`SizeMeter`)."""
-    return SizeMeter().size(node)
+    """The compile-time budget's measure: exactly how many states the Thompson NFA of ``node``
+    has (what :class:`_NFA` builds), known before it is built (see :attr:`Node.nfa_states`)."""
+    return node.nfa_states
 
 
 class LazyDFA(_Reading):
@@ -1131,7 +1174,7 @@ class LazyDFA(_Reading):
     @property
     def num_states(self) -> int:
         """States created so far."""
-        return len(self._determiniser().sets)
+        return self._determiniser().num_states
 
     @property
     def transitions(self) -> np.ndarray:
@@ -1156,8 +1199,9 @@ class LazyDFA(_Reading):
             r = self.rows[state]
             if r is not None:
                 return r
-            r, _ = det.row(state, None)
-            n = len(det.sets)
+            r = np.empty(256, dtype=np.int32)
+            det.row_into(state, r, None)
+            n = det.num_states
             if n > self._table.shape[0]:
                 size = max(n, 2 * self._table.shape[0])
                 table = np.full((size, 256), DEAD, dtype=np.int32)
@@ -1169,7 +1213,7 @@ class LazyDFA(_Reading):
             self._table[state] = r
             self._built[state] = True
             self._num_built += 1
-            r = self.rows[state] = tuple(r)  # immutable: the collector stops tracking it
+            r = self.rows[state] = tuple(r.tolist())  # immutable: the collector stops tracking it
             if self.exhausted is None:
                 if n > self.max_states:
                     self.exhausted = f"{self.max_states:,} states (max_states)"
@@ -1213,23 +1257,28 @@ class LazyDFA(_Reading):
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 
-def _live_order(transitions: np.ndarray, accepting: np.ndarray,
-                successors: list[list[int]] | None = None) -> list[int] | None:
-    """The states that can reach acceptance and be reached from the start, in visiting order
-    (None when the start cannot reach acceptance). ``successors`` (distinct targets per state)
-    saves recomputing them when known."""
+def _live_order(transitions: np.ndarray, accepting: np.ndarray) -> Sequence[int] | None:
+    """The states that can reach acceptance and be reached from the start, in breadth-first
+    visiting order (None when the start cannot reach acceptance): the compiled pass when built,
+    else :func:`_live_order_reference` (the same order)."""
+    if live_order is None:
+        return _live_order_reference(transitions, accepting)
+    return live_order(np.ascontiguousarray(transitions, dtype=np.int32),
+                      np.ascontiguousarray(accepting, dtype=np.uint8))
+
+
+def _live_order_reference(transitions: np.ndarray, accepting: np.ndarray) -> list[int] | None:
+    """:func:`_live_order` in Python: the fallback and the oracle of its differential test."""
     n = transitions.shape[0]
     if n == 0:
         return None
-    if successors is None:
-        # distinct (source, target) edges, vectorised
-        flat = transitions.ravel()
-        has = flat >= 0
-        keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
-        successors = [[] for _ in range(n)]
-        for a, b in zip((keys // n).tolist(), (keys % n).tolist()):
-            successors[a].append(b)
-    forward = successors
+    # distinct (source, target) edges, vectorised
+    flat = transitions.ravel()
+    has = flat >= 0
+    keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
+    forward: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip((keys // n).tolist(), (keys % n).tolist()):
+        forward[a].append(b)
     reverse: list[list[int]] = [[] for _ in range(n)]
     for a, targets in enumerate(forward):
         for b in targets:
@@ -1250,7 +1299,7 @@ def _live_order(transitions: np.ndarray, accepting: np.ndarray,
     return order
 
 
-def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: list[int]) -> DFA:
+def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: Sequence[int]) -> DFA:
     """The automaton restricted to the states ``order``, state ``order[k]`` becoming ``k``."""
     remap = np.full(transitions.shape[0] + 1, DEAD, dtype=np.int32)
     remap[np.array(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int32)
@@ -1258,10 +1307,9 @@ def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: list[int]
     return DFA(np.ascontiguousarray(trans, dtype=np.int32), accepting[order].copy())
 
 
-def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True,
-              successors: list[list[int]] | None = None) -> DFA:
+def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True) -> DFA:
     """Drop states that cannot reach acceptance or be reached, then minimise small automata."""
-    order = _live_order(transitions, accepting, successors)
+    order = _live_order(transitions, accepting)
     if order is None:
         return _empty_dfa()
     dfa = _renumbered(transitions, accepting, order)

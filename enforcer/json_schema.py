@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Hashable, Iterable, Sequence
 
-import jsonschema
-
 import numpy as np
 
 from . import numbers
-from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, SizeMeter, counted_repeat, alt, byte_chars, codepoints,
+from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_repeat, nfa_size, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
@@ -104,7 +102,7 @@ class SchemaOptions:
     """Bytes of masks one compiled value keeps; past it new masks are computed but not kept."""
     max_nfa_states: int = DEFAULT_MAX_NFA_STATES
     """Budget of the value automaton, in NFA states counted before it is built
-    (:class:`~enforcer.automaton.SizeMeter`): a schema whose expression needs more (bounded repeats times
+    (:func:`~enforcer.automaton.nfa_size`): a schema whose expression needs more (bounded repeats times
     nesting times ``$ref`` fan-out, long constants, long minimum lengths) raises
     :class:`SchemaTooComplexError` naming the sub-schema that first exceeds it, before any
     token. The lazy DFA's states are sets of these NFA states, built as walks reach them."""
@@ -169,7 +167,6 @@ class SchemaCompiler:
         self._any_cache: dict[int, Node] = {}
         self._nesting = 0
         self._resources: ResourceIndex | None = None
-        self._meter = SizeMeter()
         self._counted: dict[tuple[bool, int, int], Node] = {}
         self._values: dict[tuple[int, int, Refs], tuple[Any, Node]] = {}
         """(id(schema), depth, refs) -> (schema, its node): a sub-schema met again at the same
@@ -231,11 +228,11 @@ class SchemaCompiler:
 
     def _check_repeat(self, unit: Node, copies: int, pointer: str, keyword: str) -> None:
         """Refuse ``copies`` copies of ``unit`` past the budget before building them."""
-        self._within_budget(self._meter.size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
+        self._within_budget(nfa_size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
 
     def check_size(self, node: Node, pointer: str) -> None:
-        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :class:`~enforcer.automaton.SizeMeter`)."""
-        self._within_budget(self._meter.size(node), pointer, "its automaton")
+        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :func:`~enforcer.automaton.nfa_size`)."""
+        self._within_budget(nfa_size(node), pointer, "its automaton")
 
     def _within_budget(self, size: int, pointer: str, what: str, keyword: str = "") -> None:
         budget = self.options.max_nfa_states
@@ -748,7 +745,7 @@ class SchemaCompiler:
         any automaton of the values holds one encoded form per character."""
         longest = max(strings, key=len)
         if len(longest) > 1000:  # a Counter pass, for values long enough to matter
-            size = sum(self._meter.size(_encoded_char(c, raw)) * n for c, n in Counter(longest).items())
+            size = sum(nfa_size(_encoded_char(c, raw)) * n for c, n in Counter(longest).items())
             self._within_budget(size, pointer, f"a {keyword} value of {len(longest):,} characters", keyword)
 
     @staticmethod

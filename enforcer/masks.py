@@ -17,9 +17,9 @@ from .lru import LRU
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import TOKEN_BYTES_LIMIT, walk_tokens
+    from ._kernels import TOKEN_BYTES_LIMIT, embeds_at, walk_tokens
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
-    TOKEN_BYTES_LIMIT, walk_tokens = 0, None
+    TOKEN_BYTES_LIMIT, embeds_at, walk_tokens = 0, None, None
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows, id lists and torch copies)."""
@@ -34,6 +34,8 @@ _SAFE_BYTES = np.ones(256, dtype=bool)
 _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
+_SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
+_MAX_BODY_PAIRS = 64  # a string loop spanning more (state, raw state) pairs is not recognised
 
 
 _SMALL_WALK = 192  # below this many candidates a plain loop beats numpy's per-call overhead
@@ -197,11 +199,11 @@ class TokenIndex:
         live = np.flatnonzero(row >= 0)
         if live.size > _WIDE:
             return concat_ranges(self.pair_start[live * 257], self.pair_start[(live + 1) * 257])
-        keys = [live * 257]  # single-byte tokens
-        for b0 in live.tolist():
-            second = np.flatnonzero(dfa.array_row(int(row[b0])) >= 0)
-            keys.append(b0 * 257 + 1 + second)
-        k = np.concatenate(keys)
+        targets = row[live]
+        table = dfa.ensure(targets)  # the rows after each live first byte
+        first, second = np.nonzero(table[targets] >= 0)
+        # single-byte tokens and pairs, as sorted keys: the positions come out ascending
+        k = np.sort(np.concatenate([live * 257, live[first] * 257 + 1 + second]))
         return concat_ranges(self.pair_start[k], self.pair_start[k + 1])
 
 
@@ -431,14 +433,31 @@ class MaskTable:
         cannot leave a string (no quote, backslash or control byte) agree on which bytes are
         dead. Then the tokens made only of such bytes are allowed from ``state`` exactly when
         the shared walk allows them. (Pairs rather than a map: a lazy DFA is not minimised, so
-        the string loop may span several equivalent states.)"""
-        raw = _RAW_STRING_DFA.transitions
+        the string loop may span several equivalent states.) The compiled pair walk
+        (:func:`enforcer._kernels.embeds_at`) when built, building the rows it asks for; else
+        :meth:`_is_string_body_reference`."""
         if self.dfa.row(state)[0x61] < 0:  # quick reject: a string body takes "a"
+            return False
+        if embeds_at is None:
+            return self._is_string_body_reference(state)
+        raw = _RAW_STRING_DFA.transitions
+        while True:
+            table, built = self.dfa.kernel_view()
+            verdict = embeds_at(raw, table, built, state, _SAFE_FLAGS, _MAX_BODY_PAIRS)
+            if verdict >= 0:
+                return bool(verdict)
+            self.dfa.row(-verdict - 2)
+
+    def _is_string_body_reference(self, state: int) -> bool:
+        """:meth:`_is_string_body` in Python: the fallback without the compiled kernels and the
+        oracle of its differential test."""
+        raw = _RAW_STRING_DFA.transitions
+        if self.dfa.row(state)[0x61] < 0:
             return False
         seen = {(0, state)}
         stack = [(0, state)]
         while stack:
-            if len(seen) > 64:
+            if len(seen) > _MAX_BODY_PAIRS:
                 return False
             u, d = stack.pop()
             u_row = raw[u][_SAFE_COLUMNS]

@@ -5,7 +5,10 @@ Both front doors (``compile_json_schema`` and ``compile_tools``) call :func:`che
 malformed keyword (``"type": 5``, ``"required": "ab"``) is an :class:`InvalidSchemaError` with
 its JSON pointer before any automaton is built, and nothing downstream meets a document that
 would overflow Python's stack. Cost: one iterative walk over the document, plus one
-meta-schema validation per distinct document (cached by canonical JSON, ~4 ms per tool).
+meta-schema check per distinct document (cached by canonical JSON): the dialect's meta-schema
+compiled to a predicate (:mod:`enforcer.meta_schema`, ~0.2 ms per tool schema) clears valid
+documents; jsonschema (~25 ms per tool schema in 2020-12) runs only on the others, to name the
+first violation.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import jsonschema
 from jsonschema.validators import validator_for
 
 from .errors import InvalidSchemaError, SchemaTooComplexError
+from .meta_schema import certainly_valid
 
 MAX_DOCUMENT_DEPTH = 128
 """Deepest nesting of JSON objects and arrays a schema document may have (the deepest of the
@@ -87,6 +91,8 @@ def meta_schema_error(schema_json: str) -> MetaSchemaError | None:
     None. Cached: tool sets and requests share schemas."""
     schema = json.loads(schema_json)
     cls = validator_class(schema)
+    if certainly_valid(cls, schema):
+        return None
     try:
         # formats are not asserted here: the meta-schema's "format": "regex" would judge ECMA-262
         # patterns (\p{Letter}) by Python's re; patterns are checked when compiled

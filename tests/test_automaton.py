@@ -128,3 +128,131 @@ def test_compiled_product_is_the_reference_product_state_for_state() -> None:
     for product in (big._product, big._product_reference):
         with pytest.raises(SchemaTooComplexError):
             product(big, False, 50)
+
+
+def _same_subsets(node, trim: bool, limit: int = 1_500) -> int:
+    """Build ``node``'s subset construction with the kernel and in Python, row by row: same
+    rows, same members, same accepting states, same numbering. Returns the rows compared."""
+    from enforcer.automaton import _Determiniser
+
+    fast, slow = _Determiniser(node, trim, compiled=True), _Determiniser(node, trim, compiled=False)
+    assert fast._kernel is not None and slow._kernel is None
+    a, b = np.empty(256, dtype=np.int32), np.empty(256, dtype=np.int32)
+    i = 0
+    while i < fast.num_states and i < limit:
+        fast.row_into(i, a, None)
+        slow.row_into(i, b, None)
+        assert np.array_equal(a, b), f"row {i}"
+        assert fast.num_states == slow.num_states and list(fast.members(i)) == list(slow.members(i))
+        i += 1
+    assert fast.accepting == slow.accepting
+    return i
+
+
+def test_compiled_subset_construction_is_the_reference_state_for_state() -> None:
+    # SubsetConstruction (Cython) against the Python rows it replaces, on random expressions,
+    # expressions with embedded DFAs (blocks), JSON values of the project's schemas, trimmed
+    # or not, and the refusal past max_states
+    import json
+    from pathlib import Path
+
+    from enforcer.automaton import SubsetConstruction, Embedded, _Determiniser, subset_table
+    from enforcer.json_schema import SchemaOptions
+    from enforcer.matcher import schema_node
+
+    if SubsetConstruction is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(11)
+    for _ in range(300):
+        _same_subsets(_random_node(rng), trim=rng.random() < 0.5)
+    counted = compile_node(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40))
+    for _ in range(50):
+        node = alt(seq(_random_node(rng), Embedded(counted), _random_node(rng)), seq(Embedded(counted), NOTHING))
+        _same_subsets(node, trim=True)
+    rows = 0
+    for path in sorted((Path(__file__).resolve().parents[1] / "schemas").glob("*.json")):
+        for tool in json.loads(path.read_text(encoding="utf-8")):
+            node = schema_node(tool["function"]["parameters"], SchemaOptions())
+            rows += _same_subsets(node, trim=True) + _same_subsets(node, trim=False)
+    assert rows > 1_000
+    for compiled in (True, False):
+        with pytest.raises(SchemaTooComplexError):
+            subset_table(_Determiniser(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40), False, compiled), 50)
+
+
+def test_compiled_reaching_is_the_reference() -> None:
+    # the trim's reverse reachability (Cython) against the numpy breadth-first pass, on random
+    # graphs from sparse to dense, with self-loops, parallel edges and unreachable parts
+    from enforcer.automaton import _reaching_reference, reaching
+
+    if reaching is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 40, 300, 5_000):
+        for density in (0.5, 1.0, 3.0):
+            m = int(n * density)
+            sources = rng.integers(0, n, size=m).astype(np.int32)
+            targets = rng.integers(0, n, size=m).astype(np.int32)
+            end = int(rng.integers(0, n))
+            fast = reaching(n, sources, targets, end).view(bool)
+            assert np.array_equal(fast, _reaching_reference(n, sources, targets, end))
+            assert fast[end]
+
+
+def test_compiled_thompson_construction_is_the_reference() -> None:
+    # ThompsonNFA (Cython) against _NFA: same states, byte edges, epsilon edges and blocks, in
+    # the same order, on random expressions, shared sub-expressions (copied fragments), graphs,
+    # embedded DFAs and the JSON values of the project's schemas
+    import json
+    from pathlib import Path
+
+    from enforcer.automaton import Embedded, ThompsonNFA, new_nfa
+    from enforcer.json_schema import SchemaOptions
+    from enforcer.matcher import schema_node
+
+    if ThompsonNFA is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(5)
+    counted = compile_node(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 8))
+    nodes = [_random_node(rng) for _ in range(200)]
+    for _ in range(50):
+        shared = alt(*(_random_node(rng) for _ in range(6)), Embedded(counted))
+        nodes.append(seq(shared, repeat(seq(literal(","), shared), 0, 3), alt(shared, NOTHING)))
+    nodes.append(Graph(3, 0, frozenset({2}), ((0, literal("ab"), 1), (1, Embedded(counted), 2), (0, NOTHING, 2))))
+    for path in sorted((Path(__file__).resolve().parents[1] / "schemas").glob("*.json")):
+        nodes.extend(schema_node(tool["function"]["parameters"], SchemaOptions())
+                     for tool in json.loads(path.read_text(encoding="utf-8")))
+    for node in nodes:
+        built = []
+        for compiled in (True, False):
+            nfa = new_nfa(compiled)
+            start, end = nfa.new(), nfa.new()
+            nfa.build(node, start, end)
+            built.append(nfa)
+        fast, slow = built
+        assert type(fast) is ThompsonNFA and type(slow) is not ThompsonNFA
+        assert fast.num_states == slow.num_states == node.nfa_states + 2
+        assert np.array_equal(fast.edge_array(), slow.edge_array())
+        assert np.array_equal(fast.eps_array(), slow.eps_array())
+        assert fast.may_dead_end == slow.may_dead_end
+        assert [(b.base, b.dfa, b.end) for b in fast.blocks] == [(b.base, b.dfa, b.end) for b in slow.blocks]
+
+
+def test_compiled_live_order_is_the_reference() -> None:
+    # the trim-and-number pass of every finished DFA (Cython) against the Python pass: same
+    # states in the same visiting order, None when the start cannot reach acceptance
+    from enforcer.automaton import _live_order_reference, live_order
+
+    if live_order is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(9)
+    for n in (1, 2, 7, 60, 800):
+        for live_share in (0.02, 0.3, 0.9):
+            for _ in range(4):
+                table = np.where(rng.random((n, 256)) < 0.03, rng.integers(0, n, size=(n, 256)), -1).astype(np.int32)
+                accepting = rng.random(n) < live_share
+                fast = live_order(table, accepting.astype(np.uint8))
+                slow = _live_order_reference(table, accepting)
+                assert (fast is None) == (slow is None)
+                if slow is not None:
+                    assert fast.tolist() == slow

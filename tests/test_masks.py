@@ -43,8 +43,10 @@ def test_compiled_walk_matches_reference_on_every_state(kimi_vocab) -> None:
 
 
 def assert_table_matches_reference(table: MaskTable) -> int:
-    """Every mask the table computed equals the plain walk; returns how many were checked."""
+    """Every mask the table computed equals the plain walk, and the compiled string-body test
+    agrees with its Python reference there; returns how many were checked."""
     for state, mask in list(table._masks.items()):
+        assert table._is_string_body(state) == table._is_string_body_reference(state), f"state {state}"
         expected = reference_mask(table.index, table.dfa, state)
         if not np.array_equal(mask, expected):
             diff = np.flatnonzero(np.unpackbits((mask ^ expected).view(np.uint8), bitorder="little"))
