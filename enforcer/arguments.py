@@ -93,7 +93,7 @@ def _top_level(params: dict, compiler: SchemaCompiler) -> dict:
         if not isinstance(schema, dict) or not ("$ref" in schema or "allOf" in schema):
             break
         rest: Any = {k: v for k, v in schema.items() if k not in ("$ref", "allOf")}
-        parts = [compiler.resolve(schema["$ref"], "")[0]] if "$ref" in schema else []
+        parts = [compiler.resolve(schema["$ref"], "", schema)[0]] if "$ref" in schema else []
         parts += list(schema.get("allOf", []))
         for part in parts:
             rest = merge(rest, part)

@@ -27,14 +27,39 @@ NUMBER: Node = seq(optional(literal("-")), _INT_DIGITS, optional(_FRACTION), opt
 """Any JSON number."""
 INTEGER: Node = seq(optional(literal("-")), _INT_DIGITS, _ZERO_FRACTION)
 """Any JSON number whose value is an integer, written without exponent."""
-FRACTIONAL: Node = seq(optional(literal("-")), _INT_DIGITS, literal("."), star(DIGIT), NONZERO, star(DIGIT))
-"""Numbers that are not integers, written without exponent (a non-zero fraction digit)."""
+DOUBLE_DIGITS = 15
+"""Decimal digits a binary64 double keeps (``DBL_DIG``): a number written with at most this many
+digits and a non-zero fraction digit parses (``json.loads``, JavaScript) to a double that is not
+an integer; with more it may round to one (``1.0000000000000001`` and ``2**60 + 0.5`` do)."""
+
+
+def _fraction_with_nonzero(widths: int) -> list[Node]:
+    """``[F_0, ..., F_widths]``: ``F_m`` is 1 to ``m`` fraction digits, one of them non-zero
+    (``F_m = [1-9][0-9]{0,m-1} | 0 F_(m-1)``); size quadratic in ``m``."""
+    out = [NOTHING]
+    for m in range(1, widths + 1):
+        out.append(alt(seq(NONZERO, repeat(DIGIT, 0, m - 1)), seq(literal("0"), out[m - 1])))
+    return out
+
+
+def _fractional() -> Node:
+    fractions = _fraction_with_nonzero(DOUBLE_DIGITS - 1)
+    parts = [seq(_digit_between(0, 9), literal("."), fractions[DOUBLE_DIGITS - 1])]
+    for k in range(2, DOUBLE_DIGITS):
+        parts.append(seq(NONZERO, repeat(DIGIT, k - 1, k - 1), literal("."), fractions[DOUBLE_DIGITS - k]))
+    return seq(optional(literal("-")), alt(*parts))
 PLAIN_INTEGER: Node = seq(optional(literal("-")), _INT_DIGITS)
 """Integers without a fraction part (draft-04's ``integer``: ``1.0`` is not one)."""
 
 
 def _digit_between(lo: int, hi: int) -> Node:
     return byte_set([(0x30 + lo, 0x30 + hi)]) if lo <= hi else NOTHING
+
+
+FRACTIONAL: Node = _fractional()
+"""Numbers that are not integers, also once parsed as doubles: written without exponent, with a
+non-zero fraction digit, in at most ``DOUBLE_DIGITS`` digits (longer ones are refused: they may
+parse to an integer)."""
 
 
 # ---- unsigned integer parts (canonical: no leading zeros) ----------------------------------

@@ -3,6 +3,7 @@ against jsonschema on every array of a small pool (all serialisations json.dumps
 
 import itertools
 import json
+import random
 
 import jsonschema
 import pytest
@@ -79,6 +80,24 @@ def test_not_integer_and_double_negation(schema):
         assert not (accepted and not validator.is_valid(value)), text
         assert accepted == validator.is_valid(value), text
     assert not dfa.matches("1.5e1") or validator.is_valid(15)  # 1.5e1 is the integer 15
+
+
+def test_not_integer_writes_only_numbers_that_stay_fractional_as_doubles():
+    """A long number with a fraction digit may parse to an integer double (json.loads, then the
+    validator, is what a client runs): the corpus fuzz wrote '446153263532818269995202190486.1'
+    under not: integer. Every accepted text must load as a non-integer float."""
+    dfa = compile_schema_dfa({"not": {"type": "integer"}}, SchemaOptions(strict=False, free_form_depth=1))
+    for text in ("446153263532818269995202190486.1", "1.0000000000000001", "1152921504606846976.5",
+                 "123456789012345.5", "0.000000000000001"):
+        assert not dfa.matches(text), text
+    for text in ("12345678901234.5", "0.00000000000001", "-1.5", "0.10"):
+        assert dfa.matches(text), text
+    rng = random.Random(7)
+    for _ in range(5000):
+        text = "".join(rng.choice("0123456789.") for _ in range(rng.randint(1, 20)))
+        if dfa.matches(text):
+            value = json.loads(text)
+            assert isinstance(value, float) and not value.is_integer(), text
 
 
 def test_dependent_schemas_keep_a_bare_object_open_in_strict_mode():
