@@ -422,6 +422,23 @@ def test_undeclared_keys_where_allowed(kimi_k3_vocab: Any) -> None:
     assert feed(m, head.ids + twice.ids, v) is not None
 
 
+def test_top_level_ref_and_all_of_are_split(kimi_k3_vocab: Any) -> None:
+    """A top-level ``$ref`` (pydantic writes one) is followed, and ``allOf`` merged, before the
+    split: the arguments are the referenced object's keys."""
+    v = kimi_k3_vocab
+    params = {"$ref": "#/$defs/Args", "$defs": {"Args": {"type": "object", "properties": {"a": {"type": "string"}},
+                                                         "required": ["a"]}},
+              "allOf": [{"properties": {"n": {"type": "integer"}}}]}
+    compiled = compile_tools([tool("f", params)], v, format="kimi_k3", strict=False)
+    head = opening(v).open("tools").open("call", [("tool", "f"), ("index", "1")])
+    m = compiled.matcher(prompt_ids=prompt(v))
+    good = K3(v).arg("a", "string", "x").arg("n", "number", "3")
+    assert feed(m, head.ids + good.close("call").close("tools").end().ids, v) is None
+    assert json.loads(m.calls[0]["function"]["arguments"]) == {"a": "x", "n": 3}
+    m = compiled.matcher(prompt_ids=prompt(v))
+    assert feed(m, head.ids + K3(v).arg("n", "number", "3").close("call").ids, v) is not None  # a is required
+
+
 def test_required_key_without_a_value(kimi_k3_vocab: Any) -> None:
     params = {"type": "object", "properties": {"a": False}, "required": ["a"]}
     with pytest.raises(InvalidSchemaError, match="required property 'a'") as info:
