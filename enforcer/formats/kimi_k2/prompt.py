@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ...schema_resources import follow_pointer
 from ..messages import check_tools, content_text, history_calls, text_bytes, tools_json
 from . import (ARGUMENT_BEGIN, CALL_BEGIN, CALL_END, IM_ASSISTANT, IM_END, IM_MIDDLE, IM_SYSTEM, IM_USER, SECTION_BEGIN,
                SECTION_END, THINK_BEGIN, THINK_END, call_id)
@@ -149,16 +150,10 @@ class _TypeScript:
     def _reference(self, ref: str, depth: int, refs: frozenset[str]) -> str:
         if ref in refs or not ref.startswith("#"):
             return "any"
-        target: Any = self._root
-        for part in ref[1:].split("/")[1:] if ref != "#" else []:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, Mapping) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                return "any"
-        return self.type_of(target, depth, refs | {ref})
+        found = follow_pointer(self._root, ref[1:])
+        if found is None:
+            return "any"
+        return self.type_of(found[0], depth, refs | {ref})
 
 
 class _CallIds:
