@@ -41,13 +41,13 @@ class Case:
 
 
 KNOWN_SLOW = {
-    "ref-chain-5000": "the meta-schema check (jsonschema, 2020-12 dynamic references) takes ~5 ms per sub-schema",
-    "huge-properties-2000": "the same meta-schema check over 2,000 property schemas",
     "huge-enum-10000-objects": "10,000 distinct object constants: one minimal acyclic automaton of ~250,000 "
-                               "symbols, each a whitespace, key or character node built into the NFA (~3 s idle)",
+                               "symbols, each a whitespace, key or character node built into the NFA (6.6 s "
+                               "on two loaded cores, ~3 s idle)",
 }
-"""Cases that end correctly but past ``TIME_LIMIT_S`` on two loaded cores: given 40 s (the
-issue's goal is 10 s for every case; these are the open ones, measured in the closing table)."""
+"""Cases that end correctly near ``TIME_LIMIT_S`` on two loaded cores: given 40 s, so that a
+loaded CI machine does not fail them (the issue's goal is 10 s for every case; measured in the
+closing table)."""
 
 
 CASES: dict[str, Case] = {}
