@@ -1257,6 +1257,40 @@ class LazyDFA(_Reading):
         return f"LazyDFA(states built={int(self._built[: self.num_states].sum())}, created={self.num_states})"
 
 
+class TaggedUnion(LazyDFA):
+    """The union of ``branches`` as one :class:`LazyDFA` whose states know which branch they
+    end: :meth:`branch` names it at an accepting state (a call text naming one tool, read by
+    the walk itself, never parsed again).
+
+    Each branch is built as ``branch`` then an empty part, which gives it a last NFA state of
+    its own (its *exit*, with one epsilon edge to the common end): without it every branch ends
+    in the same subset ``{end}``, one DFA state for all. The Thompson builder numbers states in
+    build order (start 0, end 1, then each alternative's ``nfa_states``, the exit first), so the
+    exits are known from the nodes alone, once, here (:attr:`exits`). Cost of :meth:`branch`: a
+    look at the state's NFA members (ascending), cached per state by the caller."""
+
+    def __init__(self, branches: Sequence[Node], max_states: int = DEFAULT_MAX_STATES,
+                 max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
+        wrapped = tuple(Concat((b, EPSILON)) for b in branches)
+        exits = []
+        first = 2  # after the start and the end
+        for part in wrapped:
+            exits.append(first)
+            first += part.nfa_states
+        self.exits = np.array(exits, dtype=np.int64)
+        """NFA state of each branch's exit, ascending (built once)."""
+        super().__init__(Union(wrapped), max_states, max_bytes)
+
+    def branch(self, state: int) -> int | None:
+        """The branch whose text a walk to ``state`` completed (None: ``state`` does not accept,
+        or texts of several branches end there)."""
+        if not self.accepting_list[state]:
+            return None
+        members = np.asarray(self._determiniser().members(state), dtype=np.int64)
+        found = np.flatnonzero(np.isin(self.exits, members))
+        return int(found[0]) if len(found) == 1 else None
+
+
 def _live_order(transitions: np.ndarray, accepting: np.ndarray) -> Sequence[int] | None:
     """The states that can reach acceptance and be reached from the start, in breadth-first
     visiting order (None when the start cannot reach acceptance): the compiled pass when built,

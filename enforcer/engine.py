@@ -150,7 +150,7 @@ class ToolCallMatcher(Matcher):
                 return frame, tstate
             _, counter, tool, written, value, start = frame[:6]
             return self._tools.enter(frame.after_text, counter, tool, written, value, start), tstate
-        place, counter, tool, written, value, start = frame[:6]
+        place, counter, tool, written, value = frame[:5]
         tools = self._tools
         if rule is not None:
             if not rule.accepting(tstate):
@@ -158,12 +158,8 @@ class ToolCallMatcher(Matcher):
             kind = tools.kinds[place]
             if kind == "word" and target < 0:
                 target = rule.payload(tstate)
-            elif kind in ("header", "tag"):  # the rule's accepting state names the tool
+            elif kind in _CALL_OPENERS:  # the rule's accepting state names the tool
                 tool = rule.payload(tstate)
-            elif kind == "named":
-                tool = tools.tool_from_named_json(self._text(start))
-                if tool is None:
-                    return None
             elif kind == "argtag":
                 key, type_index = rule.payload(tstate)
                 written |= 1 << key
@@ -173,10 +169,6 @@ class ToolCallMatcher(Matcher):
         if tools.ends_call[target]:
             counter += 1
         return tools.enter(target, counter, tool, written, value, len(self._tokens) + 1), 0
-
-    def _text(self, start: int) -> str:
-        data = self._tools.vocabulary.byte_tokens
-        return b"".join(data[t] for t in self._tokens[start:]).decode("utf-8", "replace")
 
     def _record_call(self) -> None:
         """A call just completed: walk back to its header and keep its argument spans.

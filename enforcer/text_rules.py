@@ -3,7 +3,7 @@
 * :class:`FreeRule` - any token of a fixed set, any number of times (prose, reasoning).
 * :class:`DfaRule` - text whose bytes follow a DFA, in any tokenization (JSON arguments, values).
 * :class:`ChoiceRule` - one of several texts, in any tokenization, with a payload per text that
-  its accepting state knows (a call header naming one of the tools).
+  its accepting state knows (a call header, or a call text with JSON inside, naming a tool).
 * :class:`TokenTrie` - one of a few texts, each in one fixed tokenization, with a payload per
   text (tag words and attributes a format tokenizes piece by piece).
 * :class:`TrieWithFreeText` - a token trie where, from one node on, free text under a DFA may
@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .automaton import DEAD, DFA, LazyDFA
+from .automaton import DEAD, DEFAULT_MAX_AUTOMATON_BYTES, DEFAULT_MAX_STATES, DFA, LazyDFA, Node, TaggedUnion
 from .errors import TokenizerError
 from .masks import MaskTable, TokenIndex, pack_ids
 
@@ -91,36 +91,32 @@ class DfaRule:
 
 
 class ChoiceRule(DfaRule):
-    """One of ``options`` (``(bytes, payload)``, distinct texts), matched byte by byte in any
-    tokenization. The automaton is the texts' byte trie, not minimised, so each accepting state
-    is one text and :meth:`payload` names it there (None elsewhere): the text is read once, by
-    the walk itself. Size: one state per distinct prefix."""
+    """One of ``options`` (``(expression, payload)``: a call header's literal text, or a whole
+    call text with the tool's JSON arguments inside), matched byte by byte in any tokenization,
+    as one :class:`~enforcer.automaton.TaggedUnion`: each accepting state knows the option it
+    ends, so :meth:`payload` names it there (None elsewhere) and the text is read once, by the
+    walk itself. Options must not share a complete text. States are built as walks reach them;
+    payloads are looked up once per accepting state."""
 
-    __slots__ = ("_payloads",)
+    __slots__ = ("_payloads", "_tags")
 
-    def __init__(self, options: Iterable[tuple[bytes, Any]], index: TokenIndex,
-                 byte_tokens: Sequence[bytes | None]) -> None:
-        rows: list[list[int]] = [[DEAD] * 256]
-        payloads: list[Any] = [None]
-        accepting = [False]
-        for data, value in options:
-            state = 0
-            for byte in data:
-                nxt = rows[state][byte]
-                if nxt == DEAD:
-                    nxt = rows[state][byte] = len(rows)
-                    rows.append([DEAD] * 256)
-                    payloads.append(None)
-                    accepting.append(False)
-                state = nxt
-            accepting[state] = True
-            payloads[state] = value
-        dfa = DFA(np.array(rows, dtype=np.int32), np.array(accepting, dtype=bool))
+    def __init__(self, options: Sequence[tuple[Node, Any]], index: TokenIndex, byte_tokens: Sequence[bytes | None],
+                 max_states: int = DEFAULT_MAX_STATES, max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
+        dfa = TaggedUnion([node for node, _ in options], max_states, max_bytes)
         super().__init__(dfa, MaskTable(dfa, index), byte_tokens)
-        self._payloads = payloads
+        self._payloads = [payload for _, payload in options]
+        self._tags: dict[int, Any] = {}
 
     def payload(self, state: int) -> Any:
-        return self._payloads[state]
+        hit = self._tags.get(state, _UNSEEN)
+        if hit is _UNSEEN:
+            branch = self.dfa.branch(state)
+            hit = self._tags[state] = None if branch is None else self._payloads[branch]
+        return hit
+
+
+_UNSEEN = object()
+"""Marks a state whose payload was not looked up yet."""
 
 
 class TokenTrie:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import LazyDFA, Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
+from .automaton import Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
 from .engine import Frame, ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
@@ -116,6 +116,7 @@ class CompiledTools:
         self.nodes = tuple(nodes)
         """Per tool, its arguments' expression, for formats that combine it with the call text
         (:class:`~enforcer.formats.NamedJson`; built once, at compile time)."""
+        self._schema_opts = schema_opts
         self._name_index = {n: i for i, n in enumerate(self.tool_names)}
         self.stop_id = self._token_id(fmt.stop)
         self.controlled_ids = frozenset(self._token_id(n) for n in fmt.controlled) | {self.stop_id}
@@ -150,7 +151,7 @@ class CompiledTools:
                 for json_type, compiled in zip(key.types, key.values):
                     self._value_index[(i, j * 8 + VALUE_TYPES.index(json_type))] = compiled
         # made here, not when decoding reaches it: the budget check may refuse it
-        self._named_dfa = self._named_json_dfa(self._named_json, schema_opts) if self._named_json else None
+        self._named_rule = self._call_text_rule(self._named_json, 0) if self._named_json else None
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -242,13 +243,11 @@ class CompiledTools:
                        for word, attrs, to, guard in text.options if self._guard(guard, None, 0)]
             return TokenTrie(options, self.index)
         if kind == "header":  # the accepting state names the tool: the header is read once
-            return ChoiceRule([(text.template.format(name=name, index=counter).encode(), self._name_index[name])
-                               for name in self._callable_names()], self.index, byte_tokens)
+            return self._call_text_rule(text, counter)
         if kind == "separator":
             return self._separator_rule(text.text)
         if kind == "named":
-            dfa = self._named_dfa
-            return DfaRule(dfa, MaskTable(dfa, self.index), byte_tokens)
+            return self._named_rule
         if kind == "tag":
             return TokenTrie([(self._encode_tag(text.word, ((text.name_attribute, name),
                                                             (text.index_attribute, str(counter)))),
@@ -336,19 +335,20 @@ class CompiledTools:
         pieces = self.format.tag_pieces(word, list(attributes))
         return [t for piece in pieces for t in self.vocabulary.encode_text(piece)]
 
-    def _named_json_dfa(self, text: NamedJson, options: SchemaOptions) -> LazyDFA:
-        """One automaton for every callable tool: its prefix, its arguments' schema, the suffix
-        (built lazily, state by state, as decoding reaches it, within the options' budget)."""
-        return LazyDFA(alt(*(seq(literal(text.head(name)), self.nodes[self._name_index[name]], literal(text.suffix))
-                             for name in self._callable_names())), options.max_states, options.max_automaton_bytes)
-
-    def tool_from_named_json(self, text: str) -> int | None:
-        """The tool a complete :class:`~enforcer.formats.NamedJson` text names (None if none)."""
-        named = self._named_json
+    def _call_text_rule(self, text: CallHeader | NamedJson, counter: int) -> ChoiceRule:
+        """The text that names a call, one option per callable tool, as one automaton whose
+        accepting state knows the tool: a header (``text.template`` with the name and
+        ``counter``), or a whole call text (the prefix with the name, that tool's arguments'
+        expression, the suffix; built lazily, state by state, within the schema options' budget)."""
+        options = []
         for name in self._callable_names():
-            if text.startswith(named.head(name)):
-                return self._name_index[name]
-        return None
+            tool = self._name_index[name]
+            if isinstance(text, CallHeader):
+                options.append((literal(text.template.format(name=name, index=counter)), tool))
+            else:
+                options.append((seq(literal(text.head(name)), self.nodes[tool], literal(text.suffix)), tool))
+        opts = self._schema_opts
+        return ChoiceRule(options, self.index, self.vocabulary.byte_tokens, opts.max_states, opts.max_automaton_bytes)
 
     def named_json_arguments(self, text: str, tool: int) -> str:
         """The arguments of a complete :class:`~enforcer.formats.NamedJson` text of ``tool``."""

@@ -240,6 +240,33 @@ def test_text_that_spells_a_marker_stays_text(family: Family) -> None:
     assert _both_parsers(family.vocab, family.format, ids)["tool_calls"] == matcher.calls
 
 
+def test_the_state_that_accepts_a_call_names_its_tool(family: Family) -> None:
+    """Tools with one and the same schema write call texts that end alike (a Qwen3 call text
+    ends ``}\n``, a V3.1 header a name): the automaton of the call text must still end each in
+    a state of its own that names the tool (``TaggedUnion``), the engine reads the tool there
+    and nowhere else (no second parse). Names that prefix one another, in a mixed order."""
+    params = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    names = ["ab", "a", "get_weather", "b", "abc"]
+    tools = [{"type": "function", "function": {"name": n, "parameters": params}} for n in names]
+    compiled = compile_tools(tools, family.vocab, format=family.format)
+    order = ["b", "abc", "a", "get_weather", "ab", "a"]
+    ids = family.ids(family.calls([family.call(n, '{"x": %d}' % i) for i, n in enumerate(order)]) + family.stop)
+    matcher = compiled.matcher()
+    assert _walk(matcher, ids) is None and matcher.is_finished
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in matcher.calls] == \
+        [(n, {"x": i}) for i, n in enumerate(order)]
+    assert _both_parsers(family.vocab, family.format, ids)["tool_calls"] == matcher.calls
+    call_place = compiled.place_index["call" if family.format == "qwen3" else "header"]
+    rule = compiled.enter(call_place, 0, None, 0, 0, 0).rule
+    for name in names:  # the payload of the state each call text ends in, read directly
+        text = compiled.places[call_place].text
+        data = (text.head(name) + '{"x": 7}' + text.suffix if family.format == "qwen3" else name).encode()
+        state = rule.dfa.walk(0, data)
+        assert rule.accepting(state) and rule.payload(state) == names.index(name)
+        cut = data[:-1]  # one byte short: a name too ("a" of "ab") or no call text
+        assert rule.payload(rule.dfa.walk(0, cut)) == (names.index(cut.decode()) if cut.decode() in names else None)
+
+
 # ---- tool_choice ------------------------------------------------------------------------------
 
 
