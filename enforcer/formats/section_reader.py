@@ -16,13 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import TokenizerError
-from .reading import Sink, optional_id, valid_id
+from .reading import STOPPED, TEXT, THINK, Sink, TurnReader
 
 if TYPE_CHECKING:
     from ..vocabulary import Vocabulary
 
-__all__ = ["Markers", "SectionReader", "think_ids"]
+__all__ = ["Markers", "SectionReader"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,46 +39,26 @@ class Markers:
     stop: int
 
 
-def think_ids(vocabulary: "Vocabulary", begin: str, end: str) -> tuple[int | None, int | None]:
-    """Both think ids, or neither (``TokenizerError`` when the vocabulary has only one)."""
-    think_begin, think_end = optional_id(vocabulary, begin), optional_id(vocabulary, end)
-    if (think_begin is None) != (think_end is None):
-        raise TokenizerError(f"the tokenizer has one think token but lacks {begin if think_begin is None else end!r}")
-    return think_begin, think_end
+_SECTION, _HEADER, _ARGUMENTS = range(STOPPED + 1, STOPPED + 4)
 
 
-_TEXT, _THINK, _SECTION, _HEADER, _ARGUMENTS, _STOPPED = range(6)
-
-
-class SectionReader:
+class SectionReader(TurnReader):
     """The section formats' output reader. ``read_header(text, index) -> (call id, name)``."""
 
     def __init__(self, vocabulary: "Vocabulary", markers: Markers, read_header: Callable[[str, int], tuple[str, str]],
                  in_reasoning: bool) -> None:
-        self._markers = markers
-        if in_reasoning and markers.think_begin is None:
-            raise TokenizerError("in_reasoning=True but the tokenizer has no think tokens")
+        m = markers
+        super().__init__(vocabulary, m.stop, (m.think_begin, m.think_end),
+                         (m.section_begin, m.section_end, m.call_begin, m.argument_begin, m.call_end), in_reasoning)
+        self._m = m
         self._read_header = read_header
-        self._token_bytes = vocabulary.token_bytes
-        self._size = vocabulary.vocab_size
-        self._mode = _THINK if in_reasoning else _TEXT
         self._header = bytearray()
         self._calls = 0
 
-    @property
-    def stopped(self) -> bool:
-        return self._mode == _STOPPED
-
-    def step(self, token_id: int, sink: Sink) -> None:
-        """Consume one id and report to ``sink`` what it completes."""
-        mode = self._mode
-        if mode == _STOPPED or (token_id := valid_id(token_id, self._size)) is None:
-            return
-        m = self._markers
-        if token_id == m.stop:
-            self.finish(sink)
-        elif token_id == m.section_begin:
-            if mode in (_TEXT, _THINK):
+    def _marker(self, token_id: int, sink: Sink) -> None:
+        mode, m = self._mode, self._m
+        if token_id == m.section_begin:
+            if mode in (TEXT, THINK):
                 self._mode = _SECTION
         elif token_id == m.call_begin:
             self._end_call(sink)
@@ -95,37 +74,20 @@ class SectionReader:
             if mode in (_HEADER, _ARGUMENTS):
                 self._end_call(sink)
                 self._mode = _SECTION
-        elif token_id == m.section_end:
-            if mode in (_SECTION, _HEADER, _ARGUMENTS):
-                self._end_call(sink)
-                self._mode = _TEXT
-        elif token_id == m.think_begin:
-            if mode == _TEXT:
-                self._mode = _THINK
-        elif token_id == m.think_end:
-            if mode == _THINK:
-                self._mode = _TEXT
-        else:
-            data = self._token_bytes(token_id)
-            if not data:
-                return
-            if mode == _TEXT:
-                sink.content(data)
-            elif mode == _THINK:
-                sink.reasoning(data)
-            elif mode == _HEADER:
-                self._header += data
-            elif mode == _ARGUMENTS:
-                sink.arguments(self._calls - 1, data)
+        elif mode in (_SECTION, _HEADER, _ARGUMENTS):  # the section end
+            self._end_call(sink)
+            self._mode = TEXT
 
-    def finish(self, sink: Sink) -> None:
-        """End the turn: a call still in its arguments is incomplete; tell the sink (idempotent)."""
-        if self._mode == _STOPPED:
-            return
+    def _call_text(self, data: bytes, sink: Sink) -> None:
+        if self._mode == _HEADER:
+            self._header += data
+        elif self._mode == _ARGUMENTS:
+            sink.arguments(self._calls - 1, data)
+
+    def _end_turn(self, sink: Sink) -> None:
+        """A call still in its arguments is incomplete."""
         if self._mode == _ARGUMENTS:
             sink.call_incomplete(self._calls - 1)
-        self._mode = _STOPPED
-        sink.stop()
 
     def _end_call(self, sink: Sink) -> None:
         """Close the open call, if one is in its arguments (the caller sets the next mode)."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..section_reader import Markers, SectionReader, think_ids
+from ..reading import think_ids
+from ..section_reader import Markers, SectionReader
 from . import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, EOS, SEP, THINK_BEGIN, THINK_END, call_id
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..section_reader import Markers, SectionReader, think_ids
+from ..reading import think_ids
+from ..section_reader import Markers, SectionReader
 from . import ARGUMENT_BEGIN, CALL_BEGIN, CALL_END, CALL_ID_PREFIX, CALL_ID_SEPARATOR, IM_END, SECTION_BEGIN, SECTION_END, \
     THINK_BEGIN, THINK_END
 

@@ -18,9 +18,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ...errors import TokenizerError
-from ..reading import Sink, decode, valid_id
-from ..section_reader import think_ids
+from ..reading import STOPPED, TEXT, Sink, TurnReader, decode, think_ids
 from . import CALL_PREFIX, CALL_SUFFIX, IM_END, THINK_BEGIN, THINK_END, TOOL_CALL, TOOL_CALL_END, call_id
 
 if TYPE_CHECKING:
@@ -59,70 +57,38 @@ def _read_open_call(text: str) -> tuple[str, str] | None:
     return name, text[match.end():].strip()
 
 
-_TEXT, _THINK, _CALL, _STOPPED = range(4)
+_CALL = STOPPED + 1
 
 
-class QwenReader:
+class QwenReader(TurnReader):
     """Qwen3's output reader (one per sequence)."""
 
     def __init__(self, vocabulary: "Vocabulary", in_reasoning: bool) -> None:
-        self._think_begin, self._think_end = think_ids(vocabulary, THINK_BEGIN, THINK_END)
-        if in_reasoning and self._think_begin is None:
-            raise TokenizerError("in_reasoning=True but the tokenizer has no think tokens")
-        self._stop = vocabulary.token_id(IM_END)
         self._open = vocabulary.token_id(TOOL_CALL)
         self._close = vocabulary.token_id(TOOL_CALL_END)
-        self._token_bytes = vocabulary.token_bytes
-        self._size = vocabulary.vocab_size
-        self._mode = _THINK if in_reasoning else _TEXT
+        super().__init__(vocabulary, vocabulary.token_id(IM_END), think_ids(vocabulary, THINK_BEGIN, THINK_END),
+                         (self._open, self._close), in_reasoning)
         self._call = bytearray()
         self._calls = 0
 
-    @property
-    def stopped(self) -> bool:
-        return self._mode == _STOPPED
-
-    def step(self, token_id: int, sink: Sink) -> None:
-        mode = self._mode
-        if mode == _STOPPED or (token_id := valid_id(token_id, self._size)) is None:
-            return
-        if token_id == self._stop:
-            self.finish(sink)
-        elif token_id == self._open:
+    def _marker(self, token_id: int, sink: Sink) -> None:
+        if token_id == self._open:
             self._call.clear()
             self._mode = _CALL
-        elif token_id == self._close:
-            if mode == _CALL:
-                self._end_call(sink)
-                self._mode = _TEXT
-        elif token_id == self._think_begin:
-            if mode == _TEXT:
-                self._mode = _THINK
-        elif token_id == self._think_end:
-            if mode == _THINK:
-                self._mode = _TEXT
-        else:
-            data = self._token_bytes(token_id)
-            if not data:
-                return
-            if mode == _TEXT:
-                sink.content(data)
-            elif mode == _THINK:
-                sink.reasoning(data)
-            else:
-                self._call += data
+        elif self._mode == _CALL:  # the call's end
+            self._end_call(sink)
+            self._mode = TEXT
 
-    def finish(self, sink: Sink) -> None:
-        """End the turn: a call still open is incomplete (idempotent)."""
-        if self._mode == _STOPPED:
-            return
+    def _call_text(self, data: bytes, sink: Sink) -> None:
+        self._call += data
+
+    def _end_turn(self, sink: Sink) -> None:
+        """A call still open is incomplete (reported when its name can be read)."""
         if self._mode == _CALL:
             read = _read_open_call(decode(self._call))
             if read is not None:
                 self._report(sink, *read)
                 sink.call_incomplete(self._calls - 1)
-        self._mode = _STOPPED
-        sink.stop()
 
     def _end_call(self, sink: Sink) -> None:
         read = read_call(decode(self._call))
