@@ -933,18 +933,23 @@ def register_tool_parser() -> None:
         parsers = _tool_parsers()
         for name, (tool_parser, _) in parsers.items():  # vLLM's own plugin API for tool parsers
             ToolParserManager.register_lazy_module(name, "enforcer.integrations.vllm_tool_parser", tool_parser)
-        # Why the lookup is still wrapped (vLLM 0.32, read in vllm/parser/parser_manager.py and
-        # vllm/parser/abstract_parser.py): the plugin APIs (ToolParserManager.register_module /
-        # register_lazy_module, --tool-parser-plugin, vllm.general_plugins) register ToolParser
-        # classes only; there is no registry of server Parser classes. ParserManager._compose_parser
-        # wraps every registered tool parser in a DelegatingParser subclass (special cases are
-        # hard-coded by name: harmony, hf, kimi_k3, cohere_command3/4, minicpmv), whose
-        # non-streaming parse() hands the tool parser the output *text* only
-        # (ToolParser.extract_tool_calls(model_output, request)): the token ids, which are the
-        # only way to tell a marker from text that spells it, never reach a ToolParser. So for
-        # our names alone, the composed class is swapped for the id-based _EnforcedParser; every
-        # other name gets vLLM's own class untouched. The wrap is installed once (idempotent) and
-        # keeps vLLM's tool_strict_level.
+        # Why the lookup is still wrapped (vLLM 0.32.0, re-read in vllm/parser/parser_manager.py,
+        # vllm/parser/abstract_parser.py, vllm/tool_parsers/abstract_tool_parser.py and
+        # vllm/parser/engine/adapters.py): every plugin API registers ToolParser classes only
+        # (ToolParserManager.register_module / register_lazy_module, used above;
+        # --tool-parser-plugin, which imports a module that calls them; vllm.general_plugins, how
+        # this function runs). ParserManager has no registry: get_parser -> _compose_parser builds
+        # the server's Parser class itself, special cases hard-coded by name (harmony, hf,
+        # kimi_k3, cohere_command3/4, minicpmv), else a DelegatingParser subclass around the
+        # registered tool parser. The serving layer hands that Parser the output token ids
+        # (parse(..., model_output_token_ids=...)), but DelegatingParser.parse -> _extract_tool_calls
+        # hands the tool parser the *text* only (ToolParser.extract_tool_calls(model_output,
+        # request)); vLLM's own id-aware parser engines reach it through the same door
+        # (ParserEngineToolAdapter.extract_tool_calls takes model_output text). The ids are the only
+        # way to tell a marker from text that spells it, and no registrable class receives them in
+        # a non-streaming response. So for our names alone the composed class is swapped for the
+        # id-based _EnforcedParser; every other name gets vLLM's own class untouched. The wrap is
+        # installed once (idempotent) and keeps vLLM's tool_strict_level.
         original = ParserManager.__dict__["get_parser"].__func__
         if getattr(original, "_enforcer_routed", False):
             return
