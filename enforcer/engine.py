@@ -24,6 +24,15 @@ if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this mod
     from .tools import CompiledTools
 
 
+class Argument(NamedTuple):
+    """The argument a split-argument call is writing: its key (index into the tool's
+    :class:`~enforcer.arguments.SplitArguments` keys; ``len(keys)``: an undeclared key) and the
+    JSON type its tag named (index into ``VALUE_TYPES``)."""
+
+    key: int
+    type: int
+
+
 class Frame(NamedTuple):
     """The place a matcher stands at and what the turn knows there (immutable), made by
     :meth:`CompiledTools.enter` when a control token is taken or the first free text moves to
@@ -39,8 +48,8 @@ class Frame(NamedTuple):
     """Index of the called tool; None until a call names one."""
     written: int
     """Bitmask of the argument keys written in this call (split-argument formats)."""
-    value: int
-    """The current argument as ``key * 8 + type`` (index into ``VALUE_TYPES``)."""
+    value: Argument | None
+    """The argument being written (None: outside an argument's value and tag)."""
     start: int
     """Position of the first token of this place's text."""
     rule: Any
@@ -61,14 +70,16 @@ class MatcherState(NamedTuple):
 
 
 class _Part(NamedTuple):
-    """One recorded span of a completed call's text: ``value`` (-1: JSON arguments, ``_NAMED``: a
-    whole named-JSON call text, else ``key * 8 + type``), token positions ``[start, end)``, and
-    for a split argument the position of its tag's text."""
+    """One recorded span of a completed call's text, token positions ``[start, end)``: the kind
+    of the place that held it (``"json"``: the JSON arguments, ``"named"``: a whole named-JSON
+    call text, ``"value"``: one argument's value, with its ``argument`` and the position of its
+    tag's text)."""
 
-    value: int
+    kind: str
     start: int
     end: int
-    tag: int
+    argument: Argument | None = None
+    tag: int = -1
 
 
 class _Call(NamedTuple):
@@ -82,9 +93,6 @@ class _Call(NamedTuple):
 
 _CALL_OPENERS = ("header", "tag", "named")
 """Kinds of text that name a call (entering one starts a call's arguments afresh)."""
-_NAMED = -2
-"""A recorded part that is a whole :class:`~enforcer.formats.NamedJson` call text (-1: JSON
-arguments)."""
 
 
 class ToolCallMatcher(Matcher):
@@ -95,7 +103,7 @@ class ToolCallMatcher(Matcher):
 
     def __init__(self, tools: CompiledTools, place: int, counter: int) -> None:
         self._tools = tools
-        self._stack: list[tuple[Frame, int]] = [(tools.enter(place, counter, None, 0, 0, 0), 0)]
+        self._stack: list[tuple[Frame, int]] = [(tools.enter(place, counter, None, 0, None, 0), 0)]
         """(frame, text rule state) after ``k`` tokens, at ``k`` (a pair: a text token shares its
         frame with the previous step)."""
         self._tokens: list[int] = []
@@ -163,7 +171,7 @@ class ToolCallMatcher(Matcher):
             elif kind == "argtag":
                 key, type_index = rule.payload(tstate)
                 written |= 1 << key
-                value = key * 8 + type_index
+                value = Argument(key, type_index)
         if tools.kinds[target] in _CALL_OPENERS:
             written = 0
         if tools.ends_call[target]:
@@ -184,15 +192,15 @@ class ToolCallMatcher(Matcher):
             place, start = frame.place, frame.start
             kind = tools.kinds[place]
             if kind == "named":
-                parts.append(_Part(_NAMED, start, pos, -1))
+                parts.append(_Part(kind, start, pos))
                 break
             if kind in ("header", "tag"):
                 break
             if frames[pos + 1].place != place:
                 if kind == "json":
-                    parts.append(_Part(-1, start, pos, -1))
+                    parts.append(_Part(kind, start, pos))
                 elif kind == "value":
-                    parts.append(_Part(frame.value, start, pos, frames[start - 1].start))
+                    parts.append(_Part(kind, start, pos, frame.value, frames[start - 1].start))
         parts.reverse()
         self._calls.append(_Call(counter, tool, tuple(parts), len(self._tokens)))
 
@@ -278,15 +286,15 @@ class ToolCallMatcher(Matcher):
             def text(s: int, e: int) -> str:
                 return b"".join(data[t] for t in self._tokens[s:e]).decode("utf-8", "replace")
 
-            if parts and parts[0].value == _NAMED:
+            if parts and parts[0].kind == "named":
                 args = tools.named_json_arguments(text(parts[0].start, parts[0].end), tool)
-            elif parts and parts[0].value < 0:
+            elif parts and parts[0].kind == "json":
                 args = text(parts[0].start, parts[0].end)
             else:
                 keys = tools.arguments[tool].keys
                 args = arguments_json(
-                    (keys[v >> 3].name if v >> 3 < len(keys) else tools.extra_key_name(text(tag, s - 1), v & 7),
-                     VALUE_TYPES[v & 7], text(s, e)) for v, s, e, tag in parts)
+                    (keys[a.key].name if a.key < len(keys) else tools.extra_key_name(text(tag, s - 1), a.type),
+                     VALUE_TYPES[a.type], text(s, e)) for _, s, e, a, tag in parts)
             name = tools.tool_names[tool]
             out.append({"id": call_id(name, counter, tools.format.call_id), "type": "function",
                         "function": {"name": name, "arguments": args}})

@@ -19,7 +19,7 @@ import numpy as np
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
 from .automaton import Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
-from .engine import Frame, ToolCallMatcher
+from .engine import Argument, Frame, ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
                       Separator, Word, get_format)
@@ -140,16 +140,16 @@ class CompiledTools:
         self._rules: dict[tuple, Any] = {}
         self._masks: dict[tuple, np.ndarray] = {}
         self._torch: dict[tuple, Any] = {}
-        self._value_index: dict[tuple[int, int], CompiledSchema] = {}
+        self._value_index: dict[tuple[int, Argument], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
-                self.enter(place, fmt.first_index, None, 0, 0, 0)
+                self.enter(place, fmt.first_index, None, 0, None, 0)
         for i, split in enumerate(self.arguments):
             if split is None:
                 continue
             for j, key in enumerate((*split.keys, split.extra) if split.extra else split.keys):
                 for json_type, compiled in zip(key.types, key.values):
-                    self._value_index[(i, j * 8 + VALUE_TYPES.index(json_type))] = compiled
+                    self._value_index[(i, Argument(j, VALUE_TYPES.index(json_type)))] = compiled
         # made here, not when decoding reaches it: the budget check may refuse it
         self._named_rule = self._call_text_rule(self._named_json, 0) if self._named_json else None
 
@@ -166,7 +166,7 @@ class CompiledTools:
 
     # ---- the graph -------------------------------------------------------------------------
 
-    def enter(self, place: int, counter: int, tool: int | None, written: int, value: int,
+    def enter(self, place: int, counter: int, tool: int | None, written: int, value: Argument | None,
               start: int) -> Frame:
         """The matcher's frame on entering ``place`` (its text at its start: text state 0), with
         the place's text rule and exits resolved once (a text token reuses them)."""
@@ -205,7 +205,8 @@ class CompiledTools:
             self._exits[key] = hit
         return hit
 
-    def _rule_key(self, place: int, counter: int, tool: int | None, written: int, value: int) -> tuple | None:
+    def _rule_key(self, place: int, counter: int, tool: int | None, written: int,
+                  value: Argument | None) -> tuple | None:
         kind = self.kinds[place]
         if kind is None:
             return None
@@ -221,7 +222,8 @@ class CompiledTools:
             return (kind, tool, written)
         return (kind, tool, value)
 
-    def _rule(self, key: tuple, place: int, counter: int, tool: int | None, written: int, value: int) -> Any:
+    def _rule(self, key: tuple, place: int, counter: int, tool: int | None, written: int,
+              value: Argument | None) -> Any:
         """The text rule of ``place`` for that call, counter and argument (cached by ``key``)."""
         hit = self._rules.get(key)
         if hit is None:
@@ -230,7 +232,8 @@ class CompiledTools:
                 hit = self._rules.setdefault(key, hit)
         return hit
 
-    def _build_rule(self, place: int, counter: int, tool: int | None, written: int, value: int) -> Any:
+    def _build_rule(self, place: int, counter: int, tool: int | None, written: int,
+                    value: Argument | None) -> Any:
         text = self.places[place].text
         kind = self.kinds[place]
         byte_tokens = self.vocabulary.byte_tokens

@@ -257,7 +257,7 @@ def test_the_state_that_accepts_a_call_names_its_tool(family: Family) -> None:
         [(n, {"x": i}) for i, n in enumerate(order)]
     assert _both_parsers(family.vocab, family.format, ids)["tool_calls"] == matcher.calls
     call_place = compiled.place_index["call" if family.format == "qwen3" else "header"]
-    rule = compiled.enter(call_place, 0, None, 0, 0, 0).rule
+    rule = compiled.enter(call_place, 0, None, 0, None, 0).rule
     for name in names:  # the payload of the state each call text ends in, read directly
         text = compiled.places[call_place].text
         data = (text.head(name) + '{"x": 7}' + text.suffix if family.format == "qwen3" else name).encode()

@@ -149,9 +149,9 @@ def detect_format(tokens: Container[str]) -> str:
 def load_vocabulary(model_config: Any) -> Vocabulary:
     """The :class:`Vocabulary` of the engine's tokenizer, as wide as the model's logits.
 
-    Raises ``ValueError`` when the engine has no tokenizer or the tokenizer has neither the K2
-    tool tokens nor the K3 control tokens (:func:`detect_format`, checked before the vocabulary
-    is read), and the vocabulary's own errors. Cached per (tokenizer, revision, width); the
+    Raises ``ValueError`` when the engine has no tokenizer or the tokenizer has the marker
+    tokens of no registered family (:func:`detect_format`, checked before the vocabulary is
+    read), and the vocabulary's own errors. Cached per (tokenizer, revision, width); the
     first call reads the tokenizer (~0.3 s for 150k ids).
     """
     if getattr(model_config, "skip_tokenizer_init", False):
@@ -218,8 +218,8 @@ class BatchEnforcer:
     row from a request's settings and prompt (compiles through the shared LRU of
     :func:`compile_tools`), ``advance`` feeds it the tokens generated since, ``constrain``
     writes the masks of many rows into the logits. ``format``: the engine's tool-call format
-    (default: :func:`detect_format` on the vocabulary, once; ``ValueError`` when it is neither
-    K2 nor K3); a request's ``format`` setting overrides it for that request.
+    (default: :func:`detect_format` on the vocabulary, once; ``ValueError`` when no registered
+    family matches); a request's ``format`` setting overrides it for that request.
     Lifetime: one per processor instance.
     Cost per step and row: one ``accept_token``, one ``fill_bitmask`` (a 19 KB copy for 150k
     ids), one dictionary lookup on the mask bytes, then, on a CPU, writes of the mask's shorter id
@@ -588,8 +588,9 @@ def _draft_prefix(tokens: Sequence[int]) -> list[int]:
 
 
 class ToolCallLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
-    """Enforces Kimi K2 or K3 tool calls (the format of the engine's tokenizer), per request, in
-    a vLLM engine (V1 and Model Runner V2).
+    """Enforces the tool calls of the engine tokenizer's format family (Kimi K2, Kimi K3,
+    Qwen3, DeepSeek-V3.1: any in :mod:`enforcer.formats.registry`), per request, in a vLLM
+    engine (V1 and Model Runner V2).
 
     Enabled by installing the package (entry point ``vllm.logits_processors``) or explicitly:
     ``LLM(..., logits_processors=[ToolCallLogitsProcessor])`` /
