@@ -67,7 +67,8 @@ class Word:
 @dataclass(frozen=True)
 class CallHeader:
     """Text naming the call: ``template`` with ``{name}`` (a declared tool name) and ``{index}``
-    (the call counter), matched byte by byte in any tokenization."""
+    (the call counter), matched byte by byte in any tokenization; the state that completes it
+    names the tool (:class:`~enforcer.text_rules.ChoiceRule`)."""
 
     template: str
 
@@ -92,7 +93,9 @@ class NamedJson:
     """A call written as one text: ``prefix`` (with ``{name}``: a declared tool name, JSON-string
     escaped), that tool's arguments as one JSON object under its ``parameters`` schema, then
     ``suffix``; matched byte by byte in any tokenization, as one automaton (the arguments' schema
-    depends on the name written). The call's arguments are the text between prefix and suffix."""
+    depends on the name written) whose accepting state names the tool
+    (:class:`~enforcer.text_rules.ChoiceRule`). The call's arguments are the text between prefix
+    and suffix."""
 
     prefix: str
     suffix: str
