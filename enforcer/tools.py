@@ -214,8 +214,10 @@ class CompiledTools:
             return (place,)
         if kind == "named":
             return (kind,)
-        if kind in ("header", "tag"):
+        if kind == "tag" or (kind == "header" and "{index}" in self.places[place].text.template):
             return (kind, counter)
+        if kind == "header":  # a header without the counter (DeepSeek-V3.1's bare name): one rule
+            return (kind,)
         if kind == "json":
             return (kind, tool)
         if kind == "argtag":
