@@ -92,7 +92,9 @@ class _Call(NamedTuple):
 
 
 _CALL_OPENERS = ("header", "tag", "named")
-"""Kinds of text that name a call (entering one starts a call's arguments afresh)."""
+"""Kinds of text that name a call: entering one starts a call's arguments afresh, and the state
+of its rule that completes the text names the tool (the rule's payload; the text is never read
+again)."""
 
 
 class ToolCallMatcher(Matcher):
