@@ -212,6 +212,24 @@ cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize
     return out
 
 
+cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t needed) noexcept nogil:
+    """``buffer`` (int32 items) reallocated to hold at least ``needed`` items (capacity
+    doubles); NULL when memory runs out (``buffer`` is then freed)."""
+    cdef Py_ssize_t size = capacity[0]
+    if needed <= size and buffer != NULL:
+        return buffer
+    if size < 64:
+        size = 64
+    while size < needed:
+        size *= 2
+    cdef int32_t* out = <int32_t*>realloc(buffer, size * sizeof(int32_t))
+    if out == NULL:
+        free(buffer)
+        return NULL
+    capacity[0] = size
+    return out
+
+
 cdef class SubsetConstruction:
     """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
     and epsilon edges) plus embedded DFA blocks (states ``base..base+size`` whose edges are the
@@ -1009,3 +1027,152 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
                 order[found] = t
                 found += 1
     return order_arr[:found]
+
+
+# --------------------------------------------------------------------------------------------
+# Token trie
+
+
+def build_trie(const uint8_t[::1] flat, const int64_t[::1] offsets, const int64_t[::1] lengths):
+    """The trie of tokens sorted by their bytes (positions ``0..n-1`` of a token index), in
+    preorder: node 0 is the root (the empty prefix), a node's first child follows it and its
+    subtree ends at ``end[node]``. Returns (byte read into each node uint8, subtree end int32,
+    first and past-last position of the tokens spelled by each node int32: a range, so tokens
+    with equal bytes share their node). Cost: one pass over the bytes."""
+    import numpy as np
+
+    cdef Py_ssize_t n = offsets.shape[0], p, d, total = 1, node
+    cdef int64_t prev_start = 0, prev_length = 0, start, length, lcp, limit, depth = 0, max_length = 0
+    for p in range(n):
+        if lengths[p] > max_length:
+            max_length = lengths[p]
+    lcp_arr = np.zeros(n, dtype=np.int64)
+    cdef int64_t[::1] lcps = lcp_arr
+    for p in range(n):
+        start = offsets[p]
+        length = lengths[p]
+        limit = prev_length if prev_length < length else length
+        lcp = 0
+        while lcp < limit and flat[start + lcp] == flat[prev_start + lcp]:
+            lcp += 1
+        lcps[p] = lcp
+        total += length - lcp
+        prev_start = start
+        prev_length = length
+    byte_arr = np.zeros(total, dtype=np.uint8)
+    end_arr = np.zeros(total, dtype=np.int32)
+    first_arr = np.zeros(total, dtype=np.int32)
+    last_arr = np.zeros(total, dtype=np.int32)
+    open_arr = np.zeros(max_length + 1, dtype=np.int64)
+    cdef uint8_t[::1] node_byte = byte_arr
+    cdef int32_t[::1] node_end = end_arr
+    cdef int32_t[::1] node_first = first_arr
+    cdef int32_t[::1] node_last = last_arr
+    cdef int64_t[::1] open_at = open_arr  # open_at[d]: the node of depth d on the current path
+    node = 1
+    for p in range(n):
+        start = offsets[p]
+        length = lengths[p]
+        lcp = lcps[p]
+        while depth > lcp:  # close the previous path below the shared prefix
+            node_end[open_at[depth]] = <int32_t>node
+            depth -= 1
+        for d in range(lcp, length):
+            node_byte[node] = flat[start + d]
+            node_first[node] = <int32_t>p
+            node_last[node] = <int32_t>p
+            depth += 1
+            open_at[depth] = node
+            node += 1
+        node_last[open_at[depth]] = <int32_t>(p + 1)  # the token ends at the path's last node
+    while depth > 0:
+        node_end[open_at[depth]] = <int32_t>node
+        depth -= 1
+    node_end[0] = <int32_t>node
+    return byte_arr, end_arr, first_arr, last_arr
+
+
+def walk_trie(const int32_t[:, ::1] table, const uint8_t[::1] built, const uint8_t[::1] node_byte,
+              const int32_t[::1] node_end, const int32_t[::1] node_first, const int32_t[::1] node_last,
+              const int64_t[::1] ids, const int32_t[::1] start_nodes, const int32_t[::1] start_states,
+              uint32_t[::1] mask, Py_ssize_t max_depth):
+    """Walk the token trie (:func:`build_trie`) through a DFA table, depth first, from each
+    ``(start_nodes[k], start_states[k])``: the node's bytes are read and the DFA stands at that
+    (built) state. Every token whose node the walk reaches alive gets its id's bit set in
+    ``mask``; a dead byte prunes the whole subtree at once. A child subtree whose state is not
+    built yet comes back as pending: returns None, or (nodes, states) to resume from once those
+    rows exist. Cost: one table lookup per child of a live node (GIL released)."""
+    import numpy as np
+
+    cdef Py_ssize_t num_states = table.shape[0], k, top, cap = 0, pending = 0, f
+    cdef int32_t c, s, t, q, q_end
+    cdef int64_t tid
+    cdef int32_t* frame_state = <int32_t*>malloc((max_depth + 2) * sizeof(int32_t))
+    cdef int32_t* frame_next = <int32_t*>malloc((max_depth + 2) * sizeof(int32_t))
+    cdef int32_t* frame_stop = <int32_t*>malloc((max_depth + 2) * sizeof(int32_t))
+    cdef int32_t* pend_nodes = NULL
+    cdef int32_t* pend_states = NULL
+    cdef Py_ssize_t pend_cap = 0, pend_cap2 = 0
+    cdef bint failed = False
+    if frame_state == NULL or frame_next == NULL or frame_stop == NULL:
+        free(frame_state); free(frame_next); free(frame_stop)
+        raise MemoryError()
+    with nogil:
+        for k in range(start_nodes.shape[0]):
+            frame_state[0] = start_states[k]
+            frame_next[0] = start_nodes[k] + 1
+            frame_stop[0] = node_end[start_nodes[k]]
+            top = 1
+            while top:
+                f = top - 1
+                c = frame_next[f]
+                if c >= frame_stop[f]:
+                    top -= 1
+                    continue
+                frame_next[f] = node_end[c]
+                t = table[frame_state[f], node_byte[c]]
+                if t < 0:
+                    continue
+                q_end = node_last[c]
+                q = node_first[c]
+                if q < q_end:
+                    while q < q_end:
+                        tid = ids[q]
+                        mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
+                        q += 1
+                if node_end[c] == c + 1:  # a leaf
+                    continue
+                if t < num_states and built[t]:
+                    frame_state[top] = t
+                    frame_next[top] = c + 1
+                    frame_stop[top] = node_end[c]
+                    top += 1
+                    continue
+                if pending == pend_cap:
+                    pend_cap2 = pend_cap
+                    pend_nodes = _grow_nogil(pend_nodes, &pend_cap, pending + 1)
+                    pend_states = _grow_nogil(pend_states, &pend_cap2, pending + 1)
+                    if pend_nodes == NULL or pend_states == NULL:
+                        failed = True
+                        break
+                pend_nodes[pending] = c
+                pend_states[pending] = t
+                pending += 1
+            if failed:
+                break
+    free(frame_state); free(frame_next); free(frame_stop)
+    if failed:
+        free(pend_nodes); free(pend_states)
+        raise MemoryError()
+    if not pending:
+        free(pend_nodes); free(pend_states)
+        return None
+    nodes_arr = np.empty(pending, dtype=np.int32)
+    states_arr = np.empty(pending, dtype=np.int32)
+    cdef int32_t[::1] out_nodes = nodes_arr
+    cdef int32_t[::1] out_states = states_arr
+    for k in range(pending):
+        out_nodes[k] = pend_nodes[k]
+        out_states[k] = pend_states[k]
+    free(pend_nodes); free(pend_states)
+    return nodes_arr, states_arr
