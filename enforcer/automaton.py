@@ -16,7 +16,7 @@ import hashlib
 from array import array
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -626,6 +626,10 @@ class DFA(_Reading):
         """(table, built flags as uint8) for the compiled walk: every row is built."""
         return self.transitions, np.ones(self.num_states, dtype=np.uint8)
 
+    def building_walk(self, walk: Callable[..., tuple]) -> tuple:
+        """``walk(table, built flags, None)``: a built DFA has no row to build."""
+        return walk(*self.kernel_view(), None)
+
     def ranges(self, state: int) -> list[tuple[int, int, int]]:
         """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges. All states'
         ranges are found at once on first use (vectorised over the table) and kept."""
@@ -993,10 +997,19 @@ class _Determiniser:
         if self._kernel is None:
             out[:] = self.row_reference(i, max_states)
             return
-        before = self._kernel.num_states
         if self._kernel.row(i, out, -1 if max_states is None else max_states) < 0:
             raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
-        self.accepting.extend(self._kernel.accepting(before))
+        self.sync_accepting()
+
+    @property
+    def kernel(self) -> "SubsetConstruction | None":
+        """The compiled subset construction (None: the Python one builds the rows)."""
+        return self._kernel
+
+    def sync_accepting(self) -> None:
+        """Extend :attr:`accepting` with the states the compiled construction created since."""
+        if len(self.accepting) < self._kernel.num_states:
+            self.accepting.extend(self._kernel.accepting(len(self.accepting)))
 
     def row_reference(self, i: int, max_states: int | None) -> list[int]:
         """Transitions of DFA state ``i`` (creating the states they lead to), in Python."""
@@ -1182,46 +1195,58 @@ class LazyDFA(_Reading):
         return self._table
 
     def row(self, state: int) -> Sequence[int]:
+        """The row of ``state`` as a tuple (the form byte-by-byte walks read; made on first
+        read, the row itself built on demand)."""
         r = self.rows[state]
         if r is None:
-            r = self._build(state)
+            if not self._built[state]:
+                self._build_rows((state,))
+            # immutable: the collector stops tracking it
+            r = self.rows[state] = tuple(self._table[state].tolist())
         return r
 
     def array_row(self, state: int) -> np.ndarray:
         """The row of ``state`` as a numpy view (built on demand)."""
-        if self.rows[state] is None:
-            self._build(state)
+        if not self._built[state]:
+            self._build_rows((state,))
         return self._table[state]
 
-    def _build(self, state: int) -> Sequence[int]:
+    def _build_rows(self, states: Iterable[int]) -> None:
+        """Build the rows of ``states`` (existing states) straight into the table, then check
+        the budget once. Cost: the subset construction of each row (a compiled call)."""
         det = self._determiniser()
         with self._lock:
-            r = self.rows[state]
-            if r is not None:
-                return r
-            r = np.empty(256, dtype=np.int32)
-            det.row_into(state, r, None)
-            n = det.num_states
-            if n > self._table.shape[0]:
-                size = max(n, 2 * self._table.shape[0])
-                table = np.full((size, 256), DEAD, dtype=np.int32)
-                table[: self._table.shape[0]] = self._table
-                built = np.zeros(size, dtype=bool)
-                built[: self._built.shape[0]] = self._built
-                self._table, self._built = table, built
-            self.rows.extend([None] * (n - len(self.rows)))
-            self._table[state] = r
-            self._built[state] = True
-            self._num_built += 1
-            r = self.rows[state] = tuple(r.tolist())  # immutable: the collector stops tracking it
-            if self.exhausted is None:
+            for state in states:
+                if self._built[state]:
+                    continue
+                det.row_into(state, self._table[state], None)
+                self._built[state] = True
+                self._num_built += 1
+                self._grow(det.num_states)
+            self._rows_added()
+
+    def _grow(self, n: int) -> None:
+        """Room in the table and flags for ``n`` states (capacity doubles); under the lock."""
+        if n > self._table.shape[0]:
+            size = max(n, 2 * self._table.shape[0])
+            table = np.full((size, 256), DEAD, dtype=np.int32)
+            table[: self._table.shape[0]] = self._table
+            built = np.zeros(size, dtype=bool)
+            built[: self._built.shape[0]] = self._built
+            self._table, self._built = table, built
+
+    def _rows_added(self) -> None:
+        """After rows were built: room for the states they created, and the budget checked."""
+        n = self._det.num_states
+        self._grow(n)
+        self.rows.extend([None] * (n - len(self.rows)))
+        if self.exhausted is None:
                 if n > self.max_states:
                     self.exhausted = f"{self.max_states:,} states (max_states)"
                 elif self.memory_size_bytes() > self.max_bytes:
                     self.exhausted = f"{self.max_bytes >> 20:,} MiB (max_automaton_bytes)"
                 if self.exhausted is not None:
                     self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
-            return r
 
     def memory_size_bytes(self) -> int:
         """Bytes held (estimate for the Python parts): the table, the rows built so far as lists,
@@ -1236,6 +1261,20 @@ class LazyDFA(_Reading):
         with self._lock:
             return self._table, self._built.view(np.uint8)
 
+    def building_walk(self, walk: Callable[..., tuple]) -> tuple:
+        """``walk(table, built flags, builder)`` under the lock, ``builder`` the compiled subset
+        construction (None without it): a compiled walk may build the rows it reaches straight
+        into the table and flags, and returns how many it built last in its tuple; those are
+        accounted for here (new states, the budget)."""
+        det = self._determiniser()
+        with self._lock:
+            result = walk(self._table, self._built.view(np.uint8), det.kernel)
+            if result[-1]:
+                self._num_built += result[-1]
+                det.sync_accepting()
+                self._rows_added()
+        return result
+
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist)."""
         return self._determiniser().embedding(state)
@@ -1245,8 +1284,7 @@ class LazyDFA(_Reading):
         :class:`AutomatonBudgetError` once the automaton is :attr:`exhausted`."""
         missing = states[~self._built[states]] if states.size else states
         if missing.size:
-            for s in np.unique(missing).tolist():
-                self._build(s)
+            self._build_rows(np.unique(missing).tolist())
         if self.exhausted is not None:
             raise AutomatonBudgetError(self.exhausted)
         return self._table

@@ -113,24 +113,32 @@ def walk_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, positions: np
         dfa.ensure(np.unique(states))
 
 
+_ROWS_PER_WALK = 1024
+"""Rows a trie walk builds before it hands back to the automaton's budget check."""
+
+
 def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int) -> np.ndarray:
     """Packed int32 mask of every token whose bytes ``dfa`` accepts from ``state``: the
-    compiled depth-first walk of the vocabulary's token trie (:func:`enforcer._kernels.walk_trie`,
-    GIL released), where a dead byte prunes every token under it at once; a lazy DFA builds
-    the rows the walk stops at, and the walk resumes there. Same result as
-    :func:`reference_mask`; needs the compiled kernels (:attr:`TokenIndex.trie` not None)."""
+    compiled depth-first walk of the vocabulary's token trie (:func:`enforcer._kernels.walk_trie`),
+    where a dead byte prunes every token under it at once. A lazy DFA's rows are built as the
+    walk reaches them (by the compiled subset construction inside the walk, else between
+    resumed walks). Same result as :func:`reference_mask`; needs the compiled kernels
+    (:attr:`TokenIndex.trie` not None)."""
     trie = index.trie
     words = np.zeros(index.words, dtype=np.uint32)
     dfa.array_row(state)  # the start row is built
     nodes = np.zeros(1, dtype=np.int32)
     states = np.full(1, state, dtype=np.int32)
     while True:
-        table, built = dfa.kernel_view()
-        pending = walk_trie(table, built, trie.byte, trie.end, trie.first, trie.last, index.ids, nodes, states,
-                            words, index.max_length)
-        if pending is None:
+        def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
+            return walk_trie(table, built, trie.byte, trie.end, trie.first, trie.last, index.ids, nodes, states,
+                             words, index.max_length, builder, table if builder is not None else None,
+                             built if builder is not None else None, _ROWS_PER_WALK)
+
+        pending_nodes, pending_states, _ = dfa.building_walk(walk)
+        if pending_nodes is None:
             return words.view(np.int32)
-        nodes, states = pending
+        nodes, states = pending_nodes, pending_states
         dfa.ensure(np.unique(states))
 
 
@@ -186,6 +194,7 @@ class TokenIndex:
         self.exit_positions = owners[leaves]
         self.safe = np.ones(len(blobs), dtype=bool)
         self.safe[owners] = False
+        self._raw_body: np.ndarray | None = None
         self._string_body_mask: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
         self.shared: LRU[np.ndarray] = LRU(4096)
@@ -193,8 +202,15 @@ class TokenIndex:
         compiled object: per remaining length of a bounded string, per embedded state."""
 
     def _raw_body_positions(self) -> np.ndarray:
-        safe = np.flatnonzero(self.safe)
-        return walk_positions(self, _RAW_STRING_DFA, 0, safe)
+        """Positions of the tokens a raw string body reads from a character boundary (computed
+        once: the trie walk when built, else the numpy walk over the safe tokens)."""
+        if self._raw_body is None:
+            if self.trie is not None:
+                bits = np.unpackbits(trie_mask(self, _RAW_STRING_DFA, 0).view(np.uint8), bitorder="little")
+                self._raw_body = np.flatnonzero(bits[self.ids])
+            else:
+                self._raw_body = walk_positions(self, _RAW_STRING_DFA, 0, np.flatnonzero(self.safe))
+        return self._raw_body
 
     def body_chars(self) -> np.ndarray:
         """Per position: the characters a safe token starts when read inside a raw string body
@@ -261,7 +277,9 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
     if hit is not None:
         return hit
     index = TokenIndex(vocabulary)
-    index.string_body_mask()  # per-vocabulary work, done with the index rather than on a first request
+    # per-vocabulary work, done with the index rather than on a first request
+    index.string_body_mask()
+    index.body_chars()
     return _INDEX_CACHE.put(vocabulary.fingerprint, index)
 
 

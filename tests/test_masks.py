@@ -53,10 +53,13 @@ def test_trie_walk_matches_reference_on_every_state(kimi_vocab) -> None:
         assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), state
 
 
-def test_trie_walk_resumes_in_a_lazy_automaton(kimi_vocab) -> None:
-    """On a lazy DFA the trie walk stops at rows not built yet and resumes once they are: the
-    masks of the first states of a fresh automaton (keys, an enum, a pattern) equal the plain
-    walk's, which sees the rows the trie walk built."""
+@pytest.mark.parametrize("rows_per_walk", [0, 1, 1024])
+def test_trie_walk_builds_a_lazy_automaton(kimi_vocab, monkeypatch, rows_per_walk) -> None:
+    """On a lazy DFA the trie walk builds the rows it reaches (up to ``rows_per_walk`` per
+    compiled call), stops at the others and resumes once they are built: the masks of the first
+    states of a fresh automaton (keys, an enum, a pattern) equal the plain walk's, which sees the
+    rows the trie walk built. 0 rows per walk: every new row goes through the resumed walk."""
+    monkeypatch.setattr(masks, "_ROWS_PER_WALK", rows_per_walk)
     index = token_index(kimi_vocab)
     node = seq(literal('{"'), alt(literal("alpha"), literal("alphabet"), literal("beta")), literal('": "'),
                repeat(codepoints([(0x41, 0x5A)]), 2, 5), literal('"}'))
