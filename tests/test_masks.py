@@ -160,10 +160,14 @@ def test_instances_match_reference(kimi_tokenizer, kimi_vocab) -> None:
 
 
 def test_bounded_strings_share_per_length_masks(kimi_vocab) -> None:
-    """Between two characters of a maxLength string the safe tokens come from the shared
-    per-length mask: a second schema with another bound reuses the lengths the first made."""
+    """Between two characters of a maxLength string the safe tokens come from the per-vocabulary
+    table of masks by remaining length: each row holds exactly the raw-body tokens of at most
+    that many characters, and a bounded string's mask is built on it."""
     index = token_index(kimi_vocab)
-    index.shared.clear()
+    chars = index.body_chars()
+    for remaining in (0, 1, 2, 5, 50, 10**6):
+        expected = pack_ids(index.ids[(chars >= 0) & (chars <= remaining)], index.words)
+        assert np.array_equal(index.bounded_body_mask(remaining), expected), remaining
     clear_cache()
     compiled = compile_json_schema({"type": "string", "maxLength": 50}, kimi_vocab)
     matcher = compiled.matcher()
@@ -171,7 +175,8 @@ def test_bounded_strings_share_per_length_masks(kimi_vocab) -> None:
     matcher.fill_bitmask(bitmask)  # before the quote
     assert matcher.accept_token(kimi_vocab.encode_text('"')[0])
     matcher.fill_bitmask(bitmask)
-    assert index.shared.get(("bounded", 50)) is not None
+    body = bitmask[0] & index.bounded_body_mask(50)
+    assert np.array_equal(body, index.bounded_body_mask(50))  # every safe token of up to 50 characters
     assert assert_table_matches_reference(compiled.masks) == 2
 
 
