@@ -624,55 +624,82 @@ cdef class SubsetConstruction:
         return self.n_sets
 
 
-def embeds_at(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state,
-              const uint8_t[::1] columns, Py_ssize_t max_pairs):
-    """Whether automaton ``inner`` embeds in ``table`` at ``state``: every pair (inner state,
-    table state) reachable from (0, ``state``) over the bytes with ``columns[b]`` set agrees on
-    which of those bytes are dead, and there are at most ``max_pairs`` such pairs. Returns 1 or
-    0, or ``-(s + 2)`` when row ``s`` of ``table`` is not built yet (build it and ask again).
-    Cost: one row comparison per pair."""
-    cdef int32_t seen_u[256]
-    cdef int32_t seen_d[256]
-    cdef Py_ssize_t n_seen = 1, top = 1, k, j
-    cdef int32_t u, d, ub, db
-    cdef int b
-    cdef Py_ssize_t num_states = table.shape[0]
-    if max_pairs > 255:
-        max_pairs = 255
-    seen_u[0] = 0
-    seen_d[0] = state
-    # the stack holds indices into seen (each pair is pushed once, when first seen)
-    cdef Py_ssize_t stack[256]
-    stack[0] = 0
-    while top:
-        top -= 1
-        k = stack[top]
-        u = seen_u[k]
-        d = seen_d[k]
-        if d < 0 or d >= num_states or not built[d]:
-            return -(d + 2)
-        for b in range(256):
-            if not columns[b]:
-                continue
-            ub = inner[u, b]
-            db = table[d, b]
-            if (ub < 0) != (db < 0):
-                return 0
-            if ub < 0:
-                continue
-            for j in range(n_seen):
-                if seen_u[j] == ub and seen_d[j] == db:
-                    break
-            else:
-                if n_seen >= max_pairs:
-                    return 0
-                seen_u[n_seen] = ub
-                seen_d[n_seen] = db
-                stack[top] = n_seen
-                top += 1
-                n_seen += 1
-    return 1
+def embeds_within(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state,
+                  const uint8_t[::1] columns, Py_ssize_t max_depth, Py_ssize_t max_pairs,
+                  SubsetConstruction builder=None, int32_t[:, ::1] rows=None, uint8_t[::1] built_flags=None):
+    """Whether automaton ``inner`` embeds in ``table`` at ``state`` for walks of fewer than
+    ``max_depth`` bytes: every pair (inner state, table state) first reached from (0, ``state``)
+    over fewer than ``max_depth`` bytes with ``columns[b]`` set agrees on which of those bytes
+    are dead, and there are at most ``max_pairs`` such pairs (breadth first, so each pair is
+    counted once, at its least depth). With a ``builder`` (a lazy automaton's subset
+    construction; ``rows`` and ``built_flags`` the writable ``table`` and ``built``, under the
+    automaton's lock) unbuilt rows are built on the spot. Returns (verdict, rows built): the
+    verdict 1 or 0, or ``-(s + 2)`` when row ``s`` is past the table or cannot be built here
+    (build it and ask again). Cost: one row comparison per pair."""
+    import numpy as np
 
+    cdef Py_ssize_t num_states = table.shape[0], cap = 16, mask, h, n_seen = 1, level_start = 0, level_end = 1
+    cdef Py_ssize_t k, depth = 0, rows_built = 0
+    cdef int32_t u, d, ub, db
+    cdef int64_t key
+    cdef int b
+    cdef bint building = builder is not None
+    cdef int32_t* writable = NULL
+    cdef uint8_t* flags = NULL
+    if building:
+        if rows is None or built_flags is None or &rows[0, 0] != &table[0, 0] or &built_flags[0] != &built[0]:
+            raise ValueError("building needs the walked table and built flags as writable arrays")
+        writable = &rows[0, 0]
+        flags = &built_flags[0]
+    while cap < 2 * (max_pairs + 1):
+        cap *= 2
+    mask = cap - 1
+    keys_arr = np.full(cap, -1, dtype=np.int64)
+    pairs_arr = np.empty((max_pairs + 1, 2), dtype=np.int32)
+    cdef int64_t[::1] keys = keys_arr
+    cdef int32_t[:, ::1] pairs = pairs_arr
+    cdef int64_t stride = table.shape[0] + 1
+    pairs[0, 0] = 0
+    pairs[0, 1] = state
+    key = <int64_t>state
+    keys[<Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask] = key
+    while level_start < level_end and depth < max_depth:
+        for k in range(level_start, level_end):
+            u = pairs[k, 0]
+            d = pairs[k, 1]
+            if d >= num_states:
+                return -(d + 2), rows_built
+            if not built[d]:
+                if not building:
+                    return -(d + 2), rows_built
+                builder._row(d, writable + <Py_ssize_t>d * 256, -1)
+                flags[d] = 1
+                rows_built += 1
+            for b in range(256):
+                if not columns[b]:
+                    continue
+                ub = inner[u, b]
+                db = table[d, b]
+                if (ub < 0) != (db < 0):
+                    return 0, rows_built
+                if ub < 0:
+                    continue
+                key = <int64_t>ub * stride + db
+                h = <Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask
+                while keys[h] != -1 and keys[h] != key:
+                    h = (h + 1) & mask
+                if keys[h] == key:
+                    continue
+                if n_seen >= max_pairs:
+                    return 0, rows_built
+                keys[h] = key
+                pairs[n_seen, 0] = ub
+                pairs[n_seen, 1] = db
+                n_seen += 1
+        level_start = level_end
+        level_end = n_seen
+        depth += 1
+    return 1, rows_built
 
 def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] targets, int32_t end):
     """Which of ``n`` states reach ``end`` over the edges ``sources[k] -> targets[k]`` (a uint8

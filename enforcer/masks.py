@@ -19,9 +19,9 @@ from .lru import LRU
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import TOKEN_BYTES_LIMIT, build_trie, embeds_at, walk_tokens, walk_trie
+    from ._kernels import TOKEN_BYTES_LIMIT, build_trie, embeds_within, walk_tokens, walk_trie
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
-    TOKEN_BYTES_LIMIT, build_trie, embeds_at, walk_tokens, walk_trie = 0, None, None, None, None
+    TOKEN_BYTES_LIMIT, build_trie, embeds_within, walk_tokens, walk_trie = 0, None, None, None, None
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows, id lists and torch copies)."""
@@ -37,7 +37,7 @@ _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
 _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
-_MAX_BODY_PAIRS = 64  # a string loop spanning more (state, raw state) pairs is not recognised
+_MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
 
 _SMALL_WALK = 192  # below this many candidates a plain loop beats numpy's per-call overhead
@@ -117,21 +117,22 @@ _ROWS_PER_WALK = 1024
 """Rows a trie walk builds before it hands back to the automaton's budget check."""
 
 
-def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int) -> np.ndarray:
-    """Packed int32 mask of every token whose bytes ``dfa`` accepts from ``state``: the
+def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, trie: "TokenTrie | None" = None) -> np.ndarray:
+    """Packed int32 mask of every token of ``trie`` (default: the whole vocabulary's,
+    :attr:`TokenIndex.trie`) whose bytes ``dfa`` accepts from ``state``: the
     compiled depth-first walk of the vocabulary's token trie (:func:`enforcer._kernels.walk_trie`),
     where a dead byte prunes every token under it at once. A lazy DFA's rows are built as the
     walk reaches them (by the compiled subset construction inside the walk, else between
     resumed walks). Same result as :func:`reference_mask`; needs the compiled kernels
     (:attr:`TokenIndex.trie` not None)."""
-    trie = index.trie
+    trie = index.trie if trie is None else trie
     words = np.zeros(index.words, dtype=np.uint32)
     dfa.array_row(state)  # the start row is built
     nodes = np.zeros(1, dtype=np.int32)
     states = np.full(1, state, dtype=np.int32)
     while True:
         def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
-            return walk_trie(table, built, trie.byte, trie.end, trie.first, trie.last, index.ids, nodes, states,
+            return walk_trie(table, built, trie.byte, trie.end, trie.first, trie.last, trie.ids, nodes, states,
                              words, index.max_length, builder, table if builder is not None else None,
                              built if builder is not None else None, _ROWS_PER_WALK)
 
@@ -143,14 +144,21 @@ def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int) -> np.ndarray
 
 
 class TokenTrie(NamedTuple):
-    """The tokens of a :class:`TokenIndex` as a trie in preorder (see
+    """Tokens of a :class:`TokenIndex` (all, or a subset) as a trie in preorder (see
     :func:`enforcer._kernels.build_trie`): per node the byte read into it, where its subtree
-    ends, and the range of index positions of the tokens it spells."""
+    ends, and the range of the tokens it spells in ``ids`` (their token ids, in byte order)."""
 
     byte: np.ndarray
     end: np.ndarray
     first: np.ndarray
     last: np.ndarray
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, index: "TokenIndex", positions: np.ndarray) -> "TokenTrie":
+        """The trie of the tokens at ``positions`` (ascending) of ``index``."""
+        return cls(*build_trie(index.flat, index.offsets[positions], index.lengths[positions]),
+                   index.ids[positions])
 
 
 class TokenIndex:
@@ -177,10 +185,6 @@ class TokenIndex:
         self.max_length = int(self.lengths.max(initial=0))
         self.first = self.flat[self.offsets] if len(blobs) else np.zeros(0, dtype=np.uint8)
         self.pair_start = np.searchsorted(self.keys, np.arange(257 * 256 + 1), side="left")
-        self.trie: TokenTrie | None = None
-        """The token trie (~10 MB for 150k ids, ~5 ms to build); None without the compiled kernels."""
-        if build_trie is not None and len(blobs) and self.max_length < TOKEN_BYTES_LIMIT:
-            self.trie = TokenTrie(*build_trie(self.flat, self.offsets, self.lengths))
         self.all_text_ids = np.sort(self.ids)
         # tokens whose first byte outside a string body is a quote or a backslash: the only
         # ones whose fate from inside a free string depends on what follows the string (a
@@ -194,6 +198,16 @@ class TokenIndex:
         self.exit_positions = owners[leaves]
         self.safe = np.ones(len(blobs), dtype=bool)
         self.safe[owners] = False
+        self.trie: TokenTrie | None = None
+        """The token trie (~3 MB for 150k ids, ~5 ms to build); None without the compiled kernels."""
+        self.exit_trie: TokenTrie | None = None
+        """The trie of :attr:`exit_positions`' tokens (those a free string body may end with)."""
+        self.unsafe_trie: TokenTrie | None = None
+        """The trie of :attr:`unsafe_positions`' tokens (those holding a quote, backslash or control byte)."""
+        if build_trie is not None and len(blobs) and self.max_length < TOKEN_BYTES_LIMIT:
+            self.trie = TokenTrie.of(self, np.arange(len(blobs)))
+            self.exit_trie = TokenTrie.of(self, self.exit_positions)
+            self.unsafe_trie = TokenTrie.of(self, self.unsafe_positions)
         self._raw_body: np.ndarray | None = None
         self._string_body_mask: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
@@ -469,9 +483,12 @@ class MaskTable:
         if self._is_string_body(state):
             # most of the vocabulary stays inside the string: that part is shared by every free
             # string; only tokens that reach a quote or a backslash are walked here
-            exits = index.exit_positions
-            live_first = dfa.array_row(state)[index.first[exits]] >= 0
-            mask = walk_mask(index, dfa, state, exits[live_first])
+            if index.exit_trie is not None:
+                mask = trie_mask(index, dfa, state, index.exit_trie)
+            else:
+                exits = index.exit_positions
+                live_first = dfa.array_row(state)[index.first[exits]] >= 0
+                mask = walk_mask(index, dfa, state, exits[live_first])
             mask |= index.string_body_mask()
             return mask
         return None
@@ -480,55 +497,70 @@ class MaskTable:
         """``state`` stands at state ``inner`` of an embedded automaton that only unsafe bytes
         (quote, backslash, control) can leave: the safe tokens' part of the mask depends on that
         automaton alone and is shared (:func:`safe_part`); the unsafe tokens whose first unsafe
-        byte can be read there are walked here (usually a few hundred)."""
+        byte can be read there are walked here (usually a few hundred; by a trie walk when
+        built, where a dead byte prunes its subtree)."""
         index = self.index
         readable = leaving | block_bytes(block.dfa)
-        unsafe = index.unsafe_positions[readable[index.first_unsafe]]
-        unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
-        mask = walk_mask(index, self.dfa, state, unsafe)
+        if index.unsafe_trie is not None:
+            # a token whose first unsafe byte cannot be read dies there: without a readable
+            # control byte only those that first reach a quote or a backslash can live
+            trie = index.unsafe_trie if readable[:0x20].any() else index.exit_trie
+            mask = trie_mask(index, self.dfa, state, trie)
+        else:
+            unsafe = index.unsafe_positions[readable[index.first_unsafe]]
+            unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
+            mask = walk_mask(index, self.dfa, state, unsafe)
         mask |= safe_part(index, block.dfa, inner)
         return mask
 
     def _is_string_body(self, state: int) -> bool:
-        """Whether the raw-character automaton of a free string embeds at ``state``: the
-        pairs (raw-automaton state, DFA state) reachable from (start, ``state``) over bytes that
-        cannot leave a string (no quote, backslash or control byte) agree on which bytes are
-        dead. Then the tokens made only of such bytes are allowed from ``state`` exactly when
-        the shared walk allows them. (Pairs rather than a map: a lazy DFA is not minimised, so
-        the string loop may span several equivalent states.) The compiled pair walk
-        (:func:`enforcer._kernels.embeds_at`) when built, building the rows it asks for; else
-        :meth:`_is_string_body_reference`."""
+        """Whether the raw-character automaton of a free string embeds at ``state`` for every
+        token: the pairs (raw-automaton state, DFA state) reachable from (start, ``state``) over
+        bytes that cannot leave a string (no quote, backslash or control byte), within the
+        longest token's length, agree on which bytes are dead. Then the tokens made only of such
+        bytes are allowed from ``state`` exactly when the shared walk allows them. (Pairs rather
+        than a map: a lazy DFA is not minimised, so the string loop may span several equivalent
+        states; bounded by depth, a long ``maxLength`` string, one state per position, is a body
+        too.) The compiled breadth-first pair walk (:func:`enforcer._kernels.embeds_within`)
+        when built, building the rows it reaches; else :meth:`_is_string_body_reference`."""
         if self.dfa.row(state)[0x61] < 0:  # quick reject: a string body takes "a"
             return False
-        if embeds_at is None:
+        if embeds_within is None:
             return self._is_string_body_reference(state)
         raw = _RAW_STRING_DFA.transitions
+        depth = self.index.max_length
+
+        def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
+            return embeds_within(raw, table, built, state, _SAFE_FLAGS, depth, _MAX_BODY_PAIRS, builder,
+                                 table if builder is not None else None, built if builder is not None else None)
+
         while True:
-            table, built = self.dfa.kernel_view()
-            verdict = embeds_at(raw, table, built, state, _SAFE_FLAGS, _MAX_BODY_PAIRS)
+            verdict, _ = self.dfa.building_walk(walk)
             if verdict >= 0:
                 return bool(verdict)
             self.dfa.row(-verdict - 2)
 
     def _is_string_body_reference(self, state: int) -> bool:
         """:meth:`_is_string_body` in Python: the fallback without the compiled kernels and the
-        oracle of its differential test."""
+        oracle of its differential test (same pairs, level by level)."""
         raw = _RAW_STRING_DFA.transitions
         if self.dfa.row(state)[0x61] < 0:
             return False
         seen = {(0, state)}
-        stack = [(0, state)]
-        while stack:
-            if len(seen) > _MAX_BODY_PAIRS:
-                return False
-            u, d = stack.pop()
-            u_row = raw[u][_SAFE_COLUMNS]
-            d_row = self.dfa.array_row(d)[_SAFE_COLUMNS]
-            if not np.array_equal(u_row < 0, d_row < 0):
-                return False
-            live = u_row >= 0
-            for pair in set(zip(u_row[live].tolist(), d_row[live].tolist())):
-                if pair not in seen:
-                    seen.add(pair)
-                    stack.append(pair)
+        level = [(0, state)]
+        for _ in range(self.index.max_length):
+            following = []
+            for u, d in level:
+                u_row = raw[u][_SAFE_COLUMNS]
+                d_row = self.dfa.array_row(d)[_SAFE_COLUMNS]
+                if not np.array_equal(u_row < 0, d_row < 0):
+                    return False
+                live = u_row >= 0
+                for pair in zip(u_row[live].tolist(), d_row[live].tolist()):
+                    if pair not in seen:
+                        if len(seen) >= _MAX_BODY_PAIRS:
+                            return False
+                        seen.add(pair)
+                        following.append(pair)
+            level = following
         return True

@@ -180,6 +180,23 @@ def test_bounded_strings_share_per_length_masks(kimi_vocab) -> None:
     assert assert_table_matches_reference(compiled.masks) == 2
 
 
+def test_long_bounded_string_is_a_string_body(kimi_vocab) -> None:
+    """A maxLength past the counted limit is one lazy state per position: within a token's
+    length it reads like a free string, so the string-body shortcut takes it (compiled and
+    Python checks agree), and its masks equal the plain walk; near the bound it is not one."""
+    clear_cache()
+    compiled = compile_json_schema({"type": "object", "properties": {"url": {"type": "string", "maxLength": 5000}},
+                                    "required": ["url"]}, kimi_vocab)
+    table = compiled.masks
+    state = compiled.dfa.walk(0, b'{"url": "')
+    assert table._is_string_body(state) and table._is_string_body_reference(state)
+    near_end = compiled.dfa.walk(state, b"x" * 4990)
+    assert not table._is_string_body(near_end) and not table._is_string_body_reference(near_end)
+    for s in (state, compiled.dfa.walk(state, "é日".encode()), near_end):
+        table.mask(s)
+    assert assert_table_matches_reference(table) == 3
+
+
 def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
     """Kimi K3 argument values are raw text (control bytes and quotes allowed): the embedded
     shortcut must not drop the tokens a JSON string would refuse."""
