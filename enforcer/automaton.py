@@ -28,8 +28,8 @@ except ImportError:  # a source tree without the built extension: the Python wal
     SubsetConstruction = ThompsonNFA = dfa_product = live_order = reaching = None
 
 DEAD = -1
-ROW_LIST_BYTES = 2_104
-"""A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
+ROW_BYTES = 1_180
+"""A row as an int array of 256 entries (the form byte-by-byte walks read)."""
 SUBSET_BYTES = 300
 """About what one lazily built state's NFA subset (its key and index entry) takes, besides its members."""
 SUBSET_ITEM_BYTES = 24
@@ -585,11 +585,12 @@ class DFA(_Reading):
         return self.num_states == 0
 
     @property
-    def rows(self) -> list[list[int]]:
-        """Transitions as nested Python lists: the fastest form for byte-by-byte walks."""
+    def rows(self) -> list[Sequence[int]]:
+        """Transitions as one int array per state: a fast form for byte-by-byte walks."""
         if self._rows is None:
-            # tuples of ints: the collector stops tracking them, so large tables cost no pauses
-            self._rows = [tuple(r) for r in self.transitions.tolist()]
+            # int arrays: not containers, so the collector never traverses them (a fresh tuple
+            # of 256 ints costs each young collection 256 visits until it is untracked)
+            self._rows = [array("i", r.tobytes()) for r in np.ascontiguousarray(self.transitions, dtype=np.int32)]
         return self._rows
 
     def row(self, state: int) -> Sequence[int]:
@@ -604,7 +605,7 @@ class DFA(_Reading):
 
     def memory_size_bytes(self) -> int:
         """Bytes held: the table, plus its list form once a walk made it."""
-        rows = self.num_states * ROW_LIST_BYTES if self._rows is not None else 0
+        rows = self.num_states * ROW_BYTES if self._rows is not None else 0
         return int(self.transitions.nbytes + self.accepting.nbytes) + rows
 
     @property
@@ -801,6 +802,14 @@ def _subset_key(states: Iterable[int]) -> bytes:
     return array("i", sorted(states)).tobytes()
 
 
+def _slice_starts(sources: np.ndarray, n: int) -> np.ndarray:
+    """Where each of ``n`` states' items start once sorted by source (CSR offsets, int64[n+1]):
+    a count per state, then a running sum (linear)."""
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sources, minlength=n), out=starts[1:])
+    return starts
+
+
 class _Determiniser:
     """Subset construction over a Thompson NFA, one DFA state at a time: by the compiled
     :class:`enforcer._kernels.SubsetConstruction` when built (``compiled``), else in Python
@@ -827,12 +836,10 @@ class _Determiniser:
             eps_src, eps_dst = eps_src[keep_eps], eps_dst[keep_eps]
         # per-state slices (CSR), in the order the edges were added
         order = np.argsort(edge_src, kind="stable")
-        self._edge_start = array("q", np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1))
-                                 .astype(np.int64).tobytes())
+        self._edge_start = array("q", _slice_starts(edge_src, self.num_nfa_states).tobytes())
         self._edge_lo, self._edge_hi, self._edge_dst = edge_lo[order], edge_hi[order], edge_dst[order]
         order = np.argsort(eps_src, kind="stable")
-        self._eps_start = array("q", np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1))
-                                .astype(np.int64).tobytes())
+        self._eps_start = array("q", _slice_starts(eps_src, self.num_nfa_states).tobytes())
         self._eps_dst = eps_dst[order]
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
@@ -1152,7 +1159,7 @@ class LazyDFA(_Reading):
         """Why the automaton stopped growing while decoding (None: it did not)."""
         self._node: Node | None = node
         self._det: _Determiniser | None = None
-        self.rows: list[list[int] | None] = [None]
+        self.rows: list[Sequence[int] | None] = [None]
         self._table = np.full((64, 256), DEAD, dtype=np.int32)
         self._built = np.zeros(64, dtype=bool)
         self._num_built = 0
@@ -1195,14 +1202,14 @@ class LazyDFA(_Reading):
         return self._table
 
     def row(self, state: int) -> Sequence[int]:
-        """The row of ``state`` as a tuple (the form byte-by-byte walks read; made on first
-        read, the row itself built on demand)."""
+        """The row of ``state`` as an int array (the form byte-by-byte walks read; made on
+        first read, the row itself built on demand)."""
         r = self.rows[state]
         if r is None:
             if not self._built[state]:
                 self._build_rows((state,))
-            # immutable: the collector stops tracking it
-            r = self.rows[state] = tuple(self._table[state].tolist())
+            # an int array: never traversed by the collector (see DFA.rows)
+            r = self.rows[state] = array("i", self._table[state].tobytes())
         return r
 
     def array_row(self, state: int) -> np.ndarray:
@@ -1253,7 +1260,7 @@ class LazyDFA(_Reading):
         the subsets of the states created and the NFA once built."""
         det = self._det
         nfa = det.memory_size_bytes() if det is not None else 0
-        return int(self._table.nbytes + self._built.nbytes) + self._num_built * ROW_LIST_BYTES + nfa
+        return int(self._table.nbytes + self._built.nbytes) + self._num_built * ROW_BYTES + nfa
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt
