@@ -1125,105 +1125,132 @@ def build_trie(const uint8_t[::1] flat, const int64_t[::1] offsets, const int64_
     return byte_arr, end_arr, first_arr, last_arr
 
 
-def walk_trie(const int32_t[:, ::1] table, const uint8_t[::1] built, const uint8_t[::1] node_byte,
-              const int32_t[::1] node_end, const int32_t[::1] node_first, const int32_t[::1] node_last,
-              const int64_t[::1] ids, const int32_t[::1] start_nodes, const int32_t[::1] start_states,
-              uint32_t[::1] mask, Py_ssize_t max_depth, SubsetConstruction builder=None,
-              int32_t[:, ::1] rows=None, uint8_t[::1] built_flags=None, Py_ssize_t max_rows=0):
-    """Walk the token trie (:func:`build_trie`) through a DFA table, depth first, from each
-    ``(start_nodes[k], start_states[k])``: the node's bytes are read and the DFA stands at that
-    (built) state. Every token whose node the walk reaches alive gets its id's bit set in
-    ``mask``; a dead byte prunes the whole subtree at once. With a ``builder`` (the subset
-    construction of a lazy automaton whose writable table and built flags are ``rows`` and
-    ``built_flags``, the same arrays as ``table`` and ``built``), up to ``max_rows`` rows the walk
-    reaches unbuilt are built on the spot (the caller holds the automaton's lock and accounts
-    for them). Other subtrees whose state is not built come back as pending. Returns (pending
-    nodes, pending states, rows built), the pending arrays None when there are none. Cost: one
-    table lookup per child of a live node, GIL released except while building a row."""
-    import numpy as np
+cdef class TrieWalk:
+    """The arrays of one token trie (:func:`build_trie`) and the token ids of its positions,
+    held once (per vocabulary) so that each walk passes only its automaton. Lifetime: that of
+    the token index."""
 
-    cdef Py_ssize_t num_states = table.shape[0], k, top, pending = 0, f, rows_built = 0
-    cdef int32_t c, t, q, q_end
-    cdef int64_t tid
-    cdef int32_t* frame_state = <int32_t*>malloc((max_depth + 2) * sizeof(int32_t))
-    cdef int32_t* frame_next = <int32_t*>malloc((max_depth + 2) * sizeof(int32_t))
-    cdef int32_t* frame_stop = <int32_t*>malloc((max_depth + 2) * sizeof(int32_t))
-    cdef int32_t* pend_nodes = NULL
-    cdef int32_t* pend_states = NULL
-    cdef int32_t* writable = NULL
-    cdef uint8_t* flags = NULL
-    cdef Py_ssize_t pend_cap = 0, pend_cap2 = 0
-    cdef bint failed = False, building = builder is not None
-    if building:
-        if rows is None or built_flags is None or &rows[0, 0] != &table[0, 0] or &built_flags[0] != &built[0]:
-            raise ValueError("building needs the walked table and built flags as writable arrays")
-        writable = &rows[0, 0]
-        flags = &built_flags[0]
-    if frame_state == NULL or frame_next == NULL or frame_stop == NULL:
-        free(frame_state); free(frame_next); free(frame_stop)
-        raise MemoryError()
-    try:
-        with nogil:
-            for k in range(start_nodes.shape[0]):
-                frame_state[0] = start_states[k]
-                frame_next[0] = start_nodes[k] + 1
-                frame_stop[0] = node_end[start_nodes[k]]
-                top = 1
-                while top:
-                    f = top - 1
-                    c = frame_next[f]
-                    if c >= frame_stop[f]:
-                        top -= 1
-                        continue
-                    frame_next[f] = node_end[c]
-                    t = table[frame_state[f], node_byte[c]]
-                    if t < 0:
-                        continue
-                    q_end = node_last[c]
-                    q = node_first[c]
-                    while q < q_end:
-                        tid = ids[q]
-                        mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
-                        q += 1
-                    if node_end[c] == c + 1:  # a leaf
-                        continue
-                    if t < num_states and not built[t] and building and rows_built < max_rows:
-                        with gil:
-                            builder._row(t, writable + <Py_ssize_t>t * 256, -1)
-                        flags[t] = 1
-                        rows_built += 1
-                    if t < num_states and built[t]:
-                        frame_state[top] = t
-                        frame_next[top] = c + 1
-                        frame_stop[top] = node_end[c]
-                        top += 1
-                        continue
-                    if pending == pend_cap:
-                        pend_cap2 = pend_cap
-                        pend_nodes = _grow_nogil(pend_nodes, &pend_cap, pending + 1)
-                        pend_states = _grow_nogil(pend_states, &pend_cap2, pending + 1)
-                        if pend_nodes == NULL or pend_states == NULL:
-                            failed = True
-                            break
-                    pend_nodes[pending] = c
-                    pend_states[pending] = t
-                    pending += 1
-                if failed:
-                    break
-    finally:
-        free(frame_state); free(frame_next); free(frame_stop)
-    if failed:
+    cdef const uint8_t[::1] node_byte
+    cdef const int32_t[::1] node_end
+    cdef const int32_t[::1] node_first
+    cdef const int32_t[::1] node_last
+    cdef const int64_t[::1] ids
+    cdef Py_ssize_t max_depth
+
+    def __init__(self, const uint8_t[::1] node_byte, const int32_t[::1] node_end, const int32_t[::1] node_first,
+                 const int32_t[::1] node_last, const int64_t[::1] ids, Py_ssize_t max_depth):
+        self.node_byte, self.node_end, self.node_first, self.node_last = node_byte, node_end, node_first, node_last
+        self.ids = ids
+        self.max_depth = max_depth
+
+    def walk(self, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state, uint32_t[::1] mask,
+             SubsetConstruction builder=None, Py_ssize_t max_rows=0, const int32_t[::1] start_nodes=None,
+             const int32_t[::1] start_states=None):
+        """Walk the trie through a DFA table, depth first, from the root at ``state`` (or from
+        each ``(start_nodes[k], start_states[k])``: the node's bytes read, the DFA at that built
+        state). Every token whose node the walk reaches alive gets its id's bit set in ``mask``;
+        a dead byte prunes the whole subtree at once. With a ``builder`` (the subset construction
+        of the lazy automaton whose own writable table and built flags ``table`` and ``built``
+        are; the caller holds its lock and accounts for the rows), up to ``max_rows`` rows the
+        walk reaches unbuilt are built on the spot. Other subtrees whose state is not built come
+        back as pending. Returns (pending nodes, pending states, rows built), the pending arrays
+        None when there are none. Cost: one table lookup per child of a live node, GIL released
+        except while building a row."""
+        import numpy as np
+
+        cdef const uint8_t[::1] node_byte = self.node_byte
+        cdef const int32_t[::1] node_end = self.node_end
+        cdef const int32_t[::1] node_first = self.node_first
+        cdef const int32_t[::1] node_last = self.node_last
+        cdef const int64_t[::1] ids = self.ids
+        cdef Py_ssize_t num_states = table.shape[0], k, top, pending = 0, f, rows_built = 0
+        cdef Py_ssize_t n_starts = 1 if start_nodes is None else start_nodes.shape[0]
+        cdef int32_t c, t, q, q_end, node
+        cdef int64_t tid
+        cdef int32_t* frame_state = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
+        cdef int32_t* frame_next = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
+        cdef int32_t* frame_stop = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
+        cdef int32_t* pend_nodes = NULL
+        cdef int32_t* pend_states = NULL
+        cdef int32_t* writable = NULL
+        cdef uint8_t* flags = NULL
+        cdef Py_ssize_t pend_cap = 0, pend_cap2 = 0
+        cdef bint failed = False, building = builder is not None
+        if start_nodes is not None and (start_states is None or start_states.shape[0] != n_starts):
+            raise ValueError("start_nodes and start_states go together")
+        if building:  # the lazy automaton's own arrays, allocated writable
+            writable = <int32_t*>&table[0, 0]
+            flags = <uint8_t*>&built[0]
+        if frame_state == NULL or frame_next == NULL or frame_stop == NULL:
+            free(frame_state); free(frame_next); free(frame_stop)
+            raise MemoryError()
+        try:
+            with nogil:
+                for k in range(n_starts):
+                    if start_nodes is None:
+                        node = 0
+                        frame_state[0] = state
+                    else:
+                        node = start_nodes[k]
+                        frame_state[0] = start_states[k]
+                    frame_next[0] = node + 1
+                    frame_stop[0] = node_end[node]
+                    top = 1
+                    while top:
+                        f = top - 1
+                        c = frame_next[f]
+                        if c >= frame_stop[f]:
+                            top -= 1
+                            continue
+                        frame_next[f] = node_end[c]
+                        t = table[frame_state[f], node_byte[c]]
+                        if t < 0:
+                            continue
+                        q_end = node_last[c]
+                        q = node_first[c]
+                        while q < q_end:
+                            tid = ids[q]
+                            mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
+                            q += 1
+                        if node_end[c] == c + 1:  # a leaf
+                            continue
+                        if t < num_states and not built[t] and building and rows_built < max_rows:
+                            with gil:
+                                builder._row(t, writable + <Py_ssize_t>t * 256, -1)
+                            flags[t] = 1
+                            rows_built += 1
+                        if t < num_states and built[t]:
+                            frame_state[top] = t
+                            frame_next[top] = c + 1
+                            frame_stop[top] = node_end[c]
+                            top += 1
+                            continue
+                        if pending == pend_cap:
+                            pend_cap2 = pend_cap
+                            pend_nodes = _grow_nogil(pend_nodes, &pend_cap, pending + 1)
+                            pend_states = _grow_nogil(pend_states, &pend_cap2, pending + 1)
+                            if pend_nodes == NULL or pend_states == NULL:
+                                failed = True
+                                break
+                        pend_nodes[pending] = c
+                        pend_states[pending] = t
+                        pending += 1
+                    if failed:
+                        break
+        finally:
+            free(frame_state); free(frame_next); free(frame_stop)
+        if failed:
+            free(pend_nodes); free(pend_states)
+            raise MemoryError()
+        if not pending:
+            free(pend_nodes); free(pend_states)
+            return None, None, rows_built
+        nodes_arr = np.empty(pending, dtype=np.int32)
+        states_arr = np.empty(pending, dtype=np.int32)
+        cdef int32_t[::1] out_nodes = nodes_arr
+        cdef int32_t[::1] out_states = states_arr
+        for k in range(pending):
+            out_nodes[k] = pend_nodes[k]
+            out_states[k] = pend_states[k]
         free(pend_nodes); free(pend_states)
-        raise MemoryError()
-    if not pending:
-        free(pend_nodes); free(pend_states)
-        return None, None, rows_built
-    nodes_arr = np.empty(pending, dtype=np.int32)
-    states_arr = np.empty(pending, dtype=np.int32)
-    cdef int32_t[::1] out_nodes = nodes_arr
-    cdef int32_t[::1] out_states = states_arr
-    for k in range(pending):
-        out_nodes[k] = pend_nodes[k]
-        out_states[k] = pend_states[k]
-    free(pend_nodes); free(pend_states)
-    return nodes_arr, states_arr, rows_built
+        return nodes_arr, states_arr, rows_built

@@ -19,9 +19,9 @@ from .lru import LRU
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import TOKEN_BYTES_LIMIT, build_trie, embeds_within, walk_tokens, walk_trie
+    from ._kernels import TOKEN_BYTES_LIMIT, TrieWalk, build_trie, embeds_within, walk_tokens
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
-    TOKEN_BYTES_LIMIT, build_trie, embeds_within, walk_tokens, walk_trie = 0, None, None, None, None
+    TOKEN_BYTES_LIMIT, TrieWalk, build_trie, embeds_within, walk_tokens = 0, None, None, None, None
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows, id lists and torch copies)."""
@@ -119,27 +119,22 @@ _ROWS_PER_WALK = 1024
 
 def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, trie: "TokenTrie | None" = None) -> np.ndarray:
     """Packed int32 mask of every token of ``trie`` (default: the whole vocabulary's,
-    :attr:`TokenIndex.trie`) whose bytes ``dfa`` accepts from ``state``: the
-    compiled depth-first walk of the vocabulary's token trie (:func:`enforcer._kernels.walk_trie`),
-    where a dead byte prunes every token under it at once. A lazy DFA's rows are built as the
-    walk reaches them (by the compiled subset construction inside the walk, else between
-    resumed walks). Same result as :func:`reference_mask`; needs the compiled kernels
-    (:attr:`TokenIndex.trie` not None)."""
-    trie = index.trie if trie is None else trie
+    :attr:`TokenIndex.trie`) whose bytes ``dfa`` accepts from ``state``: the compiled
+    depth-first walk of the token trie (:class:`enforcer._kernels.TrieWalk`), where a dead byte
+    prunes every token under it at once. A lazy DFA's rows are built as the walk reaches them
+    (by the compiled subset construction inside the walk, else between resumed walks). Same
+    result as :func:`reference_mask`; needs the compiled kernels (:attr:`TokenIndex.trie` not None)."""
+    kernel = (index.trie if trie is None else trie).kernel
     words = np.zeros(index.words, dtype=np.uint32)
     dfa.array_row(state)  # the start row is built
-    nodes = np.zeros(1, dtype=np.int32)
-    states = np.full(1, state, dtype=np.int32)
+    nodes = states = None
     while True:
         def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
-            return walk_trie(table, built, trie.byte, trie.end, trie.first, trie.last, trie.ids, nodes, states,
-                             words, index.max_length, builder, table if builder is not None else None,
-                             built if builder is not None else None, _ROWS_PER_WALK)
+            return kernel.walk(table, built, state, words, builder, _ROWS_PER_WALK, nodes, states)
 
-        pending_nodes, pending_states, _ = dfa.building_walk(walk)
-        if pending_nodes is None:
+        nodes, states, _ = dfa.building_walk(walk)
+        if nodes is None:
             return words.view(np.int32)
-        nodes, states = pending_nodes, pending_states
         dfa.ensure(np.unique(states))
 
 
@@ -153,12 +148,14 @@ class TokenTrie(NamedTuple):
     first: np.ndarray
     last: np.ndarray
     ids: np.ndarray
+    kernel: "TrieWalk"
+    """The compiled walk over these arrays."""
 
     @classmethod
     def of(cls, index: "TokenIndex", positions: np.ndarray) -> "TokenTrie":
         """The trie of the tokens at ``positions`` (ascending) of ``index``."""
-        return cls(*build_trie(index.flat, index.offsets[positions], index.lengths[positions]),
-                   index.ids[positions])
+        arrays = (*build_trie(index.flat, index.offsets[positions], index.lengths[positions]), index.ids[positions])
+        return cls(*arrays, TrieWalk(*arrays, index.max_length))
 
 
 class TokenIndex:
