@@ -212,6 +212,24 @@ cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize
     return out
 
 
+cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t needed) noexcept nogil:
+    """``buffer`` (int32 items) reallocated to hold at least ``needed`` items (capacity
+    doubles); NULL when memory runs out (``buffer`` is then freed)."""
+    cdef Py_ssize_t size = capacity[0]
+    if needed <= size and buffer != NULL:
+        return buffer
+    if size < 64:
+        size = 64
+    while size < needed:
+        size *= 2
+    cdef int32_t* out = <int32_t*>realloc(buffer, size * sizeof(int32_t))
+    if out == NULL:
+        free(buffer)
+        return NULL
+    capacity[0] = size
+    return out
+
+
 cdef class SubsetConstruction:
     """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
     and epsilon edges) plus embedded DFA blocks (states ``base..base+size`` whose edges are the
@@ -504,6 +522,14 @@ cdef class SubsetConstruction:
         """Write the transitions of DFA state ``i`` to ``out`` (256 entries, -1 dead), creating
         the states they lead to. Returns the number of states, or -1 when a new state would
         pass ``max_states`` (negative: no limit)."""
+        if i < 0 or i >= self.n_sets:
+            raise IndexError(i)
+        if out.shape[0] < 256:
+            raise ValueError("a row has 256 entries")
+        return self._row(i, &out[0], max_states)
+
+    cdef Py_ssize_t _row(self, Py_ssize_t i, int32_t* out, Py_ssize_t max_states) except -2:
+        """:meth:`row` into ``out`` (256 entries; ``i`` an existing state)."""
         cdef Py_ssize_t n_edges = 0, m, k, p, n_pieces, count, total, c
         cdef int32_t s, blk, local, t, lo, hi, target, stamp_now
         cdef int64_t a, b
@@ -515,8 +541,6 @@ cdef class SubsetConstruction:
         cdef int64_t piece_start[258]
         cdef int64_t fill[257]
         cdef uint8_t is_cut[257]
-        if i < 0 or i >= self.n_sets:
-            raise IndexError(i)
         for k in range(256):
             out[k] = -1
         members = self.set_buf + self.set_at[i]
@@ -600,55 +624,82 @@ cdef class SubsetConstruction:
         return self.n_sets
 
 
-def embeds_at(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state,
-              const uint8_t[::1] columns, Py_ssize_t max_pairs):
-    """Whether automaton ``inner`` embeds in ``table`` at ``state``: every pair (inner state,
-    table state) reachable from (0, ``state``) over the bytes with ``columns[b]`` set agrees on
-    which of those bytes are dead, and there are at most ``max_pairs`` such pairs. Returns 1 or
-    0, or ``-(s + 2)`` when row ``s`` of ``table`` is not built yet (build it and ask again).
-    Cost: one row comparison per pair."""
-    cdef int32_t seen_u[256]
-    cdef int32_t seen_d[256]
-    cdef Py_ssize_t n_seen = 1, top = 1, k, j
-    cdef int32_t u, d, ub, db
-    cdef int b
-    cdef Py_ssize_t num_states = table.shape[0]
-    if max_pairs > 255:
-        max_pairs = 255
-    seen_u[0] = 0
-    seen_d[0] = state
-    # the stack holds indices into seen (each pair is pushed once, when first seen)
-    cdef Py_ssize_t stack[256]
-    stack[0] = 0
-    while top:
-        top -= 1
-        k = stack[top]
-        u = seen_u[k]
-        d = seen_d[k]
-        if d < 0 or d >= num_states or not built[d]:
-            return -(d + 2)
-        for b in range(256):
-            if not columns[b]:
-                continue
-            ub = inner[u, b]
-            db = table[d, b]
-            if (ub < 0) != (db < 0):
-                return 0
-            if ub < 0:
-                continue
-            for j in range(n_seen):
-                if seen_u[j] == ub and seen_d[j] == db:
-                    break
-            else:
-                if n_seen >= max_pairs:
-                    return 0
-                seen_u[n_seen] = ub
-                seen_d[n_seen] = db
-                stack[top] = n_seen
-                top += 1
-                n_seen += 1
-    return 1
+def embeds_within(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state,
+                  const uint8_t[::1] columns, Py_ssize_t max_depth, Py_ssize_t max_pairs,
+                  SubsetConstruction builder=None, int32_t[:, ::1] rows=None, uint8_t[::1] built_flags=None):
+    """Whether automaton ``inner`` embeds in ``table`` at ``state`` for walks of fewer than
+    ``max_depth`` bytes: every pair (inner state, table state) first reached from (0, ``state``)
+    over fewer than ``max_depth`` bytes with ``columns[b]`` set agrees on which of those bytes
+    are dead, and there are at most ``max_pairs`` such pairs (breadth first, so each pair is
+    counted once, at its least depth). With a ``builder`` (a lazy automaton's subset
+    construction; ``rows`` and ``built_flags`` the writable ``table`` and ``built``, under the
+    automaton's lock) unbuilt rows are built on the spot. Returns (verdict, rows built): the
+    verdict 1 or 0, or ``-(s + 2)`` when row ``s`` is past the table or cannot be built here
+    (build it and ask again). Cost: one row comparison per pair."""
+    import numpy as np
 
+    cdef Py_ssize_t num_states = table.shape[0], cap = 16, mask, h, n_seen = 1, level_start = 0, level_end = 1
+    cdef Py_ssize_t k, depth = 0, rows_built = 0
+    cdef int32_t u, d, ub, db
+    cdef int64_t key
+    cdef int b
+    cdef bint building = builder is not None
+    cdef int32_t* writable = NULL
+    cdef uint8_t* flags = NULL
+    if building:
+        if rows is None or built_flags is None or &rows[0, 0] != &table[0, 0] or &built_flags[0] != &built[0]:
+            raise ValueError("building needs the walked table and built flags as writable arrays")
+        writable = &rows[0, 0]
+        flags = &built_flags[0]
+    while cap < 2 * (max_pairs + 1):
+        cap *= 2
+    mask = cap - 1
+    keys_arr = np.full(cap, -1, dtype=np.int64)
+    pairs_arr = np.empty((max_pairs + 1, 2), dtype=np.int32)
+    cdef int64_t[::1] keys = keys_arr
+    cdef int32_t[:, ::1] pairs = pairs_arr
+    cdef int64_t stride = table.shape[0] + 1
+    pairs[0, 0] = 0
+    pairs[0, 1] = state
+    key = <int64_t>state
+    keys[<Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask] = key
+    while level_start < level_end and depth < max_depth:
+        for k in range(level_start, level_end):
+            u = pairs[k, 0]
+            d = pairs[k, 1]
+            if d >= num_states:
+                return -(d + 2), rows_built
+            if not built[d]:
+                if not building:
+                    return -(d + 2), rows_built
+                builder._row(d, writable + <Py_ssize_t>d * 256, -1)
+                flags[d] = 1
+                rows_built += 1
+            for b in range(256):
+                if not columns[b]:
+                    continue
+                ub = inner[u, b]
+                db = table[d, b]
+                if (ub < 0) != (db < 0):
+                    return 0, rows_built
+                if ub < 0:
+                    continue
+                key = <int64_t>ub * stride + db
+                h = <Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask
+                while keys[h] != -1 and keys[h] != key:
+                    h = (h + 1) & mask
+                if keys[h] == key:
+                    continue
+                if n_seen >= max_pairs:
+                    return 0, rows_built
+                keys[h] = key
+                pairs[n_seen, 0] = ub
+                pairs[n_seen, 1] = db
+                n_seen += 1
+        level_start = level_end
+        level_end = n_seen
+        depth += 1
+    return 1, rows_built
 
 def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] targets, int32_t end):
     """Which of ``n`` states reach ``end`` over the edges ``sources[k] -> targets[k]`` (a uint8
@@ -1009,3 +1060,197 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
                 order[found] = t
                 found += 1
     return order_arr[:found]
+
+
+# --------------------------------------------------------------------------------------------
+# Token trie
+
+
+def build_trie(const uint8_t[::1] flat, const int64_t[::1] offsets, const int64_t[::1] lengths):
+    """The trie of tokens sorted by their bytes (positions ``0..n-1`` of a token index), in
+    preorder: node 0 is the root (the empty prefix), a node's first child follows it and its
+    subtree ends at ``end[node]``. Returns (byte read into each node uint8, subtree end int32,
+    first and past-last position of the tokens spelled by each node int32: a range, so tokens
+    with equal bytes share their node). Cost: one pass over the bytes."""
+    import numpy as np
+
+    cdef Py_ssize_t n = offsets.shape[0], p, d, total = 1, node
+    cdef int64_t prev_start = 0, prev_length = 0, start, length, lcp, limit, depth = 0, max_length = 0
+    for p in range(n):
+        if lengths[p] > max_length:
+            max_length = lengths[p]
+    lcp_arr = np.zeros(n, dtype=np.int64)
+    cdef int64_t[::1] lcps = lcp_arr
+    for p in range(n):
+        start = offsets[p]
+        length = lengths[p]
+        limit = prev_length if prev_length < length else length
+        lcp = 0
+        while lcp < limit and flat[start + lcp] == flat[prev_start + lcp]:
+            lcp += 1
+        lcps[p] = lcp
+        total += length - lcp
+        prev_start = start
+        prev_length = length
+    byte_arr = np.zeros(total, dtype=np.uint8)
+    end_arr = np.zeros(total, dtype=np.int32)
+    first_arr = np.zeros(total, dtype=np.int32)
+    last_arr = np.zeros(total, dtype=np.int32)
+    open_arr = np.zeros(max_length + 1, dtype=np.int64)
+    cdef uint8_t[::1] node_byte = byte_arr
+    cdef int32_t[::1] node_end = end_arr
+    cdef int32_t[::1] node_first = first_arr
+    cdef int32_t[::1] node_last = last_arr
+    cdef int64_t[::1] open_at = open_arr  # open_at[d]: the node of depth d on the current path
+    node = 1
+    for p in range(n):
+        start = offsets[p]
+        length = lengths[p]
+        lcp = lcps[p]
+        while depth > lcp:  # close the previous path below the shared prefix
+            node_end[open_at[depth]] = <int32_t>node
+            depth -= 1
+        for d in range(lcp, length):
+            node_byte[node] = flat[start + d]
+            node_first[node] = <int32_t>p
+            node_last[node] = <int32_t>p
+            depth += 1
+            open_at[depth] = node
+            node += 1
+        node_last[open_at[depth]] = <int32_t>(p + 1)  # the token ends at the path's last node
+    while depth > 0:
+        node_end[open_at[depth]] = <int32_t>node
+        depth -= 1
+    node_end[0] = <int32_t>node
+    return byte_arr, end_arr, first_arr, last_arr
+
+
+cdef class TrieWalk:
+    """The arrays of one token trie (:func:`build_trie`) and the token ids of its positions,
+    held once (per vocabulary) so that each walk passes only its automaton. Lifetime: that of
+    the token index."""
+
+    cdef const uint8_t[::1] node_byte
+    cdef const int32_t[::1] node_end
+    cdef const int32_t[::1] node_first
+    cdef const int32_t[::1] node_last
+    cdef const int64_t[::1] ids
+    cdef Py_ssize_t max_depth
+
+    def __init__(self, const uint8_t[::1] node_byte, const int32_t[::1] node_end, const int32_t[::1] node_first,
+                 const int32_t[::1] node_last, const int64_t[::1] ids, Py_ssize_t max_depth):
+        self.node_byte, self.node_end, self.node_first, self.node_last = node_byte, node_end, node_first, node_last
+        self.ids = ids
+        self.max_depth = max_depth
+
+    def walk(self, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state, uint32_t[::1] mask,
+             SubsetConstruction builder=None, Py_ssize_t max_rows=0, const int32_t[::1] start_nodes=None,
+             const int32_t[::1] start_states=None):
+        """Walk the trie through a DFA table, depth first, from the root at ``state`` (or from
+        each ``(start_nodes[k], start_states[k])``: the node's bytes read, the DFA at that built
+        state). Every token whose node the walk reaches alive gets its id's bit set in ``mask``;
+        a dead byte prunes the whole subtree at once. With a ``builder`` (the subset construction
+        of the lazy automaton whose own writable table and built flags ``table`` and ``built``
+        are; the caller holds its lock and accounts for the rows), up to ``max_rows`` rows the
+        walk reaches unbuilt are built on the spot. Other subtrees whose state is not built come
+        back as pending. Returns (pending nodes, pending states, rows built), the pending arrays
+        None when there are none. Cost: one table lookup per child of a live node, GIL released
+        except while building a row."""
+        import numpy as np
+
+        cdef const uint8_t[::1] node_byte = self.node_byte
+        cdef const int32_t[::1] node_end = self.node_end
+        cdef const int32_t[::1] node_first = self.node_first
+        cdef const int32_t[::1] node_last = self.node_last
+        cdef const int64_t[::1] ids = self.ids
+        cdef Py_ssize_t num_states = table.shape[0], k, top, pending = 0, f, rows_built = 0
+        cdef Py_ssize_t n_starts = 1 if start_nodes is None else start_nodes.shape[0]
+        cdef int32_t c, t, q, q_end, node
+        cdef int64_t tid
+        cdef int32_t* frame_state = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
+        cdef int32_t* frame_next = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
+        cdef int32_t* frame_stop = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
+        cdef int32_t* pend_nodes = NULL
+        cdef int32_t* pend_states = NULL
+        cdef int32_t* writable = NULL
+        cdef uint8_t* flags = NULL
+        cdef Py_ssize_t pend_cap = 0, pend_cap2 = 0
+        cdef bint failed = False, building = builder is not None
+        if start_nodes is not None and (start_states is None or start_states.shape[0] != n_starts):
+            raise ValueError("start_nodes and start_states go together")
+        if building:  # the lazy automaton's own arrays, allocated writable
+            writable = <int32_t*>&table[0, 0]
+            flags = <uint8_t*>&built[0]
+        if frame_state == NULL or frame_next == NULL or frame_stop == NULL:
+            free(frame_state); free(frame_next); free(frame_stop)
+            raise MemoryError()
+        try:
+            with nogil:
+                for k in range(n_starts):
+                    if start_nodes is None:
+                        node = 0
+                        frame_state[0] = state
+                    else:
+                        node = start_nodes[k]
+                        frame_state[0] = start_states[k]
+                    frame_next[0] = node + 1
+                    frame_stop[0] = node_end[node]
+                    top = 1
+                    while top:
+                        f = top - 1
+                        c = frame_next[f]
+                        if c >= frame_stop[f]:
+                            top -= 1
+                            continue
+                        frame_next[f] = node_end[c]
+                        t = table[frame_state[f], node_byte[c]]
+                        if t < 0:
+                            continue
+                        q_end = node_last[c]
+                        q = node_first[c]
+                        while q < q_end:
+                            tid = ids[q]
+                            mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
+                            q += 1
+                        if node_end[c] == c + 1:  # a leaf
+                            continue
+                        if t < num_states and not built[t] and building and rows_built < max_rows:
+                            with gil:
+                                builder._row(t, writable + <Py_ssize_t>t * 256, -1)
+                            flags[t] = 1
+                            rows_built += 1
+                        if t < num_states and built[t]:
+                            frame_state[top] = t
+                            frame_next[top] = c + 1
+                            frame_stop[top] = node_end[c]
+                            top += 1
+                            continue
+                        if pending == pend_cap:
+                            pend_cap2 = pend_cap
+                            pend_nodes = _grow_nogil(pend_nodes, &pend_cap, pending + 1)
+                            pend_states = _grow_nogil(pend_states, &pend_cap2, pending + 1)
+                            if pend_nodes == NULL or pend_states == NULL:
+                                failed = True
+                                break
+                        pend_nodes[pending] = c
+                        pend_states[pending] = t
+                        pending += 1
+                    if failed:
+                        break
+        finally:
+            free(frame_state); free(frame_next); free(frame_stop)
+        if failed:
+            free(pend_nodes); free(pend_states)
+            raise MemoryError()
+        if not pending:
+            free(pend_nodes); free(pend_states)
+            return None, None, rows_built
+        nodes_arr = np.empty(pending, dtype=np.int32)
+        states_arr = np.empty(pending, dtype=np.int32)
+        cdef int32_t[::1] out_nodes = nodes_arr
+        cdef int32_t[::1] out_states = states_arr
+        for k in range(pending):
+            out_nodes[k] = pend_nodes[k]
+            out_states[k] = pend_states[k]
+        free(pend_nodes); free(pend_states)
+        return nodes_arr, states_arr, rows_built

@@ -16,7 +16,7 @@ import hashlib
 from array import array
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -28,8 +28,8 @@ except ImportError:  # a source tree without the built extension: the Python wal
     SubsetConstruction = ThompsonNFA = dfa_product = live_order = reaching = None
 
 DEAD = -1
-ROW_LIST_BYTES = 2_104
-"""A row as a Python list of 256 ints (the form byte-by-byte walks read)."""
+ROW_BYTES = 1_180
+"""A row as an int array of 256 entries (the form byte-by-byte walks read)."""
 SUBSET_BYTES = 300
 """About what one lazily built state's NFA subset (its key and index entry) takes, besides its members."""
 SUBSET_ITEM_BYTES = 24
@@ -585,11 +585,12 @@ class DFA(_Reading):
         return self.num_states == 0
 
     @property
-    def rows(self) -> list[list[int]]:
-        """Transitions as nested Python lists: the fastest form for byte-by-byte walks."""
+    def rows(self) -> list[Sequence[int]]:
+        """Transitions as one int array per state: a fast form for byte-by-byte walks."""
         if self._rows is None:
-            # tuples of ints: the collector stops tracking them, so large tables cost no pauses
-            self._rows = [tuple(r) for r in self.transitions.tolist()]
+            # int arrays: not containers, so the collector never traverses them (a fresh tuple
+            # of 256 ints costs each young collection 256 visits until it is untracked)
+            self._rows = [array("i", r.tobytes()) for r in np.ascontiguousarray(self.transitions, dtype=np.int32)]
         return self._rows
 
     def row(self, state: int) -> Sequence[int]:
@@ -604,7 +605,7 @@ class DFA(_Reading):
 
     def memory_size_bytes(self) -> int:
         """Bytes held: the table, plus its list form once a walk made it."""
-        rows = self.num_states * ROW_LIST_BYTES if self._rows is not None else 0
+        rows = self.num_states * ROW_BYTES if self._rows is not None else 0
         return int(self.transitions.nbytes + self.accepting.nbytes) + rows
 
     @property
@@ -625,6 +626,10 @@ class DFA(_Reading):
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) for the compiled walk: every row is built."""
         return self.transitions, np.ones(self.num_states, dtype=np.uint8)
+
+    def building_walk(self, walk: Callable[..., tuple]) -> tuple:
+        """``walk(table, built flags, None)``: a built DFA has no row to build."""
+        return walk(*self.kernel_view(), None)
 
     def ranges(self, state: int) -> list[tuple[int, int, int]]:
         """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges. All states'
@@ -797,6 +802,14 @@ def _subset_key(states: Iterable[int]) -> bytes:
     return array("i", sorted(states)).tobytes()
 
 
+def _slice_starts(sources: np.ndarray, n: int) -> np.ndarray:
+    """Where each of ``n`` states' items start once sorted by source (CSR offsets, int64[n+1]):
+    a count per state, then a running sum (linear)."""
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sources, minlength=n), out=starts[1:])
+    return starts
+
+
 class _Determiniser:
     """Subset construction over a Thompson NFA, one DFA state at a time: by the compiled
     :class:`enforcer._kernels.SubsetConstruction` when built (``compiled``), else in Python
@@ -823,12 +836,10 @@ class _Determiniser:
             eps_src, eps_dst = eps_src[keep_eps], eps_dst[keep_eps]
         # per-state slices (CSR), in the order the edges were added
         order = np.argsort(edge_src, kind="stable")
-        self._edge_start = array("q", np.searchsorted(edge_src[order], np.arange(self.num_nfa_states + 1))
-                                 .astype(np.int64).tobytes())
+        self._edge_start = array("q", _slice_starts(edge_src, self.num_nfa_states).tobytes())
         self._edge_lo, self._edge_hi, self._edge_dst = edge_lo[order], edge_hi[order], edge_dst[order]
         order = np.argsort(eps_src, kind="stable")
-        self._eps_start = array("q", np.searchsorted(eps_src[order], np.arange(self.num_nfa_states + 1))
-                                .astype(np.int64).tobytes())
+        self._eps_start = array("q", _slice_starts(eps_src, self.num_nfa_states).tobytes())
         self._eps_dst = eps_dst[order]
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
@@ -993,10 +1004,19 @@ class _Determiniser:
         if self._kernel is None:
             out[:] = self.row_reference(i, max_states)
             return
-        before = self._kernel.num_states
         if self._kernel.row(i, out, -1 if max_states is None else max_states) < 0:
             raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
-        self.accepting.extend(self._kernel.accepting(before))
+        self.sync_accepting()
+
+    @property
+    def kernel(self) -> "SubsetConstruction | None":
+        """The compiled subset construction (None: the Python one builds the rows)."""
+        return self._kernel
+
+    def sync_accepting(self) -> None:
+        """Extend :attr:`accepting` with the states the compiled construction created since."""
+        if len(self.accepting) < self._kernel.num_states:
+            self.accepting.extend(self._kernel.accepting(len(self.accepting)))
 
     def row_reference(self, i: int, max_states: int | None) -> list[int]:
         """Transitions of DFA state ``i`` (creating the states they lead to), in Python."""
@@ -1139,7 +1159,7 @@ class LazyDFA(_Reading):
         """Why the automaton stopped growing while decoding (None: it did not)."""
         self._node: Node | None = node
         self._det: _Determiniser | None = None
-        self.rows: list[list[int] | None] = [None]
+        self.rows: list[Sequence[int] | None] = [None]
         self._table = np.full((64, 256), DEAD, dtype=np.int32)
         self._built = np.zeros(64, dtype=bool)
         self._num_built = 0
@@ -1182,59 +1202,85 @@ class LazyDFA(_Reading):
         return self._table
 
     def row(self, state: int) -> Sequence[int]:
+        """The row of ``state`` as an int array (the form byte-by-byte walks read; made on
+        first read, the row itself built on demand)."""
         r = self.rows[state]
         if r is None:
-            r = self._build(state)
+            if not self._built[state]:
+                self._build_rows((state,))
+            # an int array: never traversed by the collector (see DFA.rows)
+            r = self.rows[state] = array("i", self._table[state].tobytes())
         return r
 
     def array_row(self, state: int) -> np.ndarray:
         """The row of ``state`` as a numpy view (built on demand)."""
-        if self.rows[state] is None:
-            self._build(state)
+        if not self._built[state]:
+            self._build_rows((state,))
         return self._table[state]
 
-    def _build(self, state: int) -> Sequence[int]:
+    def _build_rows(self, states: Iterable[int]) -> None:
+        """Build the rows of ``states`` (existing states) straight into the table, then check
+        the budget once. Cost: the subset construction of each row (a compiled call)."""
         det = self._determiniser()
         with self._lock:
-            r = self.rows[state]
-            if r is not None:
-                return r
-            r = np.empty(256, dtype=np.int32)
-            det.row_into(state, r, None)
-            n = det.num_states
-            if n > self._table.shape[0]:
-                size = max(n, 2 * self._table.shape[0])
-                table = np.full((size, 256), DEAD, dtype=np.int32)
-                table[: self._table.shape[0]] = self._table
-                built = np.zeros(size, dtype=bool)
-                built[: self._built.shape[0]] = self._built
-                self._table, self._built = table, built
-            self.rows.extend([None] * (n - len(self.rows)))
-            self._table[state] = r
-            self._built[state] = True
-            self._num_built += 1
-            r = self.rows[state] = tuple(r.tolist())  # immutable: the collector stops tracking it
-            if self.exhausted is None:
+            for state in states:
+                if self._built[state]:
+                    continue
+                det.row_into(state, self._table[state], None)
+                self._built[state] = True
+                self._num_built += 1
+                self._grow(det.num_states)
+            self._rows_added()
+
+    def _grow(self, n: int) -> None:
+        """Room in the table and flags for ``n`` states (capacity doubles); under the lock."""
+        if n > self._table.shape[0]:
+            size = max(n, 2 * self._table.shape[0])
+            table = np.full((size, 256), DEAD, dtype=np.int32)
+            table[: self._table.shape[0]] = self._table
+            built = np.zeros(size, dtype=bool)
+            built[: self._built.shape[0]] = self._built
+            self._table, self._built = table, built
+
+    def _rows_added(self) -> None:
+        """After rows were built: room for the states they created, and the budget checked."""
+        n = self._det.num_states
+        self._grow(n)
+        self.rows.extend([None] * (n - len(self.rows)))
+        if self.exhausted is None:
                 if n > self.max_states:
                     self.exhausted = f"{self.max_states:,} states (max_states)"
                 elif self.memory_size_bytes() > self.max_bytes:
                     self.exhausted = f"{self.max_bytes >> 20:,} MiB (max_automaton_bytes)"
                 if self.exhausted is not None:
                     self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
-            return r
 
     def memory_size_bytes(self) -> int:
         """Bytes held (estimate for the Python parts): the table, the rows built so far as lists,
         the subsets of the states created and the NFA once built."""
         det = self._det
         nfa = det.memory_size_bytes() if det is not None else 0
-        return int(self._table.nbytes + self._built.nbytes) + self._num_built * ROW_LIST_BYTES + nfa
+        return int(self._table.nbytes + self._built.nbytes) + self._num_built * ROW_BYTES + nfa
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt
         states are not read)."""
         with self._lock:
             return self._table, self._built.view(np.uint8)
+
+    def building_walk(self, walk: Callable[..., tuple]) -> tuple:
+        """``walk(table, built flags, builder)`` under the lock, ``builder`` the compiled subset
+        construction (None without it): a compiled walk may build the rows it reaches straight
+        into the table and flags, and returns how many it built last in its tuple; those are
+        accounted for here (new states, the budget)."""
+        det = self._determiniser()
+        with self._lock:
+            result = walk(self._table, self._built.view(np.uint8), det.kernel)
+            if result[-1]:
+                self._num_built += result[-1]
+                det.sync_accepting()
+                self._rows_added()
+        return result
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist)."""
@@ -1245,8 +1291,7 @@ class LazyDFA(_Reading):
         :class:`AutomatonBudgetError` once the automaton is :attr:`exhausted`."""
         missing = states[~self._built[states]] if states.size else states
         if missing.size:
-            for s in np.unique(missing).tolist():
-                self._build(s)
+            self._build_rows(np.unique(missing).tolist())
         if self.exhausted is not None:
             raise AutomatonBudgetError(self.exhausted)
         return self._table

@@ -1,14 +1,18 @@
 """Token masks: which token ids keep a byte DFA alive from a given state.
 
-:class:`TokenIndex` lays the text tokens of a vocabulary out for vectorised walks (once per
-vocabulary, ~0.1 s for 150k ids, shared process-wide). :class:`MaskTable` computes, per DFA
-state and on first use, the packed bitmask of the tokens whose every byte the DFA accepts from
-that state; results are kept for the lifetime of the compiled object and shared by every
-matcher. A state's mask costs one numpy pass per token byte position over the candidate tokens
-(those whose first byte the state accepts), typically 0.05-3 ms; later lookups are a list index.
+:class:`TokenIndex` lays the text tokens of a vocabulary out once (sorted, flat bytes, a token
+trie, the shared string-body masks; ~0.15 s for 150k ids, shared process-wide). :class:`MaskTable`
+computes, per DFA state and on first use, the packed bitmask of the tokens whose every byte the
+DFA accepts from that state; results are kept for the lifetime of the compiled object and shared
+by every matcher. A state inside a free string or an embedded automaton reuses per-vocabulary
+masks and walks only the tokens that can leave it; any other state walks the token trie once
+(compiled, a dead byte pruning its whole subtree): typically 5-50 µs, 2-3 ms when nearly every
+token lives; later lookups are a dict hit.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,9 +21,9 @@ from .lru import LRU
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import TOKEN_BYTES_LIMIT, embeds_at, walk_tokens
+    from ._kernels import TOKEN_BYTES_LIMIT, TrieWalk, build_trie, embeds_within, walk_tokens
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
-    TOKEN_BYTES_LIMIT, embeds_at, walk_tokens = 0, None, None
+    TOKEN_BYTES_LIMIT, TrieWalk, build_trie, embeds_within, walk_tokens = 0, None, None, None, None
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows, id lists and torch copies)."""
@@ -35,7 +39,7 @@ _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
 _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
-_MAX_BODY_PAIRS = 64  # a string loop spanning more (state, raw state) pairs is not recognised
+_MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
 
 _SMALL_WALK = 192  # below this many candidates a plain loop beats numpy's per-call overhead
@@ -111,6 +115,51 @@ def walk_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, positions: np
         dfa.ensure(np.unique(states))
 
 
+_ROWS_PER_WALK = 1024
+"""Rows a trie walk builds before it hands back to the automaton's budget check."""
+
+
+def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, trie: "TokenTrie | None" = None) -> np.ndarray:
+    """Packed int32 mask of every token of ``trie`` (default: the whole vocabulary's,
+    :attr:`TokenIndex.trie`) whose bytes ``dfa`` accepts from ``state``: the compiled
+    depth-first walk of the token trie (:class:`enforcer._kernels.TrieWalk`), where a dead byte
+    prunes every token under it at once. A lazy DFA's rows are built as the walk reaches them
+    (by the compiled subset construction inside the walk, else between resumed walks). Same
+    result as :func:`reference_mask`; needs the compiled kernels (:attr:`TokenIndex.trie` not None)."""
+    kernel = (index.trie if trie is None else trie).kernel
+    words = np.zeros(index.words, dtype=np.uint32)
+    dfa.array_row(state)  # the start row is built
+    nodes = states = None
+    while True:
+        def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
+            return kernel.walk(table, built, state, words, builder, _ROWS_PER_WALK, nodes, states)
+
+        nodes, states, _ = dfa.building_walk(walk)
+        if nodes is None:
+            return words.view(np.int32)
+        dfa.ensure(np.unique(states))
+
+
+class TokenTrie(NamedTuple):
+    """Tokens of a :class:`TokenIndex` (all, or a subset) as a trie in preorder (see
+    :func:`enforcer._kernels.build_trie`): per node the byte read into it, where its subtree
+    ends, and the range of the tokens it spells in ``ids`` (their token ids, in byte order)."""
+
+    byte: np.ndarray
+    end: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    ids: np.ndarray
+    kernel: "TrieWalk"
+    """The compiled walk over these arrays."""
+
+    @classmethod
+    def of(cls, index: "TokenIndex", positions: np.ndarray) -> "TokenTrie":
+        """The trie of the tokens at ``positions`` (ascending) of ``index``."""
+        arrays = (*build_trie(index.flat, index.offsets[positions], index.lengths[positions]), index.ids[positions])
+        return cls(*arrays, TrieWalk(*arrays, index.max_length))
+
+
 class TokenIndex:
     """Text tokens sorted by their first two bytes, with their bytes in one flat array.
     Immutable; built once per vocabulary (about 0.2 s for 150k ids)."""
@@ -148,15 +197,34 @@ class TokenIndex:
         self.exit_positions = owners[leaves]
         self.safe = np.ones(len(blobs), dtype=bool)
         self.safe[owners] = False
+        self.trie: TokenTrie | None = None
+        """The token trie (~3 MB for 150k ids, ~5 ms to build); None without the compiled kernels."""
+        self.exit_trie: TokenTrie | None = None
+        """The trie of :attr:`exit_positions`' tokens (those a free string body may end with)."""
+        self.unsafe_trie: TokenTrie | None = None
+        """The trie of :attr:`unsafe_positions`' tokens (those holding a quote, backslash or control byte)."""
+        if build_trie is not None and len(blobs) and self.max_length < TOKEN_BYTES_LIMIT:
+            self.trie = TokenTrie.of(self, np.arange(len(blobs)))
+            self.exit_trie = TokenTrie.of(self, self.exit_positions)
+            self.unsafe_trie = TokenTrie.of(self, self.unsafe_positions)
+        self._raw_body: np.ndarray | None = None
         self._string_body_mask: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
+        self._bounded: np.ndarray | None = None
         self.shared: LRU[np.ndarray] = LRU(4096)
         """Masks that depend only on this vocabulary and an automaton's content, shared by every
         compiled object: per remaining length of a bounded string, per embedded state."""
 
     def _raw_body_positions(self) -> np.ndarray:
-        safe = np.flatnonzero(self.safe)
-        return walk_positions(self, _RAW_STRING_DFA, 0, safe)
+        """Positions of the tokens a raw string body reads from a character boundary (computed
+        once: the trie walk when built, else the numpy walk over the safe tokens)."""
+        if self._raw_body is None:
+            if self.trie is not None:
+                bits = np.unpackbits(trie_mask(self, _RAW_STRING_DFA, 0).view(np.uint8), bitorder="little")
+                self._raw_body = np.flatnonzero(bits[self.ids])
+            else:
+                self._raw_body = walk_positions(self, _RAW_STRING_DFA, 0, np.flatnonzero(self.safe))
+        return self._raw_body
 
     def body_chars(self) -> np.ndarray:
         """Per position: the characters a safe token starts when read inside a raw string body
@@ -173,17 +241,19 @@ class TokenIndex:
 
     def bounded_body_mask(self, remaining: int) -> np.ndarray:
         """Packed mask of the safe tokens a raw string body accepts from a character boundary
-        with room for at most ``remaining`` more characters. Shared; ~1 ms per new length."""
-        chars = self.body_chars()
-        remaining = min(remaining, int(chars.max(initial=0)))
-        key = ("bounded", remaining)
-        hit = self.shared.get(key)
-        if hit is None:
-            ids = self.ids[(chars >= 0) & (chars <= remaining)]
-            hit = pack_ids(ids, self.words)
-            hit.setflags(write=False)
-            hit = self.shared.put(key, hit)
-        return hit
+        with room for at most ``remaining`` more characters (read-only; a row of a table made
+        once per vocabulary, one row per token length in characters, ~2.5 MB for 150k ids)."""
+        if self._bounded is None:
+            chars = self.body_chars()
+            valid = chars >= 0
+            ids, counts = self.ids[valid], chars[valid]
+            table = np.zeros((int(counts.max(initial=0)) + 1, self.words), dtype=np.uint32)
+            np.bitwise_or.at(table, (counts, ids >> 5), np.left_shift(1, ids & 31).astype(np.uint32))
+            np.bitwise_or.accumulate(table, axis=0, out=table)  # row r: every token of at most r characters
+            table = table.view(np.int32)
+            table.setflags(write=False)
+            self._bounded = table
+        return self._bounded[min(remaining, self._bounded.shape[0] - 1)]
 
     def string_body_mask(self) -> np.ndarray:
         """Packed mask of the tokens a free JSON string accepts from a character boundary
@@ -223,7 +293,9 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
     if hit is not None:
         return hit
     index = TokenIndex(vocabulary)
-    index.string_body_mask()  # per-vocabulary work, done with the index rather than on a first request
+    # per-vocabulary work, done with the index rather than on a first request
+    index.string_body_mask()
+    index.bounded_body_mask(0)
     return _INDEX_CACHE.put(vocabulary.fingerprint, index)
 
 
@@ -388,7 +460,10 @@ class MaskTable:
                 raise AutomatonBudgetError(dfa.exhausted)
             mask = self._shared_work_mask(state)
             if mask is None:
-                mask = walk_mask(self.index, dfa, state, self.index.candidates(dfa, state))
+                if self.index.trie is not None:
+                    mask = trie_mask(self.index, dfa, state)
+                else:
+                    mask = walk_mask(self.index, dfa, state, self.index.candidates(dfa, state))
             if dfa.exhausted is not None:
                 raise AutomatonBudgetError(dfa.exhausted)
             return mask
@@ -407,9 +482,12 @@ class MaskTable:
         if self._is_string_body(state):
             # most of the vocabulary stays inside the string: that part is shared by every free
             # string; only tokens that reach a quote or a backslash are walked here
-            exits = index.exit_positions
-            live_first = dfa.array_row(state)[index.first[exits]] >= 0
-            mask = walk_mask(index, dfa, state, exits[live_first])
+            if index.exit_trie is not None:
+                mask = trie_mask(index, dfa, state, index.exit_trie)
+            else:
+                exits = index.exit_positions
+                live_first = dfa.array_row(state)[index.first[exits]] >= 0
+                mask = walk_mask(index, dfa, state, exits[live_first])
             mask |= index.string_body_mask()
             return mask
         return None
@@ -418,55 +496,70 @@ class MaskTable:
         """``state`` stands at state ``inner`` of an embedded automaton that only unsafe bytes
         (quote, backslash, control) can leave: the safe tokens' part of the mask depends on that
         automaton alone and is shared (:func:`safe_part`); the unsafe tokens whose first unsafe
-        byte can be read there are walked here (usually a few hundred)."""
+        byte can be read there are walked here (usually a few hundred; by a trie walk when
+        built, where a dead byte prunes its subtree)."""
         index = self.index
         readable = leaving | block_bytes(block.dfa)
-        unsafe = index.unsafe_positions[readable[index.first_unsafe]]
-        unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
-        mask = walk_mask(index, self.dfa, state, unsafe)
+        if index.unsafe_trie is not None:
+            # a token whose first unsafe byte cannot be read dies there: without a readable
+            # control byte only those that first reach a quote or a backslash can live
+            trie = index.unsafe_trie if readable[:0x20].any() else index.exit_trie
+            mask = trie_mask(index, self.dfa, state, trie)
+        else:
+            unsafe = index.unsafe_positions[readable[index.first_unsafe]]
+            unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
+            mask = walk_mask(index, self.dfa, state, unsafe)
         mask |= safe_part(index, block.dfa, inner)
         return mask
 
     def _is_string_body(self, state: int) -> bool:
-        """Whether the raw-character automaton of a free string embeds at ``state``: the
-        pairs (raw-automaton state, DFA state) reachable from (start, ``state``) over bytes that
-        cannot leave a string (no quote, backslash or control byte) agree on which bytes are
-        dead. Then the tokens made only of such bytes are allowed from ``state`` exactly when
-        the shared walk allows them. (Pairs rather than a map: a lazy DFA is not minimised, so
-        the string loop may span several equivalent states.) The compiled pair walk
-        (:func:`enforcer._kernels.embeds_at`) when built, building the rows it asks for; else
-        :meth:`_is_string_body_reference`."""
+        """Whether the raw-character automaton of a free string embeds at ``state`` for every
+        token: the pairs (raw-automaton state, DFA state) reachable from (start, ``state``) over
+        bytes that cannot leave a string (no quote, backslash or control byte), within the
+        longest token's length, agree on which bytes are dead. Then the tokens made only of such
+        bytes are allowed from ``state`` exactly when the shared walk allows them. (Pairs rather
+        than a map: a lazy DFA is not minimised, so the string loop may span several equivalent
+        states; bounded by depth, a long ``maxLength`` string, one state per position, is a body
+        too.) The compiled breadth-first pair walk (:func:`enforcer._kernels.embeds_within`)
+        when built, building the rows it reaches; else :meth:`_is_string_body_reference`."""
         if self.dfa.row(state)[0x61] < 0:  # quick reject: a string body takes "a"
             return False
-        if embeds_at is None:
+        if embeds_within is None:
             return self._is_string_body_reference(state)
         raw = _RAW_STRING_DFA.transitions
+        depth = self.index.max_length
+
+        def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
+            return embeds_within(raw, table, built, state, _SAFE_FLAGS, depth, _MAX_BODY_PAIRS, builder,
+                                 table if builder is not None else None, built if builder is not None else None)
+
         while True:
-            table, built = self.dfa.kernel_view()
-            verdict = embeds_at(raw, table, built, state, _SAFE_FLAGS, _MAX_BODY_PAIRS)
+            verdict, _ = self.dfa.building_walk(walk)
             if verdict >= 0:
                 return bool(verdict)
             self.dfa.row(-verdict - 2)
 
     def _is_string_body_reference(self, state: int) -> bool:
         """:meth:`_is_string_body` in Python: the fallback without the compiled kernels and the
-        oracle of its differential test."""
+        oracle of its differential test (same pairs, level by level)."""
         raw = _RAW_STRING_DFA.transitions
         if self.dfa.row(state)[0x61] < 0:
             return False
         seen = {(0, state)}
-        stack = [(0, state)]
-        while stack:
-            if len(seen) > _MAX_BODY_PAIRS:
-                return False
-            u, d = stack.pop()
-            u_row = raw[u][_SAFE_COLUMNS]
-            d_row = self.dfa.array_row(d)[_SAFE_COLUMNS]
-            if not np.array_equal(u_row < 0, d_row < 0):
-                return False
-            live = u_row >= 0
-            for pair in set(zip(u_row[live].tolist(), d_row[live].tolist())):
-                if pair not in seen:
-                    seen.add(pair)
-                    stack.append(pair)
+        level = [(0, state)]
+        for _ in range(self.index.max_length):
+            following = []
+            for u, d in level:
+                u_row = raw[u][_SAFE_COLUMNS]
+                d_row = self.dfa.array_row(d)[_SAFE_COLUMNS]
+                if not np.array_equal(u_row < 0, d_row < 0):
+                    return False
+                live = u_row >= 0
+                for pair in zip(u_row[live].tolist(), d_row[live].tolist()):
+                    if pair not in seen:
+                        if len(seen) >= _MAX_BODY_PAIRS:
+                            return False
+                        seen.add(pair)
+                        following.append(pair)
+            level = following
         return True

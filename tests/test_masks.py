@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from enforcer import compile_json_schema
+from enforcer import Vocabulary, compile_json_schema
 from benchmarks.conformance import load_maskbench, make_encoder, spread_sample
 from enforcer import masks
-from enforcer.automaton import alt, codepoints, compile_node, literal, repeat, seq
+from enforcer.automaton import LazyDFA, alt, codepoints, compile_node, literal, repeat, seq
 from enforcer.masks import MaskTable, pack_ids, reference_mask, token_index
 from enforcer.matcher import clear_cache
 from enforcer.arguments import split_arguments
@@ -40,6 +40,55 @@ def test_compiled_walk_matches_reference_on_every_state(kimi_vocab) -> None:
         candidates = index.candidates(dfa, state)
         assert np.array_equal(masks.walk_mask(index, dfa, state, candidates),
                               pack_ids(index.ids[masks.walk_positions(index, dfa, state, candidates)], index.words))
+
+
+def test_trie_walk_matches_reference_on_every_state(kimi_vocab) -> None:
+    """The token-trie walk (what a state without a shared shortcut uses) against the plain
+    walk from every state of a fully built DFA with many byte classes."""
+    index = token_index(kimi_vocab)
+    assert index.trie is not None
+    dfa = compile_node(seq(literal('"'), repeat(alt(codepoints([(0x20, 0x7E), (0xA0, 0x2FFF)]),
+                                                   literal("\\n")), 0, 6), literal('" ,')))
+    for state in range(dfa.num_states):
+        assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), state
+
+
+@pytest.mark.parametrize("rows_per_walk", [0, 1, 1024])
+def test_trie_walk_builds_a_lazy_automaton(kimi_vocab, monkeypatch, rows_per_walk) -> None:
+    """On a lazy DFA the trie walk builds the rows it reaches (up to ``rows_per_walk`` per
+    compiled call), stops at the others and resumes once they are built: the masks of the first
+    states of a fresh automaton (keys, an enum, a pattern) equal the plain walk's, which sees the
+    rows the trie walk built. 0 rows per walk: every new row goes through the resumed walk."""
+    monkeypatch.setattr(masks, "_ROWS_PER_WALK", rows_per_walk)
+    index = token_index(kimi_vocab)
+    node = seq(literal('{"'), alt(literal("alpha"), literal("alphabet"), literal("beta")), literal('": "'),
+               repeat(codepoints([(0x41, 0x5A)]), 2, 5), literal('"}'))
+    for state in range(12):
+        lazy = LazyDFA(node)
+        path = '{"alphabet": "AB"}'.encode()[:state]
+        s = lazy.walk(0, path)
+        before = int(lazy._built.sum())
+        got = masks.trie_mask(index, lazy, s)
+        if state == 2:
+            assert int(lazy._built.sum()) > before + 1  # the walk needed rows the start did not have
+        assert np.array_equal(got, reference_mask(index, lazy, s)), path
+
+
+def test_trie_of_prefixes_and_equal_tokens() -> None:
+    """A token that prefixes others, and two ids with the same bytes, share trie nodes: the
+    walk allows both ids of a duplicated spelling and each prefix on its own."""
+    tokens = [b"a", b"ab", b"abc", b"ab", b"b", b"ba", b"\xe2\x82", b"\xe2\x82\xac", b"c"]
+    vocab = Vocabulary.from_token_bytes(tokens)
+    index = token_index(vocab)
+    assert index.trie is not None and index.trie.byte.size == 1 + len({t[:k] for t in tokens for k in range(1, len(t) + 1)})
+    for pattern in (literal("ab"), alt(literal("abc"), literal("b")), repeat(codepoints([(0x61, 0x62)]), 0, 3),
+                    codepoints([(0x20AC, 0x20AC)]), seq(literal("a"), repeat(codepoints([(0x61, 0x63)]), 0, 9))):
+        dfa = compile_node(pattern)
+        for state in range(dfa.num_states):
+            assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state))
+    allowed = np.flatnonzero(np.unpackbits(masks.trie_mask(index, compile_node(literal("ab")), 0).view(np.uint8),
+                                           bitorder="little"))
+    assert allowed.tolist() == [0, 1, 3]
 
 
 def assert_table_matches_reference(table: MaskTable) -> int:
@@ -111,10 +160,14 @@ def test_instances_match_reference(kimi_tokenizer, kimi_vocab) -> None:
 
 
 def test_bounded_strings_share_per_length_masks(kimi_vocab) -> None:
-    """Between two characters of a maxLength string the safe tokens come from the shared
-    per-length mask: a second schema with another bound reuses the lengths the first made."""
+    """Between two characters of a maxLength string the safe tokens come from the per-vocabulary
+    table of masks by remaining length: each row holds exactly the raw-body tokens of at most
+    that many characters, and a bounded string's mask is built on it."""
     index = token_index(kimi_vocab)
-    index.shared.clear()
+    chars = index.body_chars()
+    for remaining in (0, 1, 2, 5, 50, 10**6):
+        expected = pack_ids(index.ids[(chars >= 0) & (chars <= remaining)], index.words)
+        assert np.array_equal(index.bounded_body_mask(remaining), expected), remaining
     clear_cache()
     compiled = compile_json_schema({"type": "string", "maxLength": 50}, kimi_vocab)
     matcher = compiled.matcher()
@@ -122,8 +175,26 @@ def test_bounded_strings_share_per_length_masks(kimi_vocab) -> None:
     matcher.fill_bitmask(bitmask)  # before the quote
     assert matcher.accept_token(kimi_vocab.encode_text('"')[0])
     matcher.fill_bitmask(bitmask)
-    assert index.shared.get(("bounded", 50)) is not None
+    body = bitmask[0] & index.bounded_body_mask(50)
+    assert np.array_equal(body, index.bounded_body_mask(50))  # every safe token of up to 50 characters
     assert assert_table_matches_reference(compiled.masks) == 2
+
+
+def test_long_bounded_string_is_a_string_body(kimi_vocab) -> None:
+    """A maxLength past the counted limit is one lazy state per position: within a token's
+    length it reads like a free string, so the string-body shortcut takes it (compiled and
+    Python checks agree), and its masks equal the plain walk; near the bound it is not one."""
+    clear_cache()
+    compiled = compile_json_schema({"type": "object", "properties": {"url": {"type": "string", "maxLength": 5000}},
+                                    "required": ["url"]}, kimi_vocab)
+    table = compiled.masks
+    state = compiled.dfa.walk(0, b'{"url": "')
+    assert table._is_string_body(state) and table._is_string_body_reference(state)
+    near_end = compiled.dfa.walk(state, b"x" * 4990)
+    assert not table._is_string_body(near_end) and not table._is_string_body_reference(near_end)
+    for s in (state, compiled.dfa.walk(state, "é日".encode()), near_end):
+        table.mask(s)
+    assert assert_table_matches_reference(table) == 3
 
 
 def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
