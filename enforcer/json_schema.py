@@ -80,9 +80,14 @@ class SchemaOptions:
     indent_width: int = 4
     """After a newline, up to ``indent_width * (depth + 1)`` spaces (capped by ``max_indent``)."""
     max_indent: int = 32
-    free_form_depth: int = 4
+    free_form_depth: int = 8
     """Nesting allowed inside values the schema does not describe (``{}``, bare ``object``):
-    each level doubles the automaton (4: ~4,400 NFA states, ~5 ms; 6: ~21,000, ~35 ms)."""
+    each level doubles their automaton (4: ~4,700 NFA states; 8: ~100,000, most of them in
+    embedded tables, see :data:`FREE_FORM_TABLE_DEPTH`). A value whose automaton exceeds
+    ``max_nfa_states`` at this depth is compiled again with its free-form values
+    ``FREE_FORM_DEPTH_STEP`` levels shallower, down to ``FREE_FORM_FALLBACK_DEPTH`` (never
+    below this option), before it is refused: deep free-form values in small schemas, bounded
+    automata in large ones."""
     max_recursion: int = 3
     """How often one ``$ref`` may be expanded on a single path before recursion is cut."""
     assert_formats: bool = True
@@ -165,6 +170,9 @@ class SchemaCompiler:
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {})
         self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
+        self.free_form_depth = options.free_form_depth
+        """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
+        self._deep_free_form = False  # a free-form value deeper than the fallback was built
         self._nesting = 0
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
@@ -200,7 +208,23 @@ class SchemaCompiler:
         return self.value(self.root, "", 0, ())
 
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
-        """Every accepted serialisation of values of ``schema`` at value nesting ``depth``."""
+        """Every accepted serialisation of values of ``schema`` at value nesting ``depth``. An
+        outermost value over its budget is compiled again with shallower free-form values
+        (see ``SchemaOptions.free_form_depth``): at most three attempts."""
+        if self._nesting:
+            return self._sub_value(schema, pointer, depth, refs)
+        while True:
+            try:
+                return self._sub_value(schema, pointer, depth, refs)
+            except SchemaTooComplexError:
+                if not self._deep_free_form:
+                    raise
+                self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
+                self._deep_free_form = False
+                self._values.clear()
+                self._any_cache.clear()
+
+    def _sub_value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         if self._nesting >= MAX_NESTING:
             raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep "
                                         f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})", pointer,
@@ -244,7 +268,7 @@ class SchemaCompiler:
         if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
             schema, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
-            return self.any_value(depth, self.options.free_form_depth)
+            return self.any_value(depth, self.free_form_depth)
         if schema is False:
             return NOTHING
         if not isinstance(schema, dict):
@@ -1260,36 +1284,69 @@ class SchemaCompiler:
     # ---- free-form values ---------------------------------------------------------------
 
     def any_value(self, depth: int, budget: int) -> Node:
-        """Any JSON value nested at most ``budget`` containers deep. Containers are graphs with
-        a single item edge, so each nesting level holds one copy of the level below."""
+        """Any JSON value at nesting ``depth`` with containers nested at most ``budget`` deep
+        (:func:`_free_form`; one node per depth and budget, shared by every use)."""
         key = depth * 1000 + budget
         hit = self._any_cache.get(key)
-        if hit is not None:
-            return hit
-        free_string = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
-        options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, free_string]
-        if budget > 0:
-            inner = depth + 1
-            item = self.any_value(inner, budget - 1)
-            member = seq(free_string, self._colon(), item)
-            options += [self._container("[", "]", item, depth), self._container("{", "}", member, depth)]
-        node = alt(*options)
-        self._any_cache[key] = node
-        return node
+        self._deep_free_form |= budget > FREE_FORM_FALLBACK_DEPTH
+        if hit is None:
+            widths = tuple(min(self.options.indent_width * (depth + k), self.options.max_indent)
+                           for k in range(budget + 1))
+            hit = self._any_cache[key] = _free_form(widths, budget)
+        return hit
 
-    def _container(self, open_: str, close: str, item: Node, depth: int) -> Node:
-        """``open item (, item)* close`` or an empty container, with one copy of ``item``."""
-        inner = depth + 1
-        # 0 -open-> 1 -item-> 2 -comma-> 3 -item-> 2 ; 1 -close-> 4 ; 2 -close-> 4
-        edges = (
-            (0, seq(literal(open_), self.ws(inner)), 1),
-            (1, literal(close), 4),
-            (1, EPSILON, 3),
-            (3, item, 2),
-            (2, self._comma(inner), 3),
-            (2, seq(self.ws(depth), literal(close)), 4),
-        )
-        return Graph(5, 0, frozenset({4}), edges)
+
+FREE_FORM_FALLBACK_DEPTH = 4
+"""The shallowest free-form depth a value over its budget falls back to (the option's own
+value when that is smaller: then no fallback)."""
+FREE_FORM_DEPTH_STEP = 2
+"""Levels removed from free-form values at each fallback attempt (8, 6, 4)."""
+FREE_FORM_TABLE_DEPTH = 4
+"""Free-form values with containers nested this deep are one automaton built whole (about 4,200
+states, 4 MB, 20 ms, once per process and indentation), embedded by reference wherever a deeper
+free-form value holds one: each use then adds no edges to the value automaton, and a walk
+builds only the states it reaches above it."""
+
+_FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
+
+
+@lru_cache(maxsize=256)
+def _free_form(widths: tuple[int, ...], budget: int) -> Node:
+    """Any JSON value with containers nested at most ``budget`` deep, ``widths[k]`` the
+    whitespace width ``k`` levels down from its own (``budget + 1`` of them). Containers are
+    graphs with a single item edge: each level holds one copy of the level below for arrays and
+    one for objects (an automaton must remember which bracket each open level closes with, so
+    its states double per level); the level ``FREE_FORM_TABLE_DEPTH`` deep is an embedded table.
+    Cached: depends on the widths and budget only."""
+    options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, _FREE_STRING]
+    if budget > 0:
+        item = _free_form(widths[1:], budget - 1)
+        if budget - 1 == FREE_FORM_TABLE_DEPTH:
+            item = _free_form_table(widths[1:], budget - 1)
+        member = seq(_FREE_STRING, _COLON, item)
+        options += [_container("[", "]", item, widths), _container("{", "}", member, widths)]
+    return alt(*options)
+
+
+@lru_cache(maxsize=32)
+def _free_form_table(widths: tuple[int, ...], budget: int) -> Node:
+    """:func:`_free_form` as an embedded automaton, built once per widths."""
+    return Embedded(compile_node(_free_form(widths, budget)))
+
+
+def _container(open_: str, close: str, item: Node, widths: tuple[int, ...]) -> Node:
+    """``open item (, item)* close`` or an empty container, with one copy of ``item``; whitespace
+    ``widths[1]`` wide inside, ``widths[0]`` before the closing bracket."""
+    # 0 -open-> 1 -item-> 2 -comma-> 3 -item-> 2 ; 1 -close-> 4 ; 2 -close-> 4
+    edges = (
+        (0, seq(literal(open_), _whitespace(widths[1])), 1),
+        (1, literal(close), 4),
+        (1, EPSILON, 3),
+        (3, item, 2),
+        (2, _comma(widths[1]), 3),
+        (2, seq(_whitespace(widths[0]), literal(close)), 4),
+    )
+    return Graph(5, 0, frozenset({4}), edges)
 
 
 _CANONICAL_KEY_CHAR = alt(

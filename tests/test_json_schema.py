@@ -188,6 +188,38 @@ def test_free_form_depth_is_bounded():
     assert dfa.matches("[[1]]") and not dfa.matches("[[[1]]]")
 
 
+def _nested(levels):
+    """A JSON value with ``levels`` containers nested, objects and arrays alternating."""
+    value = "leaf"
+    for k in range(levels):
+        value = {"k": value} if k % 2 else [value]
+    return value
+
+
+def test_free_form_values_nest_eight_deep_by_default():
+    # Kubernetes' RawExtension ("data": {"type": "object"}) held a Deployment nested 8 deep
+    # (jsonschemabench kb_139): the default depth takes it, in every whitespace style
+    schema = {"type": "object", "properties": {"data": {"type": "object"}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    deployment = {"spec": {"template": {"spec": {"containers": [{"ports": [{"containerPort": 80}]}]}}}}
+    for value in ({"data": deployment}, {"data": {"k": _nested(8)}}):  # the object, then 8 free levels
+        for text in (json.dumps(value), json.dumps(value, separators=(",", ":")), json.dumps(value, indent=2)):
+            assert dfa.matches(text), text
+    assert not dfa.matches(json.dumps({"data": {"k": _nested(9)}}))  # still bounded
+
+
+def test_free_form_depth_falls_back_when_over_budget():
+    # 8 deep needs ~92,000 NFA states here, 4 deep ~4,800: under a 50,000 budget the value
+    # compiles with free-form values 6 deep (8 - FREE_FORM_DEPTH_STEP), not refused
+    schema = {"type": "object", "properties": {"a": {}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=50_000))
+    assert dfa.matches(json.dumps({"a": _nested(6)})) and not dfa.matches(json.dumps({"a": _nested(7)}))
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=15_000))
+    assert dfa.matches(json.dumps({"a": _nested(4)})) and not dfa.matches(json.dumps({"a": _nested(5)}))
+    with pytest.raises(SchemaTooComplexError):  # not below the fallback depth
+        compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=4_000))
+
+
 def test_whitespace_styles_bounded():
     dfa = compile_schema_dfa({"type": "object", "properties": {"a": {"type": "array"}}}, SchemaOptions())
     assert dfa.matches('{"a": [1, 2]}') and dfa.matches('{"a":[1,2]}')
