@@ -34,12 +34,12 @@ TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated",
     "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions",
-    "$vocabulary", "$anchor",
+    "$vocabulary", "$anchor", "contentSchema",
 })
 UNSUPPORTED = frozenset({
     "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef",
-    "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
+    "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
 })
 KNOWN_METASCHEMAS = frozenset({
     "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
@@ -90,7 +90,10 @@ class SchemaOptions:
     below this option), before it is refused: deep free-form values in small schemas, bounded
     automata in large ones."""
     max_recursion: int = 3
-    """How often one ``$ref`` may be expanded on a single path before recursion is cut."""
+    """How often one ``$ref`` may be expanded on a single path before recursion is cut. A value
+    whose automaton exceeds ``max_nfa_states`` with recursion expanded (once free-form values
+    are at their fallback depth) is compiled again with recursion cut one expansion earlier,
+    down to one expansion, before it is refused."""
     assert_formats: bool = True
     """Enforce ``format`` (date-time, uuid, ...). ``False`` treats it as an annotation."""
     unknown_formats: str = "ignore"
@@ -185,6 +188,9 @@ class SchemaCompiler:
         self.free_form_depth = options.free_form_depth
         """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
         self._deep_free_form = False  # a free-form value deeper than the fallback was built
+        self.max_recursion = options.max_recursion
+        """The recursion cut in use (lowered from the option when a value exceeds its budget)."""
+        self._recursed = False  # a $ref was expanded inside its own expansion
         self._nesting = 0
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
@@ -221,18 +227,22 @@ class SchemaCompiler:
 
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """Every accepted serialisation of values of ``schema`` at value nesting ``depth``. An
-        outermost value over its budget is compiled again with shallower free-form values
-        (see ``SchemaOptions.free_form_depth``): at most three attempts."""
+        outermost value over its budget is compiled again with shallower free-form values, then
+        with recursion cut earlier (``SchemaOptions.free_form_depth``, ``max_recursion``): at
+        most five attempts with the defaults."""
         if self._nesting:
             return self._sub_value(schema, pointer, depth, refs)
         while True:
             try:
                 return self._sub_value(schema, pointer, depth, refs)
             except SchemaTooComplexError:
-                if not self._deep_free_form:
+                if self._deep_free_form:
+                    self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
+                elif self._recursed and self.max_recursion > 1:
+                    self.max_recursion -= 1
+                else:
                     raise
-                self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
-                self._deep_free_form = False
+                self._deep_free_form = self._recursed = False
                 self._values.clear()
                 self._any_cache.clear()
 
@@ -442,8 +452,10 @@ class SchemaCompiler:
             cycle = cycle[cycle.index(ref):] + [ref]
             raise UnsupportedSchemaError("$ref", pointer, f"reference cycle {' -> '.join(cycle)} never descends into "
                                          "the value, so it expands forever")
-        if sum(r == ref for r, _ in refs) >= self.options.max_recursion:
+        expanded = sum(r == ref for r, _ in refs)
+        if expanded >= self.max_recursion:
             return False, target_pointer, refs
+        self._recursed |= expanded > 0
         return target, target_pointer, refs + ((ref, depth),)
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
