@@ -93,7 +93,7 @@ class SchemaOptions:
     """How often one ``$ref`` may be expanded on a single path before recursion is cut. A value
     whose automaton exceeds ``max_nfa_states`` with recursion expanded (once free-form values
     are at their fallback depth) is compiled again with recursion cut one expansion earlier,
-    down to one expansion, before it is refused."""
+    down to ``MIN_RECURSION`` expansions, before it is refused."""
     assert_formats: bool = True
     """Enforce ``format`` (date-time, uuid, ...). ``False`` treats it as an annotation."""
     unknown_formats: str = "ignore"
@@ -235,10 +235,12 @@ class SchemaCompiler:
         while True:
             try:
                 return self._sub_value(schema, pointer, depth, refs)
-            except SchemaTooComplexError:
+            except SchemaTooComplexError as exc:
+                if not exc.budget.startswith("max_nfa_states"):
+                    raise  # other limits are met while building automata: costly to meet again
                 if self._deep_free_form:
                     self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
-                elif self._recursed and self.max_recursion > 1:
+                elif self._recursed and self.max_recursion > MIN_RECURSION:
                     self.max_recursion -= 1
                 else:
                     raise
@@ -1358,6 +1360,9 @@ class SchemaCompiler:
         return hit
 
 
+MIN_RECURSION = 2
+"""The earliest recursion cut a value over its budget falls back to (one expansion rejected a
+valid Kubernetes instance that two refuse: refusing is the honest answer there)."""
 FREE_FORM_FALLBACK_DEPTH = 4
 """The shallowest free-form depth a value over its budget falls back to (the option's own
 value when that is smaller: then no fallback)."""
