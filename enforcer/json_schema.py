@@ -81,10 +81,12 @@ class SchemaOptions:
     indent_width: int = 4
     """After a newline, up to ``indent_width * (depth + 1)`` spaces (capped by ``max_indent``)."""
     max_indent: int = 32
-    free_form_depth: int = 8
+    free_form_depth: int = 4
     """Nesting allowed inside values the schema does not describe (``{}``, bare ``object``):
-    each level doubles their automaton (4: ~4,700 NFA states; 8: ~100,000, most of them in
-    embedded tables, see :data:`FREE_FORM_TABLE_DEPTH`). A value whose automaton exceeds
+    each level doubles their automaton (4: ~4,700 NFA states; 8: ~92,000, built lazily: a walk
+    builds the states it reaches; 8 takes jsonschemabench's Kubernetes instances, but random
+    walks through tool-call formats then reach their decode-time state budget, so it is not the
+    default). A value whose automaton exceeds
     ``max_nfa_states`` at this depth is compiled again with its free-form values
     ``FREE_FORM_DEPTH_STEP`` levels shallower, down to ``FREE_FORM_FALLBACK_DEPTH`` (never
     below this option), before it is refused: deep free-form values in small schemas, bounded
@@ -1368,12 +1370,6 @@ FREE_FORM_FALLBACK_DEPTH = 4
 value when that is smaller: then no fallback)."""
 FREE_FORM_DEPTH_STEP = 2
 """Levels removed from free-form values at each fallback attempt (8, 6, 4)."""
-FREE_FORM_TABLE_DEPTH = 4
-"""Free-form values with containers nested this deep are one automaton built whole (about 4,200
-states, 4 MB, 20 ms, once per process and indentation), embedded by reference wherever a deeper
-free-form value holds one: each use then adds no edges to the value automaton, and a walk
-builds only the states it reaches above it."""
-
 _FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
 
 
@@ -1383,22 +1379,13 @@ def _free_form(widths: tuple[int, ...], budget: int) -> Node:
     whitespace width ``k`` levels down from its own (``budget + 1`` of them). Containers are
     graphs with a single item edge: each level holds one copy of the level below for arrays and
     one for objects (an automaton must remember which bracket each open level closes with, so
-    its states double per level); the level ``FREE_FORM_TABLE_DEPTH`` deep is an embedded table.
-    Cached: depends on the widths and budget only."""
+    its states double per level). Cached: depends on the widths and budget only."""
     options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, _FREE_STRING]
     if budget > 0:
         item = _free_form(widths[1:], budget - 1)
-        if budget - 1 == FREE_FORM_TABLE_DEPTH:
-            item = _free_form_table(widths[1:], budget - 1)
         member = seq(_FREE_STRING, _COLON, item)
         options += [_container("[", "]", item, widths), _container("{", "}", member, widths)]
     return alt(*options)
-
-
-@lru_cache(maxsize=32)
-def _free_form_table(widths: tuple[int, ...], budget: int) -> Node:
-    """:func:`_free_form` as an embedded automaton, built once per widths."""
-    return Embedded(compile_node(_free_form(widths, budget)))
 
 
 def _container(open_: str, close: str, item: Node, widths: tuple[int, ...]) -> Node:
