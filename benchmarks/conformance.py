@@ -2,7 +2,10 @@
 
 Corpus layout (read-only, passed explicitly): ``CORPUS/maskbench/*.json`` (one schema with
 ``tests``: ``[{"data", "valid"}]``) and ``CORPUS/json-schema-test-suite/draft2020-12/*.json``
-(top-level files only; each a list of cases ``{"description", "schema", "tests"}``).
+(top-level files only; each a list of cases ``{"description", "schema", "tests"}``). The
+Test-Suite's remote documents (``remotes/``, served at ``http://localhost:1234/`` by its
+harness) are handed to the compiler as ``resources`` when present (``--remotes``, by default
+``CORPUS/json-schema-test-suite/remotes``); nothing is fetched.
 
 For each compiled schema, every instance is put in the schema's declared key order
 (:class:`SchemaWalker`), serialised twice (``json.dumps`` default separators and compact,
@@ -17,7 +20,7 @@ bad ``format`` while formats are asserted ("formatX", the Test-Suite's annotatio
 
 Run: ``python -m benchmarks.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
 [--limit N] [--source maskbench|testsuite|both] [--strict|--spec] [--mutants N] [--jobs N]
-[--report PATH]``; prints a table per tokenizer and writes every failure (schema file,
+[--remotes DIR] [--report PATH]``; prints a table per tokenizer and writes every failure (schema file,
 instance, text, failing token and decoded prefix) to the JSON report.
 
 Cost: one compile per schema (bounded by ``compile_budget_s``) plus one mask fill and one
@@ -57,6 +60,9 @@ MASKBENCH_SUBSETS = ("BFCL", "MCPspec", "JME", "Handwritten")
 JSONSCHEMABENCH_SUBSETS = ("Github_trivial", "Github_medium", "Github_hard", "Kubernetes", "Snowplow",
                            "WashingtonPost", "JsonSchemaStore", "Synthesized")
 TEST_SUITE_DIR = Path("json-schema-test-suite") / "draft2020-12"
+TEST_SUITE_REMOTES = Path("json-schema-test-suite") / "remotes"
+REMOTES_BASE = "http://localhost:1234/"
+"""Where the Test-Suite's harness serves ``remotes/`` (its cases' ``$ref``s name it)."""
 
 Encoder = Callable[[str], list[int]]
 
@@ -84,6 +90,8 @@ class Case:
     name: str
     schema: Any
     instances: list[Instance]
+    resources: dict[str, Any] = field(default_factory=dict)
+    """Documents its ``$ref``s may name outside the schema, by URI (the Test-Suite's remotes)."""
 
 
 def maskbench_subset(file_name: str) -> str:
@@ -124,23 +132,45 @@ def load_jsonschemabench(corpus: Path) -> list[Case]:
     return cases
 
 
-def load_test_suite(corpus: Path) -> list[Case]:
-    """Every case of the top-level draft 2020-12 files of the JSON-Schema-Test-Suite."""
+def load_remotes(folder: Path) -> dict[str, Any]:
+    """The Test-Suite's remote documents under ``folder`` (every ``*.json``, recursively) by the
+    URI its harness serves them at; empty when the folder does not exist."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {REMOTES_BASE + path.relative_to(folder).as_posix(): json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(folder.rglob("*.json"))}
+
+
+def load_test_suite(corpus: Path, remotes: Path | None = None) -> list[Case]:
+    """Every case of the top-level draft 2020-12 files of the JSON-Schema-Test-Suite, each with
+    the remote documents (``remotes``, by default ``CORPUS/json-schema-test-suite/remotes``)."""
     folder = Path(corpus) / TEST_SUITE_DIR
     if not folder.is_dir():
         raise FileNotFoundError(f"no JSON-Schema-Test-Suite folder at {folder}")
+    resources = load_remotes(Path(corpus) / TEST_SUITE_REMOTES if remotes is None else remotes)
     cases = []
     for path in sorted(folder.glob("*.json")):
         for number, doc in enumerate(json.loads(path.read_text(encoding="utf-8"))):
             instances = [Instance(t["description"], t["data"], bool(t["valid"])) for t in doc["tests"]]
             name = f"{path.name}#{number} {doc['description']}"
-            cases.append(Case(f"TestSuite/{path.stem}", name, doc["schema"], instances))
+            cases.append(Case(f"TestSuite/{path.stem}", name, doc["schema"], instances, resources))
     return cases
 
 
-def load_corpus(corpus: Path, sources: Iterable[str] = ("maskbench", "testsuite")) -> list[Case]:
+def registry_of(resources: dict[str, Any]) -> Registry:
+    """A ``referencing`` registry holding ``resources`` (for jsonschema, as oracle and walker)."""
+    return Registry().with_resources(
+        (uri, specification_with(doc.get("$schema", "") if isinstance(doc, dict) else "", default=DRAFT202012)
+         .create_resource(doc)) for uri, doc in resources.items()).crawl()
+
+
+def load_corpus(corpus: Path, sources: Iterable[str] = ("maskbench", "testsuite"),
+                remotes: Path | None = None) -> list[Case]:
     """MaskBench, jsonschemabench and/or Test-Suite cases, in a stable order."""
-    loaders = {"maskbench": load_maskbench, "jsonschemabench": load_jsonschemabench, "testsuite": load_test_suite}
+    loaders: dict[str, Callable[[Path], list[Case]]] = {
+        "maskbench": load_maskbench, "jsonschemabench": load_jsonschemabench,
+        "testsuite": lambda folder: load_test_suite(folder, remotes)}
     cases: list[Case] = []
     for source in sources:
         if source not in loaders:
@@ -171,12 +201,12 @@ class SchemaWalker:
 
     MAX_REF_DEPTH = 32
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: Any, registry: Registry | None = None) -> None:
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
         spec = specification_with(dialect, default=DRAFT202012)
         resource = spec.create_resource(root)
         self._spec = spec
-        self._root_resolver = Registry().resolver_with_root(resource)
+        self._root_resolver = (registry or Registry()).resolver_with_root(resource)
         self._validator_cls = validator_for(root, default=validator_for({}))
         self._root = root
 
@@ -587,22 +617,22 @@ class Runner:
         self.compile_budget_s = compile_budget_s
         self._bitmask = np.zeros((1, (vocabulary.vocab_size + 31) // 32), dtype=np.int32)
 
-    def _compile_now(self, schema: Any) -> Any:
+    def _compile_now(self, case: Case) -> Any:
         if self.engine is not None:
-            return self.engine.compile(schema, self.strict)
-        return compile_json_schema(schema, self.vocabulary, **self.options)
+            return self.engine.compile(case.schema, self.strict)
+        return compile_json_schema(case.schema, self.vocabulary, resources=case.resources, **self.options)
 
-    def _compile(self, schema: Any) -> Any:
+    def _compile(self, case: Case) -> Any:
         """Compile under a SIGALRM budget (main thread only; elsewhere without a budget)."""
         with self._budget(self.compile_budget_s):
-            return self._compile_now(schema)
+            return self._compile_now(case)
 
     def run_case(self, case: Case) -> CaseResult:
         """Compile ``case.schema`` and check each instance (both serialisations)."""
         result = CaseResult(case.subset, case.name, "compiled")
         start = time.perf_counter()
         try:
-            compiled = self._compile(case.schema)
+            compiled = self._compile(case)
         except SchemaTooComplexError as exc:  # before its base class, UnsupportedSchemaError
             result.status, result.keyword = "too_complex", exc.keyword
         except UnsupportedSchemaError as exc:
@@ -623,15 +653,16 @@ class Runner:
         result.compile_s = time.perf_counter() - start
         if result.status != "compiled":
             return result
+        registry = registry_of(case.resources)
         try:
-            walker = SchemaWalker(case.schema)
+            walker = SchemaWalker(case.schema, registry)
         except Exception:
             walker = None
         with self._budget(self.check_budget_s):
             try:
-                for instance in case.instances + self._mutant_instances(case, walker):
+                for instance in case.instances + self._mutant_instances(case, walker, registry):
                     try:
-                        self._check_instance(case, compiled, walker, instance, result)
+                        self._check_instance(case, compiled, walker, registry, instance, result)
                     except (CompileTimeout, MemoryError):
                         raise
                     except Exception:
@@ -660,13 +691,13 @@ class Runner:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
 
-    def _mutant_instances(self, case: Case, walker: SchemaWalker | None) -> list[Instance]:
+    def _mutant_instances(self, case: Case, walker: SchemaWalker | None, registry: Registry) -> list[Instance]:
         """Edits of the valid instances (``mutants``) that jsonschema finds invalid or, in
         strict mode, that hold a key no ``properties`` declare."""
         if not self.mutants_per_instance:
             return []
         cls = validator_for(case.schema, default=validator_for({}))
-        validator = cls(case.schema)
+        validator = cls(case.schema, registry=registry)
         found = []
         for instance in case.instances:
             if not instance.valid:
@@ -680,7 +711,8 @@ class Runner:
                 found.append(Instance(f"{instance.description}: {description}", value, False, mutant=True))
         return found
 
-    def _check_instance(self, case: Case, compiled: Any, walker: Any, instance: Instance, result: CaseResult) -> None:
+    def _check_instance(self, case: Case, compiled: Any, walker: Any, registry: Registry, instance: Instance,
+                        result: CaseResult) -> None:
         data, undeclared = instance.data, False
         if walker is not None:
             try:
@@ -712,7 +744,8 @@ class Runner:
                 result.valid_rejected += 1
             elif self.strict and undeclared:
                 result.valid_strict_excluded += 1
-            elif self.options.get("assert_formats", True) and not _valid_with_formats(case.schema, instance.data):
+            elif self.options.get("assert_formats", True) and not _valid_with_formats(case.schema, instance.data,
+                                                                                      registry):
                 result.valid_format_excluded += 1
             else:
                 result.valid_rejected += 1
@@ -759,12 +792,12 @@ class Runner:
         return entry
 
 
-def _valid_with_formats(schema: Any, data: Any) -> bool:
+def _valid_with_formats(schema: Any, data: Any, registry: Registry) -> bool:
     """Whether ``data`` is valid when ``format`` is asserted (jsonschema's format checker);
     the Test-Suite counts bad formats as valid because ``format`` is an annotation by default."""
     cls = validator_for(schema, default=validator_for({}))
     try:
-        return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(data)
+        return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=registry).is_valid(data)
     except Exception:  # a schema jsonschema cannot evaluate: no exclusion
         return True
 
@@ -1043,11 +1076,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mutants", type=int, default=0, help="invalid edits checked per valid instance")
     parser.add_argument("--compile-budget", type=float, default=20.0, help="seconds per compile")
     parser.add_argument("--memory-limit", type=int, default=3000, help="MB per worker above its start (jobs > 1)")
+    parser.add_argument("--remotes", type=Path, default=None,
+                        help="the Test-Suite's remotes/ folder (default: CORPUS/json-schema-test-suite/remotes)")
     parser.add_argument("--report", type=Path, default=Path("conformance_report.json"))
     args = parser.parse_args(argv)
 
     sources = {"both": ("maskbench", "testsuite"), "all": ("maskbench", "jsonschemabench", "testsuite")}
-    cases = spread_sample(load_corpus(args.corpus, sources.get(args.source, (args.source,))), args.limit)
+    cases = spread_sample(load_corpus(args.corpus, sources.get(args.source, (args.source,)), args.remotes), args.limit)
     names = ("kimi", "deepseek") if args.tokenizer == "both" else (args.tokenizer,)
     mode_name = "strict" if args.strict else "spec"
     report: dict[str, Any] = {"strict": args.strict, "schemas": len(cases), "tokenizers": {}}

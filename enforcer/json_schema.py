@@ -11,11 +11,12 @@ their JSON pointer. Cost: linear in the schema, plus jsonschema validation of en
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_re
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
-from .schema_resources import ResourceIndex
+from .schema_resources import ResourceIndex, check_resource, normalise_resources, resource_documents
 from .schema_resources import escape as _escape
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -33,12 +34,12 @@ TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated",
     "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions",
-    "$vocabulary", "$anchor",
+    "$vocabulary", "$anchor", "contentSchema",
 })
 UNSUPPORTED = frozenset({
     "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef",
-    "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "contentSchema", "uniqueItems",
+    "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
 })
 KNOWN_METASCHEMAS = frozenset({
     "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
@@ -82,9 +83,19 @@ class SchemaOptions:
     max_indent: int = 32
     free_form_depth: int = 4
     """Nesting allowed inside values the schema does not describe (``{}``, bare ``object``):
-    each level doubles the automaton (4: ~4,400 NFA states, ~5 ms; 6: ~21,000, ~35 ms)."""
+    each level doubles their automaton (4: ~4,700 NFA states; 8: ~92,000, built lazily: a walk
+    builds the states it reaches; 8 takes jsonschemabench's Kubernetes instances, but random
+    walks through tool-call formats then reach their decode-time state budget, so it is not the
+    default). A value whose automaton exceeds
+    ``max_nfa_states`` at this depth is compiled again with its free-form values
+    ``FREE_FORM_DEPTH_STEP`` levels shallower, down to ``FREE_FORM_FALLBACK_DEPTH`` (never
+    below this option), before it is refused: deep free-form values in small schemas, bounded
+    automata in large ones."""
     max_recursion: int = 3
-    """How often one ``$ref`` may be expanded on a single path before recursion is cut."""
+    """How often one ``$ref`` may be expanded on a single path before recursion is cut. A value
+    whose automaton exceeds ``max_nfa_states`` with recursion expanded (once free-form values
+    are at their fallback depth) is compiled again with recursion cut one expansion earlier,
+    down to ``MIN_RECURSION`` expansions, before it is refused."""
     assert_formats: bool = True
     """Enforce ``format`` (date-time, uuid, ...). ``False`` treats it as an annotation."""
     unknown_formats: str = "ignore"
@@ -107,7 +118,15 @@ class SchemaOptions:
     :class:`SchemaTooComplexError` naming the sub-schema that first exceeds it, before any
     token. The lazy DFA's states are sets of these NFA states, built as walks reach them."""
 
+    resources: Any = ()
+    """Schema documents that ``$ref`` may name outside the schema, by absolute URI: a mapping
+    ``{uri: schema}`` (like jsonschema's ``referencing.Registry``), kept as sorted
+    ``(uri, canonical JSON)`` pairs so the options stay hashable. A document may carry its own
+    ``$id``s and anchors; one written in another dialect than the schema's is refused when
+    referenced. Nothing is ever fetched: a reference to anything else is refused, named."""
+
     def __post_init__(self) -> None:
+        object.__setattr__(self, "resources", normalise_resources(self.resources))
         if self.unknown_formats not in ("ignore", "error"):
             raise ValueError(f"unknown_formats must be 'ignore' or 'error', not {self.unknown_formats!r}")
 
@@ -162,14 +181,23 @@ class SchemaCompiler:
         self.options = options
         self.raw_strings = raw_strings
         self._validator_cls = validator_class(root)
-        self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {})
+        self._external = resource_documents(options.resources) if options.resources else {}
+        self._checked: set[str] = set()  # the given resources checked so far
+        self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
+                                              **_registry(self._external, self._validator_cls))
         self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
+        self.free_form_depth = options.free_form_depth
+        """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
+        self._deep_free_form = False  # a free-form value deeper than the fallback was built
+        self.max_recursion = options.max_recursion
+        """The recursion cut in use (lowered from the option when a value exceeds its budget)."""
+        self._recursed = False  # a $ref was expanded inside its own expansion
         self._nesting = 0
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
-        self._values: dict[tuple[int, int, Refs], tuple[Any, Node]] = {}
-        """(id(schema), depth, refs) -> (schema, its node): a sub-schema met again at the same
+        self._values: dict[tuple[int, int, Refs, int], tuple[Any, Node]] = {}
+        """(id(schema), depth, refs, free-form depth) -> (schema, its node): a sub-schema met again at the same
         depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
         properties) is one node, built once (the NFA builder then copies its states)."""
 
@@ -200,12 +228,34 @@ class SchemaCompiler:
         return self.value(self.root, "", 0, ())
 
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
-        """Every accepted serialisation of values of ``schema`` at value nesting ``depth``."""
+        """Every accepted serialisation of values of ``schema`` at value nesting ``depth``. An
+        outermost value over its budget is compiled again with shallower free-form values, then
+        with recursion cut earlier (``SchemaOptions.free_form_depth``, ``max_recursion``): at
+        most five attempts with the defaults."""
+        if self._nesting:
+            return self._sub_value(schema, pointer, depth, refs)
+        while True:
+            try:
+                return self._sub_value(schema, pointer, depth, refs)
+            except SchemaTooComplexError as exc:
+                if not exc.budget.startswith("max_nfa_states"):
+                    raise  # other limits are met while building automata: costly to meet again
+                if self._deep_free_form:
+                    self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
+                elif self._recursed and self.max_recursion > MIN_RECURSION:
+                    self.max_recursion -= 1
+                else:
+                    raise
+                self._deep_free_form = self._recursed = False
+                self._values.clear()
+                self._any_cache.clear()
+
+    def _sub_value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         if self._nesting >= MAX_NESTING:
             raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep "
                                         f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})", pointer,
                                         f"MAX_NESTING={MAX_NESTING}")
-        key = (id(schema), depth, refs)
+        key = (id(schema), depth, refs, self.free_form_depth)
         hit = self._values.get(key)
         if hit is not None:
             return hit[1]
@@ -217,6 +267,18 @@ class SchemaCompiler:
         self.check_size(node, pointer)
         self._values[key] = (schema, node)  # the schema kept alive: its id stays unique
         return node
+
+    @contextlib.contextmanager
+    def _built_whole(self) -> Iterator[None]:
+        """Around values whose automaton is built whole (intersections, differences): their
+        free-form values nest at most ``FREE_FORM_FALLBACK_DEPTH`` deep (a deeper one is
+        thousands of states built eagerly; both sides of a product are built alike)."""
+        saved = self.free_form_depth
+        self.free_form_depth = min(saved, FREE_FORM_FALLBACK_DEPTH)
+        try:
+            yield
+        finally:
+            self.free_form_depth = saved
 
     def _counted_string(self, raw: bool, min_len: int, max_len: int) -> Node:
         """A string body of ``min_len..max_len`` characters as one counted table, built once
@@ -244,7 +306,7 @@ class SchemaCompiler:
         if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
             schema, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
-            return self.any_value(depth, self.options.free_form_depth)
+            return self.any_value(depth, self.free_form_depth)
         if schema is False:
             return NOTHING
         if not isinstance(schema, dict):
@@ -360,13 +422,27 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, "$ref must be a string")
         if self._resources is None:
             self._resources = ResourceIndex(self.root, "id" if self.dialect == "draft4" else "$id",
-                                            self.dialect in DRAFTS_IGNORING_REF_SIBLINGS)
+                                            self.dialect in DRAFTS_IGNORING_REF_SIBLINGS, self._external)
         target = self._resources.resolve(ref, holder)
         if target.pointer is None:
             if target.malformed:
                 raise InvalidSchemaError(pointer, target.reason)
             raise UnsupportedSchemaError("$ref", pointer, target.reason)
+        uri = target.pointer.partition("#")[0] if not target.pointer.startswith("/") else ""
+        if uri and uri not in self._checked:
+            self._check_resource(uri, pointer)
         return target.schema, target.pointer
+
+    def _check_resource(self, uri: str, pointer: str) -> None:
+        """Check the given resource ``uri`` the first time a reference (at ``pointer``) leads
+        into it: a schema of the schema's own dialect."""
+        document = self._external[uri]
+        if isinstance(document, dict) and "$schema" in document and dialect_of(document) != self.dialect:
+            raise UnsupportedSchemaError("$ref", pointer, f"resource {uri!r} is written in {dialect_of(document)}, "
+                                         f"the schema in {self.dialect}: keywords would change meaning")
+        root_dialect = self.root.get("$schema") if isinstance(self.root, dict) else None
+        check_resource(uri, document, root_dialect if isinstance(root_dialect, str) else None)
+        self._checked.add(uri)
 
     def _expand(self, ref: str, pointer: str, depth: int, refs: Refs, holder: Any) -> tuple[Any, str, Refs]:
         """The target of ``ref`` met at value ``depth``, its pointer and the path's expansions;
@@ -380,8 +456,10 @@ class SchemaCompiler:
             cycle = cycle[cycle.index(ref):] + [ref]
             raise UnsupportedSchemaError("$ref", pointer, f"reference cycle {' -> '.join(cycle)} never descends into "
                                          "the value, so it expands forever")
-        if sum(r == ref for r, _ in refs) >= self.options.max_recursion:
+        expanded = sum(r == ref for r, _ in refs)
+        if expanded >= self.max_recursion:
             return False, target_pointer, refs
+        self._recursed |= expanded > 0
         return target, target_pointer, refs + ((ref, depth),)
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
@@ -415,8 +493,12 @@ class SchemaCompiler:
         rest = {k: v for k, v in schema.items() if k != "allOf"}
         merged: Any = rest
         leftovers: list[tuple[Any, str]] = []
+        entry = refs
         for i, part in enumerate(parts):
-            part, refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, refs)
+            # each part expands from the allOf's own path (two parts naming one definition are
+            # no cycle); what they expanded is the merged value's path
+            part, part_refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, entry)
+            refs = refs + tuple(r for r in part_refs[len(entry):] if r not in refs)
             if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
                 part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")  # it sees only its own evaluations
             if not leftovers and self._distributes(part, parts[i + 1:]):
@@ -448,10 +530,11 @@ class SchemaCompiler:
             if not pending:
                 nodes.append(self.value(current, pointer, depth, refs))
                 continue
-            dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
-            for part_t, ptr in pending:
-                dfa = dfa.intersect(compile_node(self.value(part_t, ptr, depth, refs), self.options.max_states),
-                                    self.options.max_states)
+            with self._built_whole():
+                dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
+                for part_t, ptr in pending:
+                    dfa = dfa.intersect(compile_node(self.value(part_t, ptr, depth, refs), self.options.max_states),
+                                        self.options.max_states)
             if not dfa.is_empty:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
@@ -577,21 +660,23 @@ class SchemaCompiler:
 
     def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         """``if``/``then``/``else`` as a union of exact branches: (base, ``if``, ``then``) and,
-        for each way ``if`` can fail, (base, that failure, ``else``). Exact when ``if`` tests
-        object keys: ``required`` names and ``properties`` that are ``const``/``enum`` of
-        strings, booleans or null (or ``false``), optionally with ``type: object``; other
-        conditions are refused (their complement is not built)."""
+        for each way ``if`` can fail (:func:`_condition_failures`), (base, that failure,
+        ``else``). Other conditions are refused (their complement is not built); an ``if``
+        with neither ``then`` nor ``else`` constrains nothing."""
         base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+        if "then" not in schema and "else" not in schema:
+            return self.value(base, pointer, depth, refs)
         then_schema, else_schema = schema.get("then", True), schema.get("else", True)
         condition = self._deref(schema["if"], f"{pointer}/if")
         if condition is True or condition == {}:
             return self.value(_all_of_schema([base, then_schema]), pointer, depth, refs)
         if condition is False:
             return self.value(_all_of_schema([base, else_schema]), pointer, depth, refs)
-        failures = _condition_failures(condition)
+        failures = _condition_failures(condition, self.dialect)
         if failures is None:
-            raise UnsupportedSchemaError("if", pointer, "only conditions on object keys (required, properties "
-                                         "with const/enum of strings, booleans or null) are exact")
+            raise UnsupportedSchemaError("if", pointer, "only conditions of type, number bounds, minLength/maxLength, "
+                                         "const/enum of strings, booleans or null, and object keys (required, "
+                                         "properties with such constants) are negated exactly")
         branches = [{"allOf": [base, then_schema, condition]}]
         branches += [{"allOf": [base, else_schema, failure]} for failure in failures]
         return self.value({"anyOf": branches}, pointer, depth, refs)
@@ -654,7 +739,8 @@ class SchemaCompiler:
         if keys <= {"enum", "const"} and len(keys) == 1:
             values = negated["enum"] if "enum" in negated else [negated["const"]]
             if all(isinstance(v, (str, bool)) or v is None for v in values):
-                base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
+                with self._built_whole():
+                    base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
                 excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)), self.options.max_states)
                 dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
@@ -890,6 +976,8 @@ class SchemaCompiler:
         """A JSON string, or with ``raw`` the bare UTF-8 text of one."""
         min_len = _count(schema, "minLength", pointer) or 0
         max_len = _count(schema, "maxLength", pointer)
+        if max_len is not None and min_len > max_len:
+            return NOTHING  # no length fits (and an empty counted table is no automaton to embed)
         constraints: list[Node] = []
         if "pattern" in schema:
             constraints.append(pattern_node(schema["pattern"], pointer, escapes="raw" if raw else "all"))
@@ -1033,16 +1121,18 @@ class SchemaCompiler:
                 if t not in item_types or (t == "integer" and "number" in item_types):
                     continue
                 family = {"integer", "number"} if t in ("integer", "number") else {t}
-                item_t = self.value(_restrict({} if sub is True else sub, t), sub_pointer, inner, refs)
+                sub_t = _restrict({} if sub is True else sub, t)
                 contains_t = _restrict({} if contains is True else contains, t)
                 if not family & contains_types:
-                    other.append(item_t)
+                    other.append(self.value(sub_t, sub_pointer, inner, refs))
                 elif isinstance(contains_t, dict) and set(contains_t) - ANNOTATIONS <= {"type"} and \
                         t in _declared_types(contains_t):
-                    matching.append(item_t)
+                    matching.append(self.value(sub_t, sub_pointer, inner, refs))
                 else:
-                    both, rest = self._contains_products(item_t, self.value(contains_t, cptr, inner, refs),
-                                                         no_exponent, cptr)
+                    with self._built_whole():
+                        both, rest = self._contains_products(self.value(sub_t, sub_pointer, inner, refs),
+                                                             self.value(contains_t, cptr, inner, refs),
+                                                             no_exponent, cptr)
                     matching.append(Embedded(both) if not both.is_empty else NOTHING)
                     other.append(Embedded(rest) if not rest.is_empty else NOTHING)
             split[key] = (alt(*matching), alt(*other))
@@ -1260,36 +1350,57 @@ class SchemaCompiler:
     # ---- free-form values ---------------------------------------------------------------
 
     def any_value(self, depth: int, budget: int) -> Node:
-        """Any JSON value nested at most ``budget`` containers deep. Containers are graphs with
-        a single item edge, so each nesting level holds one copy of the level below."""
+        """Any JSON value at nesting ``depth`` with containers nested at most ``budget`` deep
+        (:func:`_free_form`; one node per depth and budget, shared by every use)."""
         key = depth * 1000 + budget
         hit = self._any_cache.get(key)
-        if hit is not None:
-            return hit
-        free_string = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
-        options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, free_string]
-        if budget > 0:
-            inner = depth + 1
-            item = self.any_value(inner, budget - 1)
-            member = seq(free_string, self._colon(), item)
-            options += [self._container("[", "]", item, depth), self._container("{", "}", member, depth)]
-        node = alt(*options)
-        self._any_cache[key] = node
-        return node
+        self._deep_free_form |= budget > FREE_FORM_FALLBACK_DEPTH
+        if hit is None:
+            widths = tuple(min(self.options.indent_width * (depth + k), self.options.max_indent)
+                           for k in range(budget + 1))
+            hit = self._any_cache[key] = _free_form(widths, budget)
+        return hit
 
-    def _container(self, open_: str, close: str, item: Node, depth: int) -> Node:
-        """``open item (, item)* close`` or an empty container, with one copy of ``item``."""
-        inner = depth + 1
-        # 0 -open-> 1 -item-> 2 -comma-> 3 -item-> 2 ; 1 -close-> 4 ; 2 -close-> 4
-        edges = (
-            (0, seq(literal(open_), self.ws(inner)), 1),
-            (1, literal(close), 4),
-            (1, EPSILON, 3),
-            (3, item, 2),
-            (2, self._comma(inner), 3),
-            (2, seq(self.ws(depth), literal(close)), 4),
-        )
-        return Graph(5, 0, frozenset({4}), edges)
+
+MIN_RECURSION = 2
+"""The earliest recursion cut a value over its budget falls back to (one expansion rejected a
+valid Kubernetes instance that two refuse: refusing is the honest answer there)."""
+FREE_FORM_FALLBACK_DEPTH = 4
+"""The shallowest free-form depth a value over its budget falls back to (the option's own
+value when that is smaller: then no fallback)."""
+FREE_FORM_DEPTH_STEP = 2
+"""Levels removed from free-form values at each fallback attempt (8, 6, 4)."""
+_FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
+
+
+@lru_cache(maxsize=256)
+def _free_form(widths: tuple[int, ...], budget: int) -> Node:
+    """Any JSON value with containers nested at most ``budget`` deep, ``widths[k]`` the
+    whitespace width ``k`` levels down from its own (``budget + 1`` of them). Containers are
+    graphs with a single item edge: each level holds one copy of the level below for arrays and
+    one for objects (an automaton must remember which bracket each open level closes with, so
+    its states double per level). Cached: depends on the widths and budget only."""
+    options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, _FREE_STRING]
+    if budget > 0:
+        item = _free_form(widths[1:], budget - 1)
+        member = seq(_FREE_STRING, _COLON, item)
+        options += [_container("[", "]", item, widths), _container("{", "}", member, widths)]
+    return alt(*options)
+
+
+def _container(open_: str, close: str, item: Node, widths: tuple[int, ...]) -> Node:
+    """``open item (, item)* close`` or an empty container, with one copy of ``item``; whitespace
+    ``widths[1]`` wide inside, ``widths[0]`` before the closing bracket."""
+    # 0 -open-> 1 -item-> 2 -comma-> 3 -item-> 2 ; 1 -close-> 4 ; 2 -close-> 4
+    edges = (
+        (0, seq(literal(open_), _whitespace(widths[1])), 1),
+        (1, literal(close), 4),
+        (1, EPSILON, 3),
+        (3, item, 2),
+        (2, _comma(widths[1]), 3),
+        (2, seq(_whitespace(widths[0]), literal(close)), 4),
+    )
+    return Graph(5, 0, frozenset({4}), edges)
 
 
 _CANONICAL_KEY_CHAR = alt(
@@ -1322,18 +1433,44 @@ def _quoted_key_dfa(pattern: str, max_states: int) -> DFA:
     return canonical.intersect(compile_node(seq(literal('"'), body, literal('"')), max_states), max_states)
 
 
-def _condition_failures(condition: Any) -> list[Any] | None:
-    """Schemas that together hold exactly the values failing ``condition`` (an ``if`` over
-    object keys), or None when ``condition`` is not of that form."""
-    if not isinstance(condition, dict) or set(condition) - ANNOTATIONS - {"properties", "required", "type"}:
-        return None
-    if condition.get("type", "object") != "object":
+_BOUND_FAILURES = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
+                   "exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}
+"""A number fails ``key: v`` exactly when it meets ``_BOUND_FAILURES[key]: v`` (2020-12 bounds)."""
+
+
+def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
+    """Schemas that together hold exactly the values failing ``condition`` (an ``if``), or None
+    when ``condition`` is not of a form negated exactly: a value fails when it fails one of its
+    keywords, each negated as a schema the compiler enforces exactly: ``type``; number bounds
+    (draft 6 on); ``minLength``/``maxLength``; ``const``/``enum`` of strings, booleans or null;
+    object keys (``required`` names, ``properties`` that are ``const``/``enum`` of those or
+    ``false``). A keyword of one type fails only values of that type."""
+    if not isinstance(condition, dict):
         return None
     required = condition.get("required", [])
     properties = condition.get("properties", {})
     if not isinstance(required, list) or not isinstance(properties, dict):
         return None
-    failures: list[Any] = [{"not": {"type": "object"}}] if "type" in condition else []
+    failures: list[Any] = []
+    for key in set(condition) - ANNOTATIONS - {"properties", "required"}:
+        value = condition[key]
+        if key == "type":
+            failures.append({"not": {"type": value}})
+        elif key in _BOUND_FAILURES and dialect != "draft4" and numbers.to_decimal(value) is not None \
+                and not isinstance(value, bool):
+            failures.append({"type": "number", _BOUND_FAILURES[key]: value})
+        elif key == "maxLength" and type(value) is int:
+            failures.append({"type": "string", "minLength": value + 1})
+        elif key == "minLength" and type(value) is int:
+            if value > 0:
+                failures.append({"type": "string", "maxLength": value - 1})
+        elif key in ("const", "enum"):
+            values = [value] if key == "const" else value
+            if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
+                return None
+            failures.append({"not": {"enum": values}})
+        else:
+            return None
     for name, sub in properties.items():
         if sub is True or sub == {}:
             continue
@@ -1502,6 +1639,22 @@ _DIALECTS = {"json-schema.org/draft-04/schema": "draft4", "json-schema.org/draft
              "json-schema.org/draft/2020-12/schema": "2020-12", "json-schema.org/schema": "2020-12"}
 
 
+def _registry(documents: dict[str, Any], validator_cls: type) -> dict[str, Any]:
+    """``registry=`` for a jsonschema validator that must resolve references into the given
+    resource ``documents`` (no keyword at all without them)."""
+    if not documents:
+        return {}
+    from referencing import Registry
+    from referencing.jsonschema import specification_with
+
+    default = validator_cls.META_SCHEMA.get("$schema", "https://json-schema.org/draft/2020-12/schema")
+    pairs = []
+    for uri, document in documents.items():
+        dialect = document.get("$schema", default) if isinstance(document, dict) else default
+        pairs.append((uri, specification_with(str(dialect), default=specification_with(default)).create_resource(document)))
+    return {"registry": Registry().with_resources(pairs).crawl()}
+
+
 def dialect_of(root: Any) -> str:
     """``draft4`` ... ``2020-12`` from the root's ``$schema`` (2020-12 when absent or unknown:
     :meth:`SchemaCompiler.compile` refuses unknown meta-schemas)."""
@@ -1657,6 +1810,16 @@ def _item_schema(schema: dict, i: int) -> Any:
     return prefix[i] if i < len(prefix) else _rest_schema(schema)
 
 
+def _active_conditional(schema: dict) -> dict:
+    """``schema`` without ``if``/``then``/``else`` where they constrain nothing (an ``if``
+    with neither ``then`` nor ``else``; ``then``/``else`` without ``if``)."""
+    if "if" in schema:
+        idle = () if "then" in schema or "else" in schema else ("if",)
+    else:
+        idle = ("then", "else")
+    return {k: v for k, v in schema.items() if k not in idle} if any(k in schema for k in idle) else schema
+
+
 def merge(a: Any, b: Any) -> Any:
     """One schema equivalent to ``allOf: [a, b]``, or ``None`` when that needs an automaton
     intersection. Exact: every keyword is combined by its meaning, never approximated."""
@@ -1678,6 +1841,9 @@ def merge(a: Any, b: Any) -> Any:
         return None
     if any(k in x for x in (a, b) for k in ("unevaluatedProperties", "unevaluatedItems")):
         return None  # each side sees only what it (not the other) evaluates: compiled apart
+    a, b = _active_conditional(a), _active_conditional(b)
+    if all(any(k in x for k in ("if", "then", "else")) for x in (a, b)):
+        return None  # one side's then/else answers its own if only
     array_keys = ("prefixItems", "items", "additionalItems")
     if _has_prefix(a) or _has_prefix(b):
         # index i is governed by a's prefix[i] or else a's items, and likewise for b: merge per

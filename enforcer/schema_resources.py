@@ -4,15 +4,21 @@ A ``$ref`` is resolved against the base URI of the schema that holds it: the nea
 ``$id`` (draft-04: ``id``), resolved against its own enclosing base, down from the root's (or a
 placeholder when the root has none). A target is a resource of the document (an ``$id``), then
 a JSON pointer or a plain-name anchor (``$anchor``, or a draft 4-7 ``$id`` of ``#name``) inside
-it. References outside the document are not resolved. Cost: one iterative walk of the document
-through the keywords that hold schemas; lifetime: one compile.
+it. References outside the document resolve only to the resources the caller hands in
+(:func:`resource_documents`, like ``referencing.Registry``): nothing is ever fetched. Cost: one
+iterative walk of the document through the keywords that hold schemas, and of the given
+resources the first time a reference leaves the document; lifetime: one compile.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urljoin
+from urllib.parse import unquote, urljoin, urlsplit
+
+from .errors import InvalidSchemaError
 
 DEFAULT_BASE = "https://enforcer.invalid/schema.json"
 """Base URI of a document whose root has no ``$id`` (relative references resolve against it)."""
@@ -47,22 +53,92 @@ def join(base: str, ref: str) -> str:
     return urljoin(base, ref)
 
 
+def normalise_resources(resources: Any) -> tuple[tuple[str, str], ...]:
+    """``{uri: schema}`` (a mapping, or pairs) as sorted ``(uri, canonical JSON)`` pairs, the
+    hashable form ``SchemaOptions.resources`` keeps. Raises ``ValueError`` naming the entry: a
+    URI must be absolute, without a fragment; a schema must be an object or a boolean."""
+    if not resources:
+        return ()
+    items = resources.items() if isinstance(resources, Mapping) else resources
+    out: dict[str, str] = {}
+    for entry in items:
+        if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], str) and not isinstance(resources, Mapping):
+            uri, text = entry  # already normalised
+        else:
+            uri, schema = entry
+            if not isinstance(schema, (dict, bool)):
+                raise ValueError(f"resources[{uri!r}] must be a schema (an object or a boolean), "
+                                 f"not {type(schema).__name__}")
+            try:
+                text = json.dumps(schema, sort_keys=True, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"resources[{uri!r}] is not a JSON document: {exc}") from None
+        if not isinstance(uri, str) or not urlsplit(uri).scheme or _split(uri)[1] or uri.endswith("#"):
+            raise ValueError(f"resources: {uri!r} must be an absolute URI without a fragment")
+        out[uri] = text
+    return tuple(sorted(out.items()))
+
+
+@lru_cache(maxsize=64)
+def resource_documents(resources: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The parsed resources (``uri -> schema``) of :func:`normalise_resources`' pairs. Cached per
+    resource set: the documents are shared, never modified. Each is checked as a schema only
+    when a reference first leads into it (:func:`check_resource`)."""
+    documents = {}
+    for uri, text in resources:
+        try:
+            documents[uri] = json.loads(text)
+        except ValueError as exc:
+            raise InvalidSchemaError(f"{uri}#", f"the resource is not JSON: {exc}") from None
+    return documents
+
+
+def check_resource(uri: str, document: Any, dialect_uri: str | None) -> None:
+    """Check a given resource like a schema document (shape, meta-schema): under its own
+    ``$schema``, else under ``dialect_uri`` (the referencing schema's). An error names the
+    resource's URI in its pointer."""
+    from .schema_check import check_schema  # schema_check sits above this module
+
+    if isinstance(document, dict) and "$schema" not in document and dialect_uri:
+        document = {**document, "$schema": dialect_uri}
+    try:
+        check_schema(document)
+    except InvalidSchemaError as exc:
+        raise InvalidSchemaError(f"{uri}#{exc.pointer}", exc.reason) from None
+
+
 class ResourceIndex:
     """Resources (absolute URI without fragment -> (schema, pointer)), anchors ((resource URI,
-    name) -> (schema, pointer)) and the base URI of every schema object met by the walk."""
+    name) -> (schema, pointer)) and the base URI of every schema object met by the walk. The
+    pointers of schemas in a given resource are ``<uri>#<pointer>``."""
 
-    def __init__(self, root: Any, id_keyword: str, ref_siblings_ignored: bool) -> None:
+    def __init__(self, root: Any, id_keyword: str, ref_siblings_ignored: bool,
+                 external: Mapping[str, Any] | None = None) -> None:
         """``id_keyword``: ``"$id"`` (draft-06 on) or ``"id"`` (draft-04); with
-        ``ref_siblings_ignored`` (drafts 4-7) an ``$id`` beside ``$ref`` is ignored too."""
+        ``ref_siblings_ignored`` (drafts 4-7) an ``$id`` beside ``$ref`` is ignored too.
+        ``external``: the documents given beside the schema, by URI (walked on first need)."""
         self.root = root
         self.resources: dict[str, tuple[Any, str]] = {}
         self.anchors: dict[tuple[str, str], tuple[Any, str]] = {}
         self._bases: dict[int, str] = {}
         self._keep: list[Any] = []  # the objects whose ids key _bases stay alive
+        self._id_keyword, self._ref_siblings_ignored = id_keyword, ref_siblings_ignored
+        self._external = dict(external or {})
         root_id = root.get(id_keyword) if isinstance(root, dict) else None
         self.root_base = _split(join(DEFAULT_BASE, root_id))[0] if isinstance(root_id, str) else DEFAULT_BASE
         self.resources[self.root_base] = (root, "")
-        stack: list[tuple[Any, str, str]] = [(root, "", DEFAULT_BASE)]
+        self._walk(root, "", DEFAULT_BASE)
+
+    def _walk_external(self) -> None:
+        """Index every given document (once), each under its URI and its own ``$id``s."""
+        external, self._external = self._external, {}
+        for uri, document in external.items():
+            self.resources.setdefault(uri, (document, f"{uri}#"))
+            self._walk(document, f"{uri}#", uri)
+
+    def _walk(self, root: Any, prefix: str, root_base: str) -> None:
+        id_keyword, ref_siblings_ignored = self._id_keyword, self._ref_siblings_ignored
+        stack: list[tuple[Any, str, str]] = [(root, prefix, root_base)]
         while stack:
             node, pointer, base = stack.pop()
             if not isinstance(node, dict):
@@ -98,9 +174,12 @@ class ResourceIndex:
         """The sub-schema ``ref`` (in the schema object ``holder``) names."""
         uri, fragment = _split(join(self.base_of(holder), ref))
         resource = self.resources.get(uri)
+        if resource is None and self._external:
+            self._walk_external()
+            resource = self.resources.get(uri)
         if resource is None:
-            return Target(None, None, f"{ref!r} names {uri!r}, which is not a resource of this document "
-                                      "(only references within the document are resolved)")
+            return Target(None, None, f"{ref!r} names {uri!r}, which is neither a resource of this document "
+                                      "nor one of the given resources (nothing is fetched: pass it in resources)")
         node, pointer = resource
         if fragment and not fragment.startswith("/"):
             found = self.anchors.get((uri, fragment))

@@ -188,6 +188,50 @@ def test_free_form_depth_is_bounded():
     assert dfa.matches("[[1]]") and not dfa.matches("[[[1]]]")
 
 
+def _nested(levels):
+    """A JSON value with ``levels`` containers nested, objects and arrays alternating."""
+    value = "leaf"
+    for k in range(levels):
+        value = {"k": value} if k % 2 else [value]
+    return value
+
+
+def test_free_form_values_nest_eight_deep_when_asked():
+    # Kubernetes' RawExtension ("data": {"type": "object"}) held a Deployment nested 8 deep
+    # (jsonschemabench kb_139): free_form_depth=8 takes it, in every whitespace style
+    schema = {"type": "object", "properties": {"data": {"type": "object"}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8))
+    deployment = {"spec": {"template": {"spec": {"containers": [{"ports": [{"containerPort": 80}]}]}}}}
+    for value in ({"data": deployment}, {"data": {"k": _nested(8)}}):  # the object, then 8 free levels
+        for text in (json.dumps(value), json.dumps(value, separators=(",", ":")), json.dumps(value, indent=2)):
+            assert dfa.matches(text), text
+    assert not dfa.matches(json.dumps({"data": {"k": _nested(9)}}))  # still bounded
+
+
+def test_free_form_depth_falls_back_when_over_budget():
+    # 8 deep needs ~92,000 NFA states here, 4 deep ~4,800: under a 50,000 budget the value
+    # compiles with free-form values 6 deep (8 - FREE_FORM_DEPTH_STEP), not refused
+    schema = {"type": "object", "properties": {"a": {}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=50_000))
+    assert dfa.matches(json.dumps({"a": _nested(6)})) and not dfa.matches(json.dumps({"a": _nested(7)}))
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=15_000))
+    assert dfa.matches(json.dumps({"a": _nested(4)})) and not dfa.matches(json.dumps({"a": _nested(5)}))
+    with pytest.raises(SchemaTooComplexError):  # not below the fallback depth
+        compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=4_000))
+
+
+def test_recursion_is_cut_earlier_when_over_budget():
+    # three recursive properties: 2,845 NFA states with recursion cut after 3 expansions, 739
+    # after 2, 169 after 1; over budget the value compiles with recursion cut earlier, down to 2
+    schema = {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}, "c": {"$ref": "#"}}}
+    nested = lambda levels: {} if levels == 0 else {"b": nested(levels - 1)}  # noqa: E731
+    dfa = compile_schema_dfa(schema, SchemaOptions(max_nfa_states=1_000))
+    assert dfa.matches(json.dumps(nested(2))) and not dfa.matches(json.dumps(nested(3)))
+    assert compile_schema_dfa(schema, SchemaOptions()).matches(json.dumps(nested(3)))
+    with pytest.raises(SchemaTooComplexError):  # one expansion would fit, but is not tried
+        compile_schema_dfa(schema, SchemaOptions(max_nfa_states=500))
+
+
 def test_whitespace_styles_bounded():
     dfa = compile_schema_dfa({"type": "object", "properties": {"a": {"type": "array"}}}, SchemaOptions())
     assert dfa.matches('{"a": [1, 2]}') and dfa.matches('{"a":[1,2]}')
@@ -204,7 +248,7 @@ def test_recursion_is_cut_not_refused():
 
 
 @pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"type": "object", "properties": {"a": {"if": {"type": "string"}}}}, "if", "/properties/a"),
+    ({"type": "object", "properties": {"a": {"if": {"pattern": "^x"}, "then": {"minLength": 2}}}}, "if", "/properties/a"),
     ({"type": "object", "minProperties": 100, "additionalProperties": True}, "minProperties", ""),
     ({"patternProperties": {f"^{c}": {} for c in "abcde"}}, "patternProperties", ""),
     ({"type": "array", "items": {"type": "array", "contains": {"type": "object"}, "maxContains": 1}}, "maxContains",
@@ -373,9 +417,41 @@ def test_if_then_else_on_object_keys_against_oracle(condition, strict):
             assert dfa.matches(text) == validator.is_valid(value), (text, validator.is_valid(value))
 
 
+@pytest.mark.parametrize("condition", [
+    {"exclusiveMaximum": 0}, {"minimum": 2, "maximum": 10}, {"exclusiveMinimum": 1.5}, {"maxLength": 3},
+    {"minLength": 2}, {"type": "string"}, {"type": "number"}, {"type": ["null", "array"]}, {"const": "a"},
+    {"enum": ["a", None, True]}, {"type": "object", "required": ["a"]},
+])
+def test_if_then_else_on_scalar_conditions_against_oracle(condition):
+    schema = {"if": condition, "then": {"minimum": -10, "minLength": 1, "maxItems": 1},
+              "else": {"multipleOf": 2, "maxLength": 3, "required": ["b"]}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False, free_form_depth=3))
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [*POOL, -20, -5, 4, 12, 1.5, 1.75, "abcd", "", [1, 2], {"b": 1}]:
+        valid = validator.is_valid(value)
+        if isinstance(value, dict) and "b" in value and list(value)[0] != "b":
+            continue  # keys named by required are written first
+        for text in serialisations(value, {}):
+            if isinstance(value, (int, float)) and "e" in text:
+                continue  # documented: bounded numbers are written without exponent
+            assert dfa.matches(text) == valid, (text, valid)
+
+
+def test_string_length_bounds_that_cross_admit_no_string():
+    dfa = compile_schema_dfa({"anyOf": [{"type": "string", "minLength": 4, "maxLength": 3}, {"type": "integer"}]},
+                             SchemaOptions())
+    assert dfa.matches("1") and not dfa.matches('"abcd"') and not dfa.matches('"abc"')
+
+
+def test_if_without_then_or_else_constrains_nothing():
+    dfa = compile_schema_dfa({"allOf": [{"if": {"pattern": "^x"}}, {"then": {"const": 1}}, {"type": "string"}]},
+                             SchemaOptions())
+    assert dfa.matches('"x"') and dfa.matches('"y"') and not dfa.matches("1")
+
+
 def test_if_with_a_condition_whose_complement_is_not_built_is_refused():
     with pytest.raises(UnsupportedSchemaError) as info:
-        compile_schema_dfa({"if": {"minimum": 3}, "then": {"multipleOf": 2}}, SchemaOptions())
+        compile_schema_dfa({"if": {"multipleOf": 3}, "then": {"multipleOf": 2}}, SchemaOptions())
     assert info.value.keyword == "if"
 
 

@@ -69,3 +69,75 @@ def test_reference_outside_the_document_is_refused_with_its_uri():
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.pointer == "/properties/a" and "http://example.com/other.json" in str(info.value)
+
+
+# ---- resources handed in beside the schema (never fetched) ------------------------------------
+
+REMOTE = "http://schemas.example.test/common.json"
+COMMON = {"$defs": {"id": {"type": "integer", "minimum": 1}, "tag": {"$anchor": "tag", "type": "string",
+                                                                     "maxLength": 3},
+                    "pair": {"type": "array", "prefixItems": [{"$ref": "#/$defs/id"}, {"$ref": "#tag"}],
+                             "items": False}}}
+
+
+@pytest.mark.parametrize("ref", [f"{REMOTE}#/$defs/id", f"{REMOTE}#tag", f"{REMOTE}#/$defs/pair", "common.json#tag"])
+def test_reference_into_a_given_resource_against_oracle(ref):
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    schema = {"$id": "http://schemas.example.test/root.json", "type": "object",
+              "properties": {"a": {"$ref": ref}}, "required": ["a"]}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False, resources={REMOTE: COMMON}))
+    registry = Registry().with_resource(REMOTE, DRAFT202012.create_resource(COMMON))
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    import json
+    for a in [0, 1, 7, -1, "", "ab", "abcd", [1, "ab"], [0, "ab"], [1, "abcd"], [1, "a", 2], None]:
+        text = json.dumps({"a": a})
+        assert dfa.matches(text) == validator.is_valid({"a": a}), text
+
+
+def test_reference_outside_the_document_and_the_resources_is_refused_naming_it():
+    schema = {"properties": {"a": {"$ref": "http://elsewhere.test/x.json"}}}
+    for options in (SchemaOptions(), SchemaOptions(resources={REMOTE: COMMON})):
+        with pytest.raises(UnsupportedSchemaError) as info:
+            compile_schema_dfa(schema, options)
+        assert info.value.keyword == "$ref" and info.value.pointer == "/properties/a"
+        assert "http://elsewhere.test/x.json" in str(info.value) and "resources" in str(info.value)
+
+
+def test_a_resource_of_another_dialect_is_refused_when_referenced():
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"n": {"type": "integer"}}}
+    options = SchemaOptions(resources={REMOTE: draft7})
+    with pytest.raises(UnsupportedSchemaError, match="draft7"):
+        compile_schema_dfa({"$ref": f"{REMOTE}#/definitions/n"}, options)
+    assert compile_schema_dfa({"type": "integer"}, options).matches("3")  # unreferenced: not read
+
+
+def test_a_malformed_resource_is_an_invalid_schema_naming_its_uri():
+    from enforcer import InvalidSchemaError
+
+    options = SchemaOptions(resources={REMOTE: {"$defs": {"n": {"type": 5}}}})
+    with pytest.raises(InvalidSchemaError) as info:
+        compile_schema_dfa({"$ref": f"{REMOTE}#/$defs/n"}, options)
+    assert info.value.pointer.startswith(REMOTE + "#/$defs/n")
+
+
+@pytest.mark.parametrize("resources", [{"relative.json": {}}, {REMOTE + "#frag": {}}, {REMOTE: 5}, {5: {}},
+                                       {REMOTE: {"x": float("nan")}}])
+def test_bad_resources_option_is_a_value_error_naming_the_entry(resources):
+    with pytest.raises(ValueError, match="resources"):
+        SchemaOptions(resources=resources)
+
+
+def test_resources_are_part_of_the_cache_key_and_reach_compile_tools(kimi_vocab):
+    from enforcer import compile_json_schema, compile_tools
+
+    schema = {"$ref": f"{REMOTE}#/$defs/id"}
+    one = compile_json_schema(schema, kimi_vocab, resources={REMOTE: COMMON})
+    other = compile_json_schema(schema, kimi_vocab, resources={REMOTE: {"$defs": {"id": {"type": "string"}}}})
+    assert one is not other and one is compile_json_schema(schema, kimi_vocab, resources={REMOTE: COMMON})
+    tools = [{"type": "function", "function": {"name": "get", "parameters": {
+        "type": "object", "properties": {"id": {"$ref": f"{REMOTE}#/$defs/id"}}, "required": ["id"]}}}]
+    with pytest.raises(UnsupportedSchemaError, match=r"\$ref"):
+        compile_tools(tools, kimi_vocab)
+    assert compile_tools(tools, kimi_vocab, resources={REMOTE: COMMON}) is not None
