@@ -417,15 +417,19 @@ class _Fuzzer:
             else (ds.THINK_END, ds.SEP, ds.CALL_END, ds.CALLS_END, ds.EOS, ds.CALL_BEGIN, ds.CALLS_BEGIN)
         self.markers = [family.id(n) for n in closers]
         self.single_bytes = sorted(self.byte_ids)
-        self._paths: dict[tuple[int, int], int | None] = {}
+        # per automaton (held, so that its id cannot be reused by a later one): state -> first byte
+        self._paths: dict[int, tuple[Any, dict[int, int | None]]] = {}
 
     def _completion(self, rule: Any, state: int) -> int | None:
         """The first byte of a shortest path to an accepting state of ``rule``'s automaton
         (breadth-first; cached per automaton and state)."""
         dfa = rule.dfa
-        key = (id(dfa), state)
-        if key in self._paths:
-            return self._paths[key]
+        known = self._paths.get(id(dfa))
+        if known is None or known[0] is not dfa:
+            known = self._paths[id(dfa)] = (dfa, {})
+        paths = known[1]
+        if state in paths:
+            return paths[state]
         first: dict[int, int | None] = {state: None}
         queue = deque([state])
         found = None
@@ -440,7 +444,7 @@ class _Fuzzer:
                 if t >= 0 and t not in first:
                     first[t] = b if first[s] is None else first[s]
                     queue.append(t)
-        self._paths[key] = found
+        paths[state] = found
         return found
 
     def generate(self, compiled: Any, budget: int) -> tuple[Any, list[int]]:
