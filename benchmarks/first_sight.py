@@ -135,15 +135,16 @@ def run_worker(library: str, sample_path: Path, out_path: Path) -> None:
             adapter.clear_cache()
             gc.collect()
             signal.alarm(COMPILE_LIMIT_S)
-            t0 = clock()
-            compiled = adapter.compile(case["schema"])
-            compile_s = clock() - t0
-            signal.alarm(0)
+            try:
+                t0 = clock()
+                compiled = adapter.compile(case["schema"])
+                compile_s = clock() - t0
+            finally:  # an alarm due while the compile's own error is raised lands here: a timeout
+                signal.alarm(0)
         except _Timeout:
             rows.append({**row, "status": "timeout"})
             continue
         except Exception as exc:  # noqa: BLE001 - the library's verdict on the schema
-            signal.alarm(0)
             rows.append({**row, "status": "compile_error", "error": f"{type(exc).__name__}: {str(exc)[:160]}"})
             continue
         row.update(status="ok", compile_s=compile_s, tokens_ns=[], later_ns=[])
