@@ -196,38 +196,38 @@ cdef inline uint64_t _hash_subset(const int32_t* items, Py_ssize_t n) noexcept n
     return h
 
 
-cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize_t item_size) except NULL:
-    """``buffer`` reallocated to hold at least ``needed`` items (capacity doubles)."""
+cdef void* _doubled(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize_t item_size,
+                    Py_ssize_t minimum) noexcept nogil:
+    """``buffer`` reallocated to hold at least ``needed`` items of ``item_size`` bytes (capacity
+    doubles from ``minimum``); NULL when memory runs out (``buffer`` is then left as it was)."""
     cdef Py_ssize_t size = capacity[0]
     if needed <= size and buffer != NULL:
         return buffer
-    if size < 16:
-        size = 16
+    if size < minimum:
+        size = minimum
     while size < needed:
         size *= 2
     cdef void* out = realloc(buffer, size * item_size)
+    if out != NULL:
+        capacity[0] = size
+    return out
+
+
+cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize_t item_size) except NULL:
+    """:func:`_doubled` from 16 items, raising ``MemoryError`` when memory runs out."""
+    cdef void* out = _doubled(buffer, capacity, needed, item_size, 16)
     if out == NULL:
         raise MemoryError()
-    capacity[0] = size
     return out
 
 
 cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t needed) noexcept nogil:
-    """``buffer`` (int32 items) reallocated to hold at least ``needed`` items (capacity
-    doubles); NULL when memory runs out (``buffer`` is then freed)."""
-    cdef Py_ssize_t size = capacity[0]
-    if needed <= size and buffer != NULL:
-        return buffer
-    if size < 64:
-        size = 64
-    while size < needed:
-        size *= 2
-    cdef int32_t* out = <int32_t*>realloc(buffer, size * sizeof(int32_t))
+    """:func:`_doubled` for int32 items from 64, without the GIL; NULL when memory runs out
+    (``buffer`` is then freed)."""
+    cdef void* out = _doubled(buffer, capacity, needed, sizeof(int32_t), 64)
     if out == NULL:
         free(buffer)
-        return NULL
-    capacity[0] = size
-    return out
+    return <int32_t*>out
 
 
 cdef class SubsetConstruction:
