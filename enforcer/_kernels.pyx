@@ -230,6 +230,17 @@ cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t need
     return <int32_t*>out
 
 
+cdef object _int32_table(const int32_t* items, Py_ssize_t count, Py_ssize_t width):
+    """A copy of ``count`` int32 ``items`` as an int32[count // width, width] array."""
+    import numpy as np
+
+    out = np.empty((count // width, width), dtype=np.int32)
+    cdef int32_t[:, ::1] view = out
+    if count:
+        memcpy(&view[0, 0], items, count * sizeof(int32_t))
+    return out
+
+
 cdef class SubsetConstruction:
     """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
     and epsilon edges) plus embedded DFA blocks (states ``base..base+size`` whose edges are the
@@ -799,23 +810,11 @@ cdef class ThompsonNFA:
 
     def edge_array(self):
         """The byte edges, int32[n, 4] (a copy)."""
-        import numpy as np
-
-        out = np.empty((self.n_edges // 4, 4), dtype=np.int32)
-        cdef int32_t[:, ::1] view = out
-        if self.n_edges:
-            memcpy(&view[0, 0], self.edges, self.n_edges * sizeof(int32_t))
-        return out
+        return _int32_table(self.edges, self.n_edges, 4)
 
     def eps_array(self):
         """The epsilon edges, int32[n, 2] (a copy)."""
-        import numpy as np
-
-        out = np.empty((self.n_eps // 2, 2), dtype=np.int32)
-        cdef int32_t[:, ::1] view = out
-        if self.n_eps:
-            memcpy(&view[0, 0], self.eps, self.n_eps * sizeof(int32_t))
-        return out
+        return _int32_table(self.eps, self.n_eps, 2)
 
     cdef inline int _edge(self, int32_t src, int32_t lo, int32_t hi, int32_t dst) except -1:
         if self.n_edges + 4 > self.edges_cap:
