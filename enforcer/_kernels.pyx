@@ -948,13 +948,13 @@ cdef class ThompsonNFA:
             return 0
         if kind is self.Embedded:
             dfa = node.dfa
-            if dfa.is_empty:
+            if dfa.is_empty:  # no state to enter: no block (its base would name the next state)
                 self.may_dead_end = True
+                return 0
             base = self.num_states
             self.num_states += dfa.num_states
             self.blocks.append(self.Block(base, dfa, end))
-            if dfa.num_states:
-                self._eps(start, <int32_t>base)
+            self._eps(start, <int32_t>base)
             return 0
         raise TypeError(f"not a Node: {node!r}")
 

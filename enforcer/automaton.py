@@ -504,13 +504,13 @@ class _NFA:
                 self.build(sub, local[src], local[dst])
         elif isinstance(node, Embedded):
             dfa = node.dfa
-            if dfa.is_empty:
+            if dfa.is_empty:  # no state to enter: no block (its base would name the next state)
                 self.may_dead_end = True
+                return
             base = self.num_states
             self.num_states += dfa.num_states
             self.blocks.append(Block(base, dfa, end))
-            if dfa.num_states:
-                self._eps(start, base)
+            self._eps(start, base)
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {node!r}")
 

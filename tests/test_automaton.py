@@ -7,8 +7,8 @@ import pytest
 
 from enforcer.errors import SchemaTooComplexError
 
-from enforcer.automaton import (ANY_CODEPOINT, EPSILON, NOTHING, Graph, alt, byte_chars, codepoints,
-                                compile_node, literal, optional, plus, repeat, separated, seq, star)
+from enforcer.automaton import (ANY_CODEPOINT, EPSILON, NOTHING, Embedded, Graph, _Determiniser, alt, byte_chars,
+                                codepoints, compile_node, literal, optional, plus, repeat, separated, seq, star)
 
 
 def test_literal_concat_star():
@@ -256,3 +256,33 @@ def test_compiled_live_order_is_the_reference() -> None:
                 assert (fast is None) == (slow is None)
                 if slow is not None:
                     assert fast.tolist() == slow
+
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "reference"])
+def test_an_empty_embedded_automaton_adds_no_state(compiled: bool) -> None:
+    """An embedded automaton that accepts nothing has no state to enter, so it is no block: as
+    a block its base named the next NFA state (or none, at the end of the expression), and the
+    trim read a false edge from there, or past the end (IndexError). Both NFA builders and
+    subset constructions (kernel and Python reference) agree with the eager DFA."""
+    empty = Embedded(compile_node(NOTHING))
+    node = alt(literal("b"), seq(literal("c"), empty, literal("d")), seq(literal("a"), empty))
+    eager = compile_node(node)
+    subsets = _Determiniser(node, trim=True, compiled=compiled)
+    rows: dict[int, list[int]] = {}
+
+    def step(state: int, byte: int) -> int:
+        if state not in rows:
+            out = np.empty(256, dtype=np.int32)
+            subsets.row_into(state, out, None)
+            rows[state] = out.tolist()
+        return rows[state][byte]
+
+    for text in (b"b", b"a", b"c", b"cd", b"ad"):
+        assert eager.matches(text) == (text == b"b")
+        state = 0
+        for byte in text:
+            state = step(state, byte) if state >= 0 else -1
+        assert (state >= 0 and bool(subsets.accepting[state])) == (text == b"b"), text
+        if text in (b"a", b"c"):
+            assert state < 0, f"{text!r} leads only into the empty automaton: dead at once"
