@@ -45,10 +45,26 @@ KNOWN_METASCHEMAS = frozenset({
     "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
     "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema", "json-schema.org/schema",
 })
-_DYNAMIC_EVALUATION = ("$ref", "$dynamicRef", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "contains",
-                       "not")
-"""Keywords beside which ``unevaluated*`` is not folded (``not`` only for simplicity: it
-evaluates nothing, but its sub-schema may hold ``unevaluated*`` of its own)."""
+_SPLIT_APPLICATORS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "if", "then", "else"})
+"""Applicators whose evaluations :meth:`SchemaCompiler._evaluation_alternatives` splits into
+alternatives (a ``not`` evaluates nothing: it constrains only)."""
+_COVERING = {"unevaluatedProperties": "additionalProperties", "unevaluatedItems": "items"}
+"""The keyword an ``unevaluated*`` equals once what is evaluated is static."""
+MAX_EVALUATION_ALTERNATIVES = 64
+"""Most alternatives one ``unevaluated*`` fold splits a schema into."""
+
+
+@dataclass(frozen=True)
+class _Alternative:
+    """One alternative of a schema split for an ``unevaluated*`` fold: its conjunction of
+    ``evaluating`` parts (whose properties/items count as evaluated) and ``constraining`` parts
+    (which hold but evaluate nothing)."""
+
+    evaluating: tuple[Any, ...]
+    constraining: tuple[Any, ...]
+
+    def both(self, other: "_Alternative") -> "_Alternative":
+        return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
@@ -359,50 +375,113 @@ class SchemaCompiler:
             branches.append({"allOf": [rest, keys, *(dependent[n] for n in present)]})
         return {"anyOf": branches}
 
-    def _fold_unevaluated(self, schema: dict, pointer: str) -> dict:
+    def _fold_unevaluated(self, schema: dict, pointer: str) -> Any:
         """``schema`` with ``unevaluatedProperties``/``unevaluatedItems`` written as the keyword
-        they then equal, where that is exact: beside plain sub-schemas only (its own keywords
-        and ``allOf`` parts without ``$ref``, ``anyOf``, ``oneOf``, ``if``, ``dependentSchemas``
-        or ``contains``, whose evaluations depend on the instance). The properties (items)
-        evaluated are then those the parts declare: with ``additionalProperties`` (``items``)
-        anywhere every one is evaluated and the keyword is a no-op; otherwise it is the
-        ``additionalProperties`` (``items``) of all the parts merged into one schema."""
-        out = dict(schema)
-        parts = out.get("allOf", [])
-        folded: list[Any] = []
-        for i, part in enumerate(parts if isinstance(parts, list) else []):
-            if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
-                part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")
-            folded.append(part)
-        if folded:
-            out["allOf"] = folded
-        for keyword, covering in (("unevaluatedProperties", "additionalProperties"), ("unevaluatedItems", "items")):
-            if keyword not in out:
-                continue
-            for where, sub in [(pointer, out), *((f"{pointer}/allOf/{i}", p) for i, p in enumerate(folded))]:
-                if not isinstance(sub, (dict, bool)):
-                    raise InvalidSchemaError(where, "a schema must be an object or a boolean")
-                blocker = next((k for k in _DYNAMIC_EVALUATION if isinstance(sub, dict) and k in sub), None)
-                if blocker is None and sub is not out and isinstance(sub, dict) and "allOf" in sub:
-                    blocker = "allOf"
-                if blocker is not None:
-                    raise UnsupportedSchemaError(keyword, pointer, f"not folded beside '{blocker}' at "
-                                                 f"{where or '(root)'} (what it evaluates depends on the instance)")
-                if keyword == "unevaluatedItems" and isinstance(sub, dict) and (
-                        isinstance(sub.get("items"), list) or "additionalItems" in sub):
-                    raise UnsupportedSchemaError(keyword, pointer, "with the draft 2019-09 array form of 'items'")
-            value = out.pop(keyword)
-            if any(isinstance(sub, dict) and covering in sub for sub in (out, *folded)):
-                continue  # every property (item) is evaluated already
-            flat: Any = {k: v for k, v in out.items() if k != "allOf"}
-            for part in folded:
+        they then equal, where that is exact. The schema is split into alternatives
+        (:meth:`_evaluation_alternatives`) whose union is the schema and in each of which the
+        evaluated properties (items) are the same for every value: those its evaluating parts
+        declare. In each, with ``additionalProperties`` (``items``) in an evaluating part every
+        one is evaluated and the keyword is a no-op; otherwise it is the ``additionalProperties``
+        (``items``) of the evaluating parts merged into one schema, beside the alternative's
+        constraining parts (which evaluate nothing: a failed ``if``, a ``not``). One
+        alternative: that schema; several: their ``anyOf`` (alternatives that overlap evaluate
+        the same, so the union is exact)."""
+        folded = [_all_of_schema([*a.evaluating, *a.constraining]) for a in self._folded(schema, pointer, ())]
+        return folded[0] if len(folded) == 1 else {"anyOf": folded}
+
+    def _folded(self, schema: dict, pointer: str, path: tuple[str, ...]) -> list[_Alternative]:
+        """The alternatives of :meth:`_fold_unevaluated`, each with its one merged evaluating part."""
+        keywords = tuple(k for k in ("unevaluatedProperties", "unevaluatedItems") if k in schema)
+        folded = []
+        for alternative in self._evaluation_alternatives(schema, pointer, keywords, path, root=True):
+            flat: Any = {}
+            for part in alternative.evaluating:
                 flat = merge(flat, part) if flat is not None else None
-            if not isinstance(flat, dict):
-                raise UnsupportedSchemaError(keyword, pointer, "the allOf parts do not merge into one schema")
-            flat[covering] = value
-            out = flat
-            folded = []
-        return out
+            if not isinstance(flat, (dict, bool)):
+                raise UnsupportedSchemaError(keywords[0], pointer, "the evaluating sub-schemas do not merge into "
+                                             "one schema")
+            flat = {} if flat is True else dict(flat) if flat is not False else False  # merge may return a part
+            for keyword in keywords:
+                covering = _COVERING[keyword]
+                if isinstance(flat, dict) and not any(isinstance(p, dict) and covering in p
+                                                      for p in alternative.evaluating):
+                    flat[covering] = schema[keyword]
+            folded.append(_Alternative((flat,), alternative.constraining))
+        return folded
+
+    def _evaluation_alternatives(self, schema: Any, pointer: str, keywords: tuple[str, ...],
+                                 path: tuple[str, ...], root: bool = False) -> list[_Alternative]:
+        """``schema`` as alternatives (their union is ``schema``) in each of which what is
+        evaluated does not depend on the value; ``keywords``: the ``unevaluated*`` being folded;
+        ``path``: the ``$ref`` targets entered. Applicators split: ``allOf`` and ``$ref``
+        (non-recursive) into the product of their parts' alternatives; ``anyOf``/``oneOf`` of
+        pairwise disjoint branches into one alternative per branch (exactly one branch matches,
+        so exactly its evaluations count); ``if`` into (``if`` and ``then``) or, per way the
+        condition fails (:func:`_condition_failures`, a constraining part: a failed ``if``
+        evaluates nothing), ``else``. Nested ``unevaluated*`` fold first (they see their own
+        evaluations). Anything else whose evaluations depend on the value is refused, named.
+        Cost: the product of the branches, at most ``MAX_EVALUATION_ALTERNATIVES``."""
+        if not isinstance(schema, dict):
+            if not isinstance(schema, bool):
+                raise InvalidSchemaError(pointer, "a schema must be an object or a boolean")
+            return [_Alternative((schema,), ())]
+        if not root and any(k in schema for k in ("unevaluatedProperties", "unevaluatedItems")):
+            return self._folded(schema, pointer, path)
+        blocked = [k for k in ("$dynamicRef", "dependentSchemas", "dependencies") if k in schema]
+        if "unevaluatedItems" in keywords and "contains" in schema:
+            blocked.append("contains")
+        if blocked:
+            raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside '{blocked[0]}' at "
+                                         f"{pointer or '(root)'} (what it evaluates depends on the instance)")
+        if "unevaluatedItems" in keywords and (isinstance(schema.get("items"), list) or "additionalItems" in schema):
+            raise UnsupportedSchemaError("unevaluatedItems", pointer, "with the draft 2019-09 array form of 'items'")
+        own = {k: v for k, v in schema.items() if k not in _SPLIT_APPLICATORS and k not in keywords and k != "not"}
+        alternatives = [_Alternative((own,), ({"not": schema["not"]},) if "not" in schema else ())]
+
+        def times(others: list[_Alternative]) -> None:
+            nonlocal alternatives
+            alternatives = [a.both(b) for a in alternatives for b in others]
+            if len(alternatives) > MAX_EVALUATION_ALTERNATIVES:
+                raise UnsupportedSchemaError(keywords[0], pointer, f"more than {MAX_EVALUATION_ALTERNATIVES} "
+                                             "combinations of what the applicators evaluate")
+
+        if "$ref" in schema and self.dialect not in DRAFTS_IGNORING_REF_SIBLINGS:
+            target, target_pointer = self.resolve(schema["$ref"], pointer, schema)
+            if target_pointer in path:
+                raise UnsupportedSchemaError(keywords[0], pointer, f"not folded through the recursive $ref to "
+                                             f"{target_pointer or '#'} (what it evaluates depends on the depth)")
+            times(self._evaluation_alternatives(target, target_pointer, keywords, path + (target_pointer,)))
+        for i, part in enumerate(schema.get("allOf", [])):
+            times(self._evaluation_alternatives(part, f"{pointer}/allOf/{i}", keywords, path + (f"{pointer}/allOf/{i}",)))
+        for key in ("anyOf", "oneOf"):
+            if key not in schema:
+                continue
+            branches = schema[key]
+            if not isinstance(branches, list) or not branches:
+                raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+            plain = [self._deref(b, f"{pointer}/{key}/{i}") for i, b in enumerate(branches)]
+            for i in range(len(plain)):
+                for j in range(i + 1, len(plain)):
+                    if not self._disjoint(plain[i], plain[j]):
+                        raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside '{key}' at "
+                                                     f"{pointer or '(root)'}: branches {i} and {j} may both match, "
+                                                     "and what is evaluated then depends on the instance")
+            times([alt for i, b in enumerate(branches)
+                   for alt in self._evaluation_alternatives(b, f"{pointer}/{key}/{i}", keywords,
+                                                            path + (f"{pointer}/{key}/{i}",))])
+        if "if" in schema:
+            condition = self._deref(schema["if"], f"{pointer}/if")
+            failures = [] if condition is True or condition == {} else [True] if condition is False \
+                else _condition_failures(condition, self.dialect)
+            if failures is None:
+                raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside 'if' at {pointer or '(root)'}: "
+                                             "its condition is not negated exactly")
+            sub = [(schema.get(k, True), f"{pointer}/{k}") for k in ("if", "then", "else")]
+            met, then_, else_ = (self._evaluation_alternatives(s, p, keywords, path + (p,)) for s, p in sub)
+            matched = [a.both(b) for a in met for b in then_]
+            failed = [_Alternative((), (failure,)).both(b) for failure in failures for b in else_]
+            times(matched + failed)
+        return alternatives
 
     def _check_keywords(self, schema: dict, pointer: str) -> None:
         for key, val in schema.items():

@@ -59,3 +59,39 @@ def test_unevaluated_beside_instance_dependent_evaluation_is_refused():
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.keyword == "unevaluatedProperties" and "anyOf" in str(info.value)
+
+
+@pytest.mark.parametrize("schema", [
+    # beside $ref: the target's evaluations count (its own unevaluated* first sees its own)
+    {"$defs": {"bar": {"properties": {"bar": {"type": "string"}}}}, "$ref": "#/$defs/bar",
+     "properties": {"foo": {"type": "string"}}, "unevaluatedProperties": False},
+    {"$defs": {"A": {"prefixItems": [True]}}, "$ref": "#/$defs/A", "unevaluatedItems": False},
+    # beside disjoint oneOf/anyOf branches: exactly one matches, its evaluations count
+    {"properties": {"foo": True}, "oneOf": [{"type": "object", "properties": {"bar": {"const": "b"}}, "required": ["bar"]},
+                                            {"type": "object", "properties": {"bar": {"type": "integer"}}, "required": ["bar"]}],
+     "unevaluatedProperties": False},
+    {"anyOf": [{"type": "array", "prefixItems": [True]}, {"type": "object"}], "unevaluatedItems": False},
+    # beside if/then/else: the condition's evaluations count only when it holds
+    {"if": {"properties": {"foo": {"const": "a"}}, "required": ["foo"]}, "then": {"properties": {"bar": True}},
+     "else": {"properties": {"baz": True}}, "unevaluatedProperties": False},
+    {"if": {"properties": {"foo": {"const": "a"}}, "required": ["foo"]}, "unevaluatedProperties": False},
+    # beside not: it evaluates nothing
+    {"properties": {"foo": True}, "not": {"type": "string"}, "unevaluatedProperties": False},
+])
+def test_unevaluated_beside_applicators_is_exact(schema):
+    check(schema)
+
+
+def test_unevaluated_beside_recursive_ref_is_refused():
+    schema = {"$defs": {"A": {"properties": {"foo": True}, "allOf": [{"$ref": "#/$defs/A"}]}}, "$ref": "#/$defs/A",
+              "unevaluatedProperties": False}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword == "unevaluatedProperties" and "recursive $ref" in str(info.value)
+
+
+def test_unevaluated_beside_inexact_if_is_refused():
+    schema = {"if": {"pattern": "a"}, "then": {"properties": {"foo": True}}, "unevaluatedProperties": False}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword == "unevaluatedProperties" and "'if'" in str(info.value)
