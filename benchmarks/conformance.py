@@ -243,6 +243,9 @@ class SchemaWalker:
             chosen = "then" if self._is_valid(schema["if"], resolver, data) else "else"
             if chosen in schema:
                 found += self._expand(schema[chosen], resolver, data, depth + 1)
+            if chosen in schema:  # the condition's keys are declared after the branch's, met or not, as the
+                # compiler writes them (with then; or with else, as one way the condition fails)
+                found += self._expand(schema["if"], resolver, data, depth + 1)
         dependent = schema.get("dependentSchemas")
         if isinstance(dependent, dict) and isinstance(data, dict):
             for key, sub in dependent.items():

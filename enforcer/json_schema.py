@@ -34,13 +34,16 @@ TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated",
     "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions",
-    "$vocabulary", "$anchor", "contentSchema",
+    "$vocabulary", "$anchor", "contentSchema", "$dynamicAnchor",
 })
 UNSUPPORTED = frozenset({
     "unevaluatedProperties",
-    "unevaluatedItems", "$dynamicRef",
-    "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
+    "unevaluatedItems", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
 })
+_REFERENCES = ("$ref", "$dynamicRef")
+_SCOPE = "scope "
+"""Prefix of the ``Refs`` entries that record the schema resources a path entered (the dynamic
+scope ``$dynamicRef`` resolves against), with depth -1 (never a ``$ref`` expansion's)."""
 KNOWN_METASCHEMAS = frozenset({
     "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
     "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema", "json-schema.org/schema",
@@ -84,7 +87,8 @@ MAX_NESTING = 100
 pointer: the compiler and the automaton builder recurse a few Python frames per level."""
 
 Refs = tuple[tuple[str, int], ...]
-"""The ``$ref`` expansions on the current path, each with the value depth where it happened."""
+"""The ``$ref`` expansions on the current path, each with the value depth where it happened,
+and the schema resources the path entered (``_SCOPE`` entries)."""
 
 
 @dataclass(frozen=True)
@@ -319,7 +323,7 @@ class SchemaCompiler:
                                         keyword)
 
     def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
-        if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
+        if isinstance(schema, dict) and len(set(schema) - ANNOTATIONS) == 1 and set(schema) & set(_REFERENCES):
             schema, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
             return self.any_value(depth, self.free_form_depth)
@@ -333,7 +337,7 @@ class SchemaCompiler:
         if dependent:
             return self.value(self._dependent_union(schema, dependent, pointer), pointer, depth, refs)
         self._check_keywords(schema, pointer)
-        if "$ref" in schema:
+        if "$ref" in schema or "$dynamicRef" in schema:
             return self._ref(schema, pointer, depth, refs)
         if "allOf" in schema:
             return self._all_of(schema, pointer, depth, refs)
@@ -478,7 +482,7 @@ class SchemaCompiler:
                                              "its condition is not negated exactly")
             sub = [(schema.get(k, True), f"{pointer}/{k}") for k in ("if", "then", "else")]
             met, then_, else_ = (self._evaluation_alternatives(s, p, keywords, path + (p,)) for s, p in sub)
-            matched = [a.both(b) for a in met for b in then_]
+            matched = [b.both(a) for a in met for b in then_]  # then's keys first, as _if_then_else writes them
             failed = [_Alternative((), (failure,)).both(b) for failure in failures for b in else_]
             times(matched + failed)
         return alternatives
@@ -523,12 +527,52 @@ class SchemaCompiler:
         check_resource(uri, document, root_dialect if isinstance(root_dialect, str) else None)
         self._checked.add(uri)
 
-    def _expand(self, ref: str, pointer: str, depth: int, refs: Refs, holder: Any) -> tuple[Any, str, Refs]:
-        """The target of ``ref`` met at value ``depth``, its pointer and the path's expansions;
-        the target is ``False`` once ``ref`` was expanded ``max_recursion`` times on this path
+    def _scope(self, refs: Refs, holder: Any, pointer: str) -> list[str]:
+        """The dynamic scope at ``holder`` on this path: the bases of the schema resources
+        entered, outermost first: the root's, those recorded in ``refs`` (each ``$ref``
+        target's), then those entered by nesting since the last target down to ``holder``."""
+        assert self._resources is not None  # set by the resolve that precedes every call
+        start = next((r[1:] for r, d in reversed(refs) if d >= 0), "")
+        nested = self._resources.entered(start, holder)
+        if nested is None:
+            raise UnsupportedSchemaError("$dynamicRef", pointer, "its dynamic scope is not known here (a schema the "
+                                         "compiler combined from others)")
+        return [self._resources.root_base, *(r[len(_SCOPE):] for r, d in refs if d < 0), *nested]
+
+    def _dynamic_target(self, ref: str, pointer: str, refs: Refs, holder: Any) -> tuple[Any, str]:
+        """What ``$dynamicRef: ref`` (in ``holder``) names on this path (2020-12): its target as a
+        ``$ref``'s; when that holds a ``$dynamicAnchor`` of the fragment's name, the outermost
+        resource of the dynamic scope (:meth:`_scope`) with a ``$dynamicAnchor`` of that name.
+        Exact: compilation follows every path from the root, so each path's scope is known."""
+        target, target_pointer = self.resolve(ref, pointer, holder)
+        name = ref.partition("#")[2]
+        if not name or name.startswith("/") or not isinstance(target, dict) or target.get("$dynamicAnchor") != name:
+            return target, target_pointer
+        assert self._resources is not None
+        for base in self._scope(refs, holder, pointer):
+            found = self._resources.dynamic_anchors.get((base, name))
+            if found is not None:
+                return found
+        return target, target_pointer
+
+    def _expand(self, keyword: str, pointer: str, depth: int, refs: Refs, holder: Any) -> tuple[Any, str, Refs]:
+        """The target of ``holder``'s ``$ref`` or ``$dynamicRef`` (``keyword``) met at value
+        ``depth``, its pointer and the path's expansions (with the resources entered); the
+        target is ``False`` once it was expanded ``max_recursion`` times on this path
         (recursion cut: the branch is not generated deeper). A cycle that comes back to the
         same ``$ref`` without descending into the value would expand forever: refused, named."""
-        target, target_pointer = self.resolve(ref, pointer, holder)
+        if keyword == "$dynamicRef":
+            target, target_pointer = self._dynamic_target(holder[keyword], pointer, refs, holder)
+        else:
+            target, target_pointer = self.resolve(holder[keyword], pointer, holder)
+        assert self._resources is not None
+        start = next((r[1:] for r, d in reversed(refs) if d >= 0), "")
+        entered = [*(self._resources.entered(start, holder) or []), self._resources.base_of(target)]
+        known = {r for r, d in refs if d < 0}
+        for base in entered:
+            if _SCOPE + base not in known and base != self._resources.root_base:
+                refs = refs + ((_SCOPE + base, -1),)
+                known.add(_SCOPE + base)
         ref = "#" + target_pointer  # one name per target, however (and wherever) the reference spells it
         if (ref, depth) in refs:
             cycle = [r for r, d in refs if d == depth]
@@ -542,10 +586,11 @@ class SchemaCompiler:
         return target, target_pointer, refs + ((ref, depth),)
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
-        target, target_pointer, refs = self._expand(schema["$ref"], pointer, depth, refs, schema)
+        keyword = "$ref" if "$ref" in schema else "$dynamicRef"
+        target, target_pointer, refs = self._expand(keyword, pointer, depth, refs, schema)
         if target is False:
             return NOTHING
-        rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+        rest = {k: v for k, v in schema.items() if k != keyword and k not in ANNOTATIONS}
         if self.dialect in DRAFTS_IGNORING_REF_SIBLINGS:
             rest = {}  # draft 4-7: keywords beside $ref are ignored
         if not rest:
@@ -554,8 +599,8 @@ class SchemaCompiler:
 
     def _deref_path(self, schema: Any, pointer: str, depth: int, refs: Refs) -> tuple[Any, Refs]:
         """``schema`` with chains of bare ``$ref`` followed (each expansion counted on the path)."""
-        while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
-            schema, _, refs = self._expand(schema["$ref"], pointer, depth, refs, schema)
+        while isinstance(schema, dict) and len(set(schema) - ANNOTATIONS) == 1 and set(schema) & set(_REFERENCES):
+            schema, _, refs = self._expand("$ref" if "$ref" in schema else "$dynamicRef", pointer, depth, refs, schema)
         return schema, refs
 
     def _deref(self, schema: Any, pointer: str) -> Any:
@@ -1916,7 +1961,7 @@ def merge(a: Any, b: Any) -> Any:
         if "contains" not in x:  # minContains/maxContains without contains are no-ops: not carried over
             x.pop("minContains", None)
             x.pop("maxContains", None)
-    if "$ref" in a or "$ref" in b:
+    if any(k in x for x in (a, b) for k in _REFERENCES):
         return None
     if any(k in x for x in (a, b) for k in ("unevaluatedProperties", "unevaluatedItems")):
         return None  # each side sees only what it (not the other) evaluates: compiled apart

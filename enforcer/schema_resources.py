@@ -120,7 +120,11 @@ class ResourceIndex:
         self.root = root
         self.resources: dict[str, tuple[Any, str]] = {}
         self.anchors: dict[tuple[str, str], tuple[Any, str]] = {}
+        self.dynamic_anchors: dict[tuple[str, str], tuple[Any, str]] = {}
+        """``(resource base, name) -> (schema, pointer)`` of every ``$dynamicAnchor`` (each is a
+        plain-name anchor too)."""
         self._bases: dict[int, str] = {}
+        self._pointers: dict[int, str] = {}
         self._keep: list[Any] = []  # the objects whose ids key _bases stay alive
         self._id_keyword, self._ref_siblings_ignored = id_keyword, ref_siblings_ignored
         self._external = dict(external or {})
@@ -154,7 +158,12 @@ class ResourceIndex:
             anchor = node.get("$anchor")
             if isinstance(anchor, str):
                 self.anchors[(_split(base)[0], anchor)] = (node, pointer)
+            dynamic = node.get("$dynamicAnchor")
+            if isinstance(dynamic, str):
+                self.dynamic_anchors[(_split(base)[0], dynamic)] = (node, pointer)
+                self.anchors.setdefault((_split(base)[0], dynamic), (node, pointer))
             self._bases[id(node)] = base
+            self._pointers[id(node)] = pointer
             self._keep.append(node)
             for key, sub in node.items():
                 where = f"{pointer}/{escape(key)}"
@@ -169,6 +178,17 @@ class ResourceIndex:
         """The base URI a ``$ref`` in ``holder`` resolves against (the root's for schemas the
         walk did not meet: compiler-made combinations of the document's schemas)."""
         return self._bases.get(id(holder), self.root_base)
+
+    def entered(self, start: str, holder: Any) -> list[str] | None:
+        """The bases of the resources a value enters walking down from the schema at pointer
+        ``start`` to ``holder`` (the resources rooted strictly below ``start``, on the way, in
+        order; None when ``holder`` is a schema the walk did not meet)."""
+        end = self._pointers.get(id(holder))
+        if end is None:
+            return None
+        inside = [(pointer, base) for base, (_, pointer) in self.resources.items()
+                  if _within(pointer, end) and _within(start, pointer) and pointer != start]
+        return [base for _, base in sorted(inside, key=lambda entry: len(entry[0]))]
 
     def resolve(self, ref: str, holder: Any) -> Target:
         """The sub-schema ``ref`` (in the schema object ``holder``) names."""
@@ -191,6 +211,12 @@ class ResourceIndex:
             return Target(None, None, f"$ref {ref!r} does not resolve", malformed=True)
         node, parts = found
         return Target(node, pointer + "".join(f"/{escape(part)}" for part in parts))
+
+
+def _within(outer: str, inner: str) -> bool:
+    """Whether the schema at pointer ``inner`` lies in (or is) the one at ``outer``."""
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/") or (outer.endswith("#") and
+                                                                        inner.startswith(outer))
 
 
 def follow_pointer(node: Any, pointer: str) -> tuple[Any, list[str]] | None:

@@ -72,7 +72,7 @@ def test_unevaluated_beside_instance_dependent_evaluation_is_refused():
      "unevaluatedProperties": False},
     {"anyOf": [{"type": "array", "prefixItems": [True]}, {"type": "object"}], "unevaluatedItems": False},
     # beside if/then/else: the condition's evaluations count only when it holds
-    {"if": {"properties": {"foo": {"const": "a"}}, "required": ["foo"]}, "then": {"properties": {"bar": True}},
+    {"if": {"properties": {"bar": {"const": "b"}}, "required": ["bar"]}, "then": {"properties": {"foo": True}},
      "else": {"properties": {"baz": True}}, "unevaluatedProperties": False},
     {"if": {"properties": {"foo": {"const": "a"}}, "required": ["foo"]}, "unevaluatedProperties": False},
     # beside not: it evaluates nothing
