@@ -711,6 +711,13 @@ class SchemaCompiler:
         rest = {k: v for k, v in schema.items() if k != key}
         if not isinstance(schema[key], list) or not schema[key]:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+        if key == "oneOf":
+            always = [i for i, b in enumerate(schema[key]) if b is True or (isinstance(b, dict) and not set(b) - ANNOTATIONS)]
+            if len(always) > 1:
+                return NOTHING  # every value matches two branches
+            if always:  # one branch matches every value: exactly the values no other branch matches
+                others = [{"not": b} for i, b in enumerate(schema[key]) if i != always[0] and b is not False]
+                return self.value(_all_of_schema([rest, *others]) if others else rest, pointer, depth, refs)
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
         branches = [b for b, _ in followed]
         if key == "oneOf":
@@ -1568,7 +1575,8 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
     keywords, each negated as a schema the compiler enforces exactly: ``type``; number bounds
     (draft 6 on); ``minLength``/``maxLength``; ``const``/``enum`` of strings, booleans or null;
     object keys (``required`` names, ``properties`` that are ``const``/``enum`` of those or
-    ``false``). A keyword of one type fails only values of that type."""
+    ``false``); array items (``prefixItems`` of such constants). A keyword of one type fails only
+    values of that type."""
     if not isinstance(condition, dict):
         return None
     required = condition.get("required", [])
@@ -1593,6 +1601,17 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
             if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
                 return None
             failures.append({"not": {"enum": values}})
+        elif key == "prefixItems" and isinstance(value, list) and dialect == "2020-12":
+            for index, item in enumerate(value):  # an array fails where item ``index`` is there and fails
+                if item is True or item == {}:
+                    continue
+                if not isinstance(item, dict) or set(item) - ANNOTATIONS not in ({"const"}, {"enum"}):
+                    return None
+                values = [item["const"]] if "const" in item else item["enum"]
+                if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
+                    return None
+                failures.append({"type": "array", "minItems": index + 1,
+                                 "prefixItems": [True] * index + [{"not": {"enum": values}}]})
         else:
             return None
     for name, sub in properties.items():

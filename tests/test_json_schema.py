@@ -543,3 +543,27 @@ def test_all_of_distributes_over_a_union_in_validator_key_order():
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(overlapping, SchemaOptions())
     assert info.value.keyword == "oneOf" and info.value.pointer == "/allOf/0"
+
+
+@pytest.mark.parametrize("condition", [{"prefixItems": [{"const": "a"}]}, {"prefixItems": [True, {"enum": ["b", None]}]}])
+def test_if_then_else_on_array_item_constants_against_oracle(condition):
+    schema = {"if": condition, "then": {"maxItems": 1}, "else": {"minItems": 2}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False, free_form_depth=3))
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [*POOL, ["a"], ["a", "b"], ["x", "b"], ["x", None], ["x", "y"], ["a", "y", 1], [None]]:
+        for text in serialisations(value, {}):
+            assert dfa.matches(text) == validator.is_valid(value), (text, validator.is_valid(value))
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{}, False]}, {"oneOf": [{"type": "number"}, {}]},
+    {"type": ["string", "integer"], "oneOf": [{"type": "string"}, True]},
+])
+def test_one_of_with_a_branch_every_value_matches(schema):
+    check(schema, strict=False)
+
+
+@pytest.mark.parametrize("branches", [[True, True], [{}, True, False]])
+def test_one_of_with_two_branches_every_value_matches_admits_nothing(branches):
+    with pytest.raises(InvalidSchemaError, match="no JSON value"):
+        compile_schema_dfa({"oneOf": branches}, SchemaOptions())
