@@ -875,7 +875,12 @@ class SchemaCompiler:
                 excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)), self.options.max_states)
                 dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
-        raise UnsupportedSchemaError("not", pointer, "only 'not' of types or of string/boolean/null constants is exact")
+        failures = _condition_failures(negated, self.dialect)  # the values failing it, one way each
+        if failures:
+            return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in failures]}, pointer, depth,
+                              refs)
+        raise UnsupportedSchemaError("not", pointer, "only 'not' of types, string/boolean/null constants and the "
+                                     "conditions 'if' negates exactly is exact")
 
     def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
         """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
@@ -1620,8 +1625,15 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
         if sub is False:
             failures.append({"type": "object", "required": [name]})  # the key is there
             continue
-        if not isinstance(sub, dict) or set(sub) - ANNOTATIONS not in ({"const"}, {"enum"}):
+        if not isinstance(sub, dict):
             return None
+        if set(sub) - ANNOTATIONS not in ({"const"}, {"enum"}):
+            # a present key whose value fails the sub-schema one of the ways it can fail
+            inner = _condition_failures(sub, dialect)
+            if inner is None:
+                return None
+            failures += [{"type": "object", "required": [name], "properties": {name: failure}} for failure in inner]
+            continue
         values = [sub["const"]] if "const" in sub else sub["enum"]
         if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
             return None
@@ -1630,7 +1642,8 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
             mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
         failures.append(mismatch)
     for name in required:
-        if name not in properties or properties[name] is True or properties[name] == {}:
+        if name not in properties or properties[name] is True or properties[name] == {} or \
+                set(properties[name]) - ANNOTATIONS not in ({"const"}, {"enum"}):
             failures.append({"type": "object", "properties": {name: False}})  # the key is absent
     return failures
 

@@ -567,3 +567,14 @@ def test_one_of_with_a_branch_every_value_matches(schema):
 def test_one_of_with_two_branches_every_value_matches_admits_nothing(branches):
     with pytest.raises(InvalidSchemaError, match="no JSON value"):
         compile_schema_dfa({"oneOf": branches}, SchemaOptions())
+
+
+@pytest.mark.parametrize("negated", [
+    {"type": "object", "properties": {"a": {"type": "string"}}},
+    {"properties": {"a": {"type": "integer", "minimum": 2}}, "required": ["a"]},
+    {"type": "array", "prefixItems": [{"const": "a"}]},
+])
+def test_not_of_a_condition_negated_exactly(negated):
+    check({"not": negated}, extra=[{"a": 3}, {"a": 1.5}, ["a", 1], ["b"]], strict=False)
+    check({"if": negated, "then": {"type": "object", "required": ["b"]}}, extra=[{"a": 3, "b": 1}, {"a": "x"}],
+          strict=False)
