@@ -2071,6 +2071,6 @@ def merge(a: Any, b: Any) -> Any:
             xp = x.get("properties", {})
             for name in y.get("properties", {}):
                 if name not in xp:
-                    props = out["properties"]
+                    props = out["properties"] = dict(out["properties"])  # may still be a's or b's own
                     props[name] = {"allOf": [props[name], x["additionalProperties"]]}
     return out

@@ -578,3 +578,32 @@ def test_not_of_a_condition_negated_exactly(negated):
     check({"not": negated}, extra=[{"a": 3}, {"a": 1.5}, ["a", 1], ["b"]], strict=False)
     check({"if": negated, "then": {"type": "object", "required": ["b"]}}, extra=[{"a": 3, "b": 1}, {"a": "x"}],
           strict=False)
+
+
+@pytest.mark.parametrize("schema", [
+    # allOf parts merged into one object: one part's additionalProperties governs the other's
+    # properties (the merge wrote an allOf into the first part's own properties dict)
+    {"$defs": {"int": {"type": "integer"}},
+     "allOf": [{"properties": {"foo": {"$ref": "#/$defs/int"}}}, {"additionalProperties": {"$ref": "#/$defs/int"}}]},
+    {"allOf": [{"properties": {"a": {"type": "integer"}}, "additionalProperties": {"minimum": 1}},
+               {"properties": {"b": {"type": "integer"}}, "additionalProperties": {"maximum": 9}}]},
+    {"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]}, {"properties": {"a": {"minimum": 2}}}],
+     "unevaluatedProperties": False},
+])
+def test_compiling_leaves_the_schema_unchanged(schema):
+    """The compiler never writes into the caller's schema: compiling the same object again
+    gives the same automaton (it once raised a false $ref cycle the second time)."""
+    import copy
+
+    from enforcer import clear_cache, compile_json_schema
+    from enforcer.vocabulary import Vocabulary
+
+    vocabulary = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)], {})
+    original = copy.deepcopy(schema)
+    first = check(schema)
+    assert schema == original
+    clear_cache()
+    compile_json_schema(schema, vocabulary)
+    compile_json_schema(schema, vocabulary, strict=False)
+    assert schema == original
+    assert check(schema).matches('{"a": 3}') == first.matches('{"a": 3}')
