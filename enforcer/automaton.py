@@ -1160,7 +1160,7 @@ class LazyDFA(_Reading):
         self._node: Node | None = node
         self._det: _Determiniser | None = None
         self.rows: list[Sequence[int] | None] = [None]
-        self._table = np.full((64, 256), DEAD, dtype=np.int32)
+        self._table = np.empty((64, 256), dtype=np.int32)  # see _grow
         self._built = np.zeros(64, dtype=bool)
         self._num_built = 0
         self._lock = threading.RLock()
@@ -1236,7 +1236,10 @@ class LazyDFA(_Reading):
         """Room in the table and flags for ``n`` states (capacity doubles); under the lock."""
         if n > self._table.shape[0]:
             size = max(n, 2 * self._table.shape[0])
-            table = np.full((size, 256), DEAD, dtype=np.int32)
+            # uninitialised: a row is read only once built (every reader checks the flags
+            # first), and building writes all 256 entries; memory is touched row by row as
+            # rows are built, not all at once by a fill (the p99 spikes of first passes)
+            table = np.empty((size, 256), dtype=np.int32)
             table[: self._table.shape[0]] = self._table
             built = np.zeros(size, dtype=bool)
             built[: self._built.shape[0]] = self._built

@@ -392,8 +392,8 @@ class CompiledTools:
                 hit = rule.mask(tstate)
                 if rule.accepting(tstate) and len(edge_ids):
                     hit = hit | pack_ids(edge_ids, self.words)
-                else:
-                    hit = hit.copy()
+                elif hit.flags.writeable:
+                    hit = hit.copy()  # the rule's own array; a read-only (cached) mask is shared
             hit.setflags(write=False)
             self._masks[key] = hit
         return hit, key
