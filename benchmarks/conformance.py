@@ -200,6 +200,7 @@ class SchemaWalker:
     """
 
     MAX_REF_DEPTH = 32
+    MAX_LOOKAHEAD_DEPTH = 4
 
     def __init__(self, root: Any, registry: Registry | None = None) -> None:
         dialect = root.get("$schema", "") if isinstance(root, dict) else ""
@@ -216,10 +217,15 @@ class SchemaWalker:
         except Exception:  # a schema jsonschema cannot evaluate: treat the branch as unknown
             return False
 
-    def _expand(self, schema: Any, resolver: Any, data: Any, depth: int) -> list[tuple[dict, Any]]:
-        """The schema objects that apply to ``data`` at this point, in declaration order."""
+    def _expand(self, schema: Any, resolver: Any, data: Any, depth: int,
+                deferred: list[tuple[dict, Any]] | None = None) -> list[tuple[dict, Any]]:
+        """The schema objects that apply to ``data`` at this point, in declaration order; those
+        of ``dependentSchemas``/``dependencies`` last (``deferred``), after every other, as the
+        compiler writes their keys."""
         if not isinstance(schema, dict) or depth > self.MAX_REF_DEPTH:
             return []
+        top = deferred is None
+        deferred = [] if deferred is None else deferred
         if "$id" in schema and depth > 0:
             resolver = resolver.in_subresource(self._spec.create_resource(schema))
         found = [(schema, resolver)]
@@ -229,29 +235,36 @@ class SchemaWalker:
                     resolved = resolver.lookup(schema[ref_key])
                 except Exception:
                     continue
-                found += self._expand(resolved.contents, resolved.resolver, data, depth + 1)
+                found += self._expand(resolved.contents, resolved.resolver, data, depth + 1, deferred)
         for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
-            found += self._expand(sub, resolver, data, depth + 1)
+            found += self._expand(sub, resolver, data, depth + 1, deferred)
         for key in ("anyOf", "oneOf"):
             branches = schema.get(key)
             if isinstance(branches, list):
-                for branch in branches:
-                    if self._is_valid(branch, resolver, data):
-                        found += self._expand(branch, resolver, data, depth + 1)
-                        break
+                valid = [b for b in branches if self._is_valid(b, resolver, data)]
+                # a strict compiler accepts the value if one branch declares all its keys: the
+                # first valid branch that does, else the first valid one
+                # (looked ahead only a few levels deep: each look is a walk of the value)
+                declaring = (b for b in valid if not self._walk(data, [(b, resolver)], depth + 1)[1]) \
+                    if len(valid) > 1 and depth < self.MAX_LOOKAHEAD_DEPTH else iter(())
+                chosen = next(declaring, valid[0] if valid else None)
+                if chosen is not None:
+                    found += self._expand(chosen, resolver, data, depth + 1, deferred)
         if "if" in schema:
             chosen = "then" if self._is_valid(schema["if"], resolver, data) else "else"
             if chosen in schema:
-                found += self._expand(schema[chosen], resolver, data, depth + 1)
+                found += self._expand(schema[chosen], resolver, data, depth + 1, deferred)
             if chosen in schema:  # the condition's keys are declared after the branch's, met or not, as the
                 # compiler writes them (with then; or with else, as one way the condition fails)
-                found += self._expand(schema["if"], resolver, data, depth + 1)
-        dependent = schema.get("dependentSchemas")
-        if isinstance(dependent, dict) and isinstance(data, dict):
-            for key, sub in dependent.items():
-                if key in data:
-                    found += self._expand(sub, resolver, data, depth + 1)
-        return found
+                found += self._expand(schema["if"], resolver, data, depth + 1, deferred)
+        for keyword in ("dependentSchemas", "dependencies"):  # draft 4-7: schema-valued dependencies
+            dependent = schema.get(keyword)
+            if isinstance(dependent, dict) and isinstance(data, dict):
+                for key, sub in dependent.items():
+                    if key in data and isinstance(sub, dict):
+                        nested: list[tuple[dict, Any]] = []  # its own dependents after it
+                        deferred += self._expand(sub, resolver, data, depth + 1, nested) + nested
+        return found + deferred if top else found
 
     @staticmethod
     def _pattern_matches(pattern: str, key: str) -> bool:
@@ -333,8 +346,10 @@ class SchemaWalker:
         """``(data with keys in declared order, whether it holds undeclared keys)``."""
         return self._walk(data, [(self._root, self._root_resolver)])
 
-    def _walk(self, data: Any, schemas: list[tuple[Any, Any]]) -> tuple[Any, bool]:
-        applicable = [found for s, r in schemas for found in self._expand(s, r, data, 0)]
+    def _walk(self, data: Any, schemas: list[tuple[Any, Any]], depth: int = 0) -> tuple[Any, bool]:
+        """:meth:`walk` from ``schemas``; ``depth``: the applicator nesting it was entered at
+        (bounds the look-ahead of ``anyOf``/``oneOf``)."""
+        applicable = [found for s, r in schemas for found in self._expand(s, r, data, depth)]
         if isinstance(data, dict):
             order: list[str] = []
             for schema, _ in applicable:
