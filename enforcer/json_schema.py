@@ -1602,18 +1602,16 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
             if value > 0:
                 failures.append({"type": "string", "maxLength": value - 1})
         elif key in ("const", "enum"):
-            values = [value] if key == "const" else value
-            if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
+            values = _scalar_constants({key: value})
+            if values is None:
                 return None
             failures.append({"not": {"enum": values}})
         elif key == "prefixItems" and isinstance(value, list) and dialect == "2020-12":
             for index, item in enumerate(value):  # an array fails where item ``index`` is there and fails
                 if item is True or item == {}:
                     continue
-                if not isinstance(item, dict) or set(item) - ANNOTATIONS not in ({"const"}, {"enum"}):
-                    return None
-                values = [item["const"]] if "const" in item else item["enum"]
-                if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
+                values = _scalar_constants(item)
+                if values is None:
                     return None
                 failures.append({"type": "array", "minItems": index + 1,
                                  "prefixItems": [True] * index + [{"not": {"enum": values}}]})
@@ -1627,25 +1625,33 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
             continue
         if not isinstance(sub, dict):
             return None
-        if set(sub) - ANNOTATIONS not in ({"const"}, {"enum"}):
+        values = _scalar_constants(sub)
+        if values is None:
             # a present key whose value fails the sub-schema one of the ways it can fail
             inner = _condition_failures(sub, dialect)
             if inner is None:
                 return None
             failures += [{"type": "object", "required": [name], "properties": {name: failure}} for failure in inner]
             continue
-        values = [sub["const"]] if "const" in sub else sub["enum"]
-        if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
-            return None
         mismatch = {"type": "object", "properties": {name: {"not": {"enum": values}}}}
         if name not in required:
             mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
         failures.append(mismatch)
-    for name in required:
-        if name not in properties or properties[name] is True or properties[name] == {} or \
-                set(properties[name]) - ANNOTATIONS not in ({"const"}, {"enum"}):
-            failures.append({"type": "object", "properties": {name: False}})  # the key is absent
+    for name in required:  # the key absent (a constant's mismatch above already holds that case)
+        if _scalar_constants(properties.get(name)) is None:
+            failures.append({"type": "object", "properties": {name: False}})
     return failures
+
+
+def _scalar_constants(schema: Any) -> list[Any] | None:
+    """The values of a schema that is exactly a ``const``/``enum`` of strings, booleans or null
+    (None for any other schema)."""
+    if not isinstance(schema, dict) or set(schema) - ANNOTATIONS not in ({"const"}, {"enum"}):
+        return None
+    values = [schema["const"]] if "const" in schema else schema["enum"]
+    if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
+        return None
+    return values
 
 
 def _all_of_schema(parts: list[Any]) -> Any:

@@ -607,3 +607,13 @@ def test_compiling_leaves_the_schema_unchanged(schema):
     compile_json_schema(schema, vocabulary, strict=False)
     assert schema == original
     assert check(schema).matches('{"a": 3}') == first.matches('{"a": 3}')
+
+
+def test_a_condition_that_requires_a_forbidden_key():
+    """``required`` naming a key that ``properties`` forbids: objects always fail the condition
+    (it raised TypeError while negating it)."""
+    check({"not": {"required": ["a"], "properties": {"a": False}}}, strict=False)
+    check({"if": {"required": ["a"], "properties": {"a": False}}, "then": {"type": "string"}}, strict=False)
+    with pytest.raises(InvalidSchemaError, match="no JSON value"):
+        compile_schema_dfa({"if": {"required": ["a"], "properties": {"a": False}}, "then": {"type": "object"},
+                            "else": {"type": "string"}}, SchemaOptions())
