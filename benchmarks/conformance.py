@@ -252,10 +252,9 @@ class SchemaWalker:
                     found += self._expand(chosen, resolver, data, depth + 1, deferred)
         if "if" in schema:
             chosen = "then" if self._is_valid(schema["if"], resolver, data) else "else"
-            if chosen in schema:
+            if chosen in schema:  # the condition's keys are declared after the branch's, met or not, as
+                # the compiler writes them (with then; or with else, as one way the condition fails)
                 found += self._expand(schema[chosen], resolver, data, depth + 1, deferred)
-            if chosen in schema:  # the condition's keys are declared after the branch's, met or not, as the
-                # compiler writes them (with then; or with else, as one way the condition fails)
                 found += self._expand(schema["if"], resolver, data, depth + 1, deferred)
         for keyword in ("dependentSchemas", "dependencies"):  # draft 4-7: schema-valued dependencies
             dependent = schema.get(keyword)
