@@ -757,6 +757,66 @@ def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] target
     return alive_arr
 
 
+def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps, const uint8_t[::1] alive):
+    """The edges of an ``n``-state NFA grouped by source (CSR), each group in the order the
+    edges were added: ``edges`` int32[E, 4] (source, lo, hi, target), ``eps`` int32[M, 2]
+    (source, target); an edge whose target is not ``alive`` (uint8[n], or None: keep all) is
+    dropped. Returns (edge starts int64[n + 1], lo, hi, target int32[E'], epsilon starts
+    int64[n + 1], epsilon targets int32[M']). Cost: two counting passes, linear."""
+    import numpy as np
+
+    cdef Py_ssize_t m = edges.shape[0], q = eps.shape[0], k, kept = 0, kept_eps = 0
+    cdef bint trim = alive is not None
+    cdef int32_t src
+    cdef int64_t at
+    edge_start_arr = np.zeros(n + 1, dtype=np.int64)
+    eps_start_arr = np.zeros(n + 1, dtype=np.int64)
+    cdef int64_t[::1] edge_start = edge_start_arr
+    cdef int64_t[::1] eps_start = eps_start_arr
+    with nogil:
+        for k in range(m):
+            if not trim or alive[edges[k, 3]]:
+                edge_start[edges[k, 0] + 1] += 1
+                kept += 1
+        for k in range(q):
+            if not trim or alive[eps[k, 1]]:
+                eps_start[eps[k, 0] + 1] += 1
+                kept_eps += 1
+        for k in range(n):
+            edge_start[k + 1] += edge_start[k]
+            eps_start[k + 1] += eps_start[k]
+    lo_arr = np.empty(kept, dtype=np.int32)
+    hi_arr = np.empty(kept, dtype=np.int32)
+    dst_arr = np.empty(kept, dtype=np.int32)
+    eps_dst_arr = np.empty(kept_eps, dtype=np.int32)
+    fill_arr = np.empty(max(n, 1), dtype=np.int64)
+    cdef int32_t[::1] lo = lo_arr
+    cdef int32_t[::1] hi = hi_arr
+    cdef int32_t[::1] dst = dst_arr
+    cdef int32_t[::1] eps_dst = eps_dst_arr
+    cdef int64_t[::1] fill = fill_arr
+    with nogil:
+        for k in range(n):
+            fill[k] = edge_start[k]
+        for k in range(m):  # front to back: each group keeps the order of addition
+            if not trim or alive[edges[k, 3]]:
+                src = edges[k, 0]
+                at = fill[src]
+                lo[at] = edges[k, 1]
+                hi[at] = edges[k, 2]
+                dst[at] = edges[k, 3]
+                fill[src] = at + 1
+        for k in range(n):
+            fill[k] = eps_start[k]
+        for k in range(q):
+            if not trim or alive[eps[k, 1]]:
+                src = eps[k, 0]
+                at = fill[src]
+                eps_dst[at] = eps[k, 1]
+                fill[src] = at + 1
+    return edge_start_arr, lo_arr, hi_arr, dst_arr, eps_start_arr, eps_dst_arr
+
+
 # --------------------------------------------------------------------------------------------
 # Thompson construction
 

@@ -23,9 +23,9 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, live_order, reaching
+    from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, live_order, nfa_csr, reaching
 except ImportError:  # a source tree without the built extension: the Python walks do the work
-    SubsetConstruction = ThompsonNFA = dfa_product = live_order = reaching = None
+    SubsetConstruction = ThompsonNFA = dfa_product = live_order = nfa_csr = reaching = None
 
 DEAD = -1
 ROW_BYTES = 1_180
@@ -802,12 +802,19 @@ def _subset_key(states: Iterable[int]) -> bytes:
     return array("i", sorted(states)).tobytes()
 
 
-def _slice_starts(sources: np.ndarray, n: int) -> np.ndarray:
-    """Where each of ``n`` states' items start once sorted by source (CSR offsets, int64[n+1]):
-    a count per state, then a running sum (linear)."""
-    starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sources, minlength=n), out=starts[1:])
-    return starts
+def _nfa_csr_reference(n: int, edges: np.ndarray, eps: np.ndarray, alive: np.ndarray | None) -> tuple:
+    """:func:`enforcer._kernels.nfa_csr` with numpy (the fallback without the compiled kernels
+    and the oracle of its differential test): a stable sort by source, then a count per state
+    and a running sum."""
+    if alive is not None:
+        edges, eps = edges[alive[edges[:, 3]].astype(bool)], eps[alive[eps[:, 1]].astype(bool)]
+    out = []
+    for table, columns in ((edges, (1, 2, 3)), (eps, (1,))):
+        starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(table[:, 0], minlength=n), out=starts[1:])
+        order = np.argsort(table[:, 0], kind="stable")
+        out += [starts] + [np.ascontiguousarray(table[order, k]) for k in columns]
+    return tuple(out)
 
 
 class _Determiniser:
@@ -825,22 +832,12 @@ class _Determiniser:
         self.blocks = nfa.blocks
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
-        edges = nfa.edge_array()
-        edge_src, edge_lo, edge_hi, edge_dst = (np.ascontiguousarray(edges[:, k]) for k in range(4))
-        eps = nfa.eps_array()
-        eps_src, eps_dst = np.ascontiguousarray(eps[:, 0]), np.ascontiguousarray(eps[:, 1])
-        if trim and nfa.may_dead_end:
-            alive = self._alive(edge_src, edge_dst, eps_src, eps_dst)
-            keep, keep_eps = alive[edge_dst], alive[eps_dst]
-            edge_src, edge_dst, edge_lo, edge_hi = edge_src[keep], edge_dst[keep], edge_lo[keep], edge_hi[keep]
-            eps_src, eps_dst = eps_src[keep_eps], eps_dst[keep_eps]
+        edges, eps = nfa.edge_array(), nfa.eps_array()
+        alive = self._alive(edges[:, 0], edges[:, 3], eps[:, 0], eps[:, 1]) if trim and nfa.may_dead_end else None
         # per-state slices (CSR), in the order the edges were added
-        order = np.argsort(edge_src, kind="stable")
-        self._edge_start = array("q", _slice_starts(edge_src, self.num_nfa_states).tobytes())
-        self._edge_lo, self._edge_hi, self._edge_dst = edge_lo[order], edge_hi[order], edge_dst[order]
-        order = np.argsort(eps_src, kind="stable")
-        self._eps_start = array("q", _slice_starts(eps_src, self.num_nfa_states).tobytes())
-        self._eps_dst = eps_dst[order]
+        self._edge_start, self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start, self._eps_dst = (
+            nfa_csr if nfa_csr is not None else _nfa_csr_reference)(self.num_nfa_states, edges, eps,
+                                                                    None if alive is None else alive.view(np.uint8))
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
@@ -851,8 +848,8 @@ class _Determiniser:
         self._kernel = None
         if compiled and SubsetConstruction is not None and all(isinstance(b.dfa, DFA) for b in self.blocks):
             self._kernel = SubsetConstruction(
-                self.num_nfa_states, start, self.end, np.frombuffer(self._edge_start, dtype=np.int64),
-                self._edge_lo, self._edge_hi, self._edge_dst, np.frombuffer(self._eps_start, dtype=np.int64),
+                self.num_nfa_states, start, self.end, self._edge_start,
+                self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start,
                 self._eps_dst, [(b.base, np.ascontiguousarray(b.dfa.transitions, dtype=np.int32),
                                  np.ascontiguousarray(b.dfa.accepting, dtype=np.uint8), b.end) for b in self.blocks])
             self.accepting: list[bool] = self._kernel.accepting(0)
@@ -909,7 +906,7 @@ class _Determiniser:
             return hit
         at = self._block_at(s)
         if at is None:
-            a, b = self._edge_start[s], self._edge_start[s + 1]
+            a, b = self._edge_start[s:s + 2].tolist()
             hit = tuple(zip(self._edge_lo[a:b].tolist(), self._edge_hi[a:b].tolist(), self._edge_dst[a:b].tolist()))
         else:
             block, local = at
@@ -929,7 +926,8 @@ class _Determiniser:
             return hit
         at = self._block_at(s)
         if at is None:
-            hit = tuple(self._eps_dst[self._eps_start[s]:self._eps_start[s + 1]].tolist())
+            a, b = self._eps_start[s:s + 2].tolist()
+            hit = tuple(self._eps_dst[a:b].tolist())
         else:
             block, local = at
             hit = (block.end,) if block.dfa.accepting[local] else ()

@@ -199,6 +199,27 @@ def test_compiled_reaching_is_the_reference() -> None:
             assert fast[end]
 
 
+def test_compiled_nfa_csr_is_the_reference() -> None:
+    # the NFA's edges grouped by source (Cython counting sort) against numpy's stable sort, with
+    # and without the trim's dropped targets, on random edge lists (empty groups, repeats)
+    from enforcer.automaton import _nfa_csr_reference, nfa_csr
+
+    if nfa_csr is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(11)
+    for n in (1, 3, 50, 2_000):
+        for m, q in ((0, 0), (n, n // 2), (4 * n, 3 * n)):
+            edges = np.stack([rng.integers(0, n, m), rng.integers(0, 256, m), rng.integers(0, 256, m),
+                              rng.integers(0, n, m)], axis=1).astype(np.int32)
+            eps = np.stack([rng.integers(0, n, q), rng.integers(0, n, q)], axis=1).astype(np.int32)
+            for alive in (None, (rng.random(n) < 0.7).astype(np.uint8)):
+                fast = nfa_csr(n, edges, eps, alive)
+                slow = _nfa_csr_reference(n, edges, eps, alive)
+                assert len(fast) == len(slow) == 6
+                for got, want in zip(fast, slow):
+                    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 def test_compiled_thompson_construction_is_the_reference() -> None:
     # ThompsonNFA (Cython) against _NFA: same states, byte edges, epsilon edges and blocks, in
     # the same order, on random expressions, shared sub-expressions (copied fragments), graphs,
