@@ -723,37 +723,42 @@ class DFA(_Reading):
 
 
 def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
-    """``unit{minimum,maximum}`` built directly as a table (no subset construction), for a
-    prefix-free ``unit`` (no accepted string extends another, e.g. one encoded character).
-    States are (copies done, unit state); cost linear in ``maximum * unit.num_states``."""
+    """``unit{minimum,maximum}`` built directly as a table (no subset construction, no trim:
+    every state it makes is live and reachable), for a prefix-free ``unit`` (no accepted string
+    extends another, e.g. one encoded character). State ``k * q + s`` has read ``k`` units and
+    stands at inner state ``s`` of the next (``q`` inner states, ``s = 0`` between units); after
+    ``maximum`` units only the state between units is left. Cost: one pass over the
+    ``maximum * q * 256`` table entries."""
     acc = unit.accepting
     if unit.is_empty or acc[0]:
         raise ValueError("counted_repeat needs a non-empty unit that does not accept the empty string")
-    live_from_acc = unit.transitions[acc] >= 0
-    if live_from_acc.any():
+    if (unit.transitions[acc] >= 0).any():
         raise ValueError("counted_repeat needs a prefix-free unit")
+    if minimum > maximum:
+        return _empty_dfa()
+    order = _live_order(unit.transitions, acc)
+    if order is not None and len(order) < unit.num_states:  # trimmed: every inner state leads somewhere
+        unit = _renumbered(unit.transitions, acc, order)
+        acc = unit.accepting
     inner = np.flatnonzero(~acc)  # start (0) first
     q = len(inner)
-    local = np.full(unit.num_states, DEAD, dtype=np.int64)
-    local[inner] = np.arange(q)
+    local = np.full(unit.num_states, DEAD, dtype=np.int32)
+    local[inner] = np.arange(q, dtype=np.int32)
     t = unit.transitions[inner]  # (q, 256)
-    goes_inner = (t >= 0) & ~acc[np.where(t >= 0, t, 0)]
-    completes = (t >= 0) & acc[np.where(t >= 0, t, 0)]
-    copies = maximum + 1
-    k = np.arange(copies, dtype=np.int64)[:, None, None]  # every copy at once: (copies, q, 256)
-    inner_target = k * q + local[np.where(t >= 0, t, 0)]
-    next_start = np.where(k + 1 < copies, (k + 1) * q, DEAD)  # a completed unit starts the next copy
-    table = np.where(goes_inner, inner_target, np.where(completes, next_start, DEAD)).reshape(copies * q, 256)
-    accepting = np.zeros(copies * q, dtype=bool)
-    accepting[np.arange(minimum, copies) * q] = True
-    table = table.astype(np.int32)
-    order = _live_order(table, accepting)
-    if order is None:
-        return _empty_dfa()
-    old = np.array(order, dtype=np.int64)
-    remaining = np.where(old % q == 0, maximum - old // q, -1).astype(np.int32)
-    dfa = _renumbered(table, accepting, order)
-    return DFA(dfa.transitions, dfa.accepting, CountedRepeat(unit, remaining))
+    safe = np.where(t >= 0, t, 0)
+    # within one copy: the inner target, q (the next copy's start) on a completed unit, or dead
+    step = np.where(t < 0, DEAD, np.where(acc[safe], q, local[safe])).astype(np.int32)
+    table = np.empty((maximum * q + 1, 256), dtype=np.int32)
+    copies = table[: maximum * q].reshape(maximum, q, 256)  # written in place: two passes, no temporary
+    np.add(step, (np.arange(maximum, dtype=np.int32) * q)[:, None, None], out=copies)
+    np.copyto(copies, DEAD, where=(step < 0)[None])
+    table[maximum * q] = DEAD
+    between = np.arange(maximum + 1, dtype=np.int64) * q
+    accepting = np.zeros(maximum * q + 1, dtype=bool)
+    accepting[between[minimum:]] = True
+    remaining = np.full(maximum * q + 1, -1, dtype=np.int32)
+    remaining[between] = maximum - np.arange(maximum + 1, dtype=np.int32)
+    return DFA(table, accepting, CountedRepeat(unit, remaining))
 
 
 class CountedRepeat(NamedTuple):

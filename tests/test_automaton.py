@@ -307,3 +307,28 @@ def test_an_empty_embedded_automaton_adds_no_state(compiled: bool) -> None:
         assert (state >= 0 and bool(subsets.accepting[state])) == (text == b"b"), text
         if text in (b"a", b"c"):
             assert state < 0, f"{text!r} leads only into the empty automaton: dead at once"
+
+
+def test_counted_repeat_is_the_bounded_repeat() -> None:
+    # the directly built counting table against the subset construction of unit{min,max}: the
+    # same language (both differences empty), and "remaining" counts the units still allowed
+    from enforcer.automaton import counted_repeat
+    from enforcer.json_schema import RAW_CHAR_ANY, _string_char_dfa
+    from enforcer.regex import JSON_STRING_CHAR_ANY
+
+    for raw, node in ((False, JSON_STRING_CHAR_ANY), (True, RAW_CHAR_ANY)):
+        unit = _string_char_dfa(raw)
+        for minimum, maximum in ((0, 0), (0, 1), (1, 1), (0, 3), (2, 5), (4, 4), (3, 2)):
+            counted = counted_repeat(unit, minimum, maximum)
+            generic = compile_node(repeat(node, minimum, maximum))
+            assert counted.difference(generic).is_empty and generic.difference(counted).is_empty, (minimum, maximum)
+            if minimum > maximum:
+                assert counted.is_empty
+                continue
+            state = 0
+            for k in range(maximum + 1):
+                assert counted.counted.remaining[state] == maximum - k
+                assert bool(counted.accepting[state]) == (k >= minimum)
+                if k < maximum:
+                    state = counted.walk(state, "é".encode())
+            assert counted.walk(state, b"a") < 0
