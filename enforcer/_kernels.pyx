@@ -1184,6 +1184,32 @@ def build_trie(const uint8_t[::1] flat, const int64_t[::1] offsets, const int64_
     return byte_arr, end_arr, first_arr, last_arr
 
 
+def subtree_bytes(const uint8_t[::1] node_byte, const int32_t[::1] node_end):
+    """Per node of a preorder trie (:func:`build_trie`), the bytes read anywhere below it, as
+    two 64-bit words of ASCII bits (bit ``b`` of word ``b >> 6``); any byte 0x00 or >= 0x80 sets
+    bit 0 instead, which no loop class holds (see :meth:`TrieWalk.walk`). uint64[n, 2]; cost:
+    one pass, children before parents."""
+    import numpy as np
+
+    cdef Py_ssize_t n = node_byte.shape[0], c, k
+    cdef uint8_t b
+    out_arr = np.zeros((n, 2), dtype=np.uint64)
+    cdef uint64_t[:, ::1] out = out_arr
+    with nogil:
+        for c in range(n - 1, -1, -1):
+            k = c + 1
+            while k < node_end[c]:
+                b = node_byte[k]
+                if b == 0 or b >= 0x80:
+                    out[c, 0] |= 1
+                else:
+                    out[c, b >> 6] |= (<uint64_t>1) << (b & 63)
+                out[c, 0] |= out[k, 0]
+                out[c, 1] |= out[k, 1]
+                k = node_end[k]
+    return out_arr
+
+
 cdef class TrieWalk:
     """The arrays of one token trie (:func:`build_trie`) and the token ids of its positions,
     held once (per vocabulary) so that each walk passes only its automaton. Lifetime: that of
@@ -1194,12 +1220,14 @@ cdef class TrieWalk:
     cdef const int32_t[::1] node_first
     cdef const int32_t[::1] node_last
     cdef const int64_t[::1] ids
+    cdef const uint64_t[:, ::1] below
     cdef Py_ssize_t max_depth
 
     def __init__(self, const uint8_t[::1] node_byte, const int32_t[::1] node_end, const int32_t[::1] node_first,
                  const int32_t[::1] node_last, const int64_t[::1] ids, Py_ssize_t max_depth):
         self.node_byte, self.node_end, self.node_first, self.node_last = node_byte, node_end, node_first, node_last
         self.ids = ids
+        self.below = subtree_bytes(node_byte, node_end)
         self.max_depth = max_depth
 
     def walk(self, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state, uint32_t[::1] mask,
@@ -1212,7 +1240,9 @@ cdef class TrieWalk:
         of the lazy automaton whose own writable table and built flags ``table`` and ``built``
         are; the caller holds its lock and accounts for the rows), up to ``max_rows`` rows the
         walk reaches unbuilt are built on the spot. Other subtrees whose state is not built come
-        back as pending. Returns (pending nodes, pending states, rows built), the pending arrays
+        back as pending. A subtree whose bytes all lead a built state back to itself (a loop
+        over those bytes: string bodies, character classes) is allowed whole without walking it
+        (:func:`subtree_bytes`). Returns (pending nodes, pending states, rows built), the pending arrays
         None when there are none. Cost: one table lookup per child of a live node, GIL released
         except while building a row."""
         import numpy as np
@@ -1222,6 +1252,13 @@ cdef class TrieWalk:
         cdef const int32_t[::1] node_first = self.node_first
         cdef const int32_t[::1] node_last = self.node_last
         cdef const int64_t[::1] ids = self.ids
+        cdef const uint64_t[:, ::1] below = self.below
+        cdef Py_ssize_t n_nodes = node_byte.shape[0], n_positions = ids.shape[0], q_stop
+        cdef int32_t loop_state[64]  # a direct-mapped cache of the states' loop classes
+        cdef uint64_t loop_lo[64]
+        cdef uint64_t loop_hi[64]
+        cdef int32_t slot, b
+        cdef uint64_t lo, hi
         cdef Py_ssize_t num_states = table.shape[0], k, top, pending = 0, f, rows_built = 0
         cdef Py_ssize_t n_starts = 1 if start_nodes is None else start_nodes.shape[0]
         cdef int32_t c, t, q, q_end, node
@@ -1243,6 +1280,8 @@ cdef class TrieWalk:
         if frame_state == NULL or frame_next == NULL or frame_stop == NULL:
             free(frame_state); free(frame_next); free(frame_stop)
             raise MemoryError()
+        for k in range(64):
+            loop_state[k] = -1
         try:
             with nogil:
                 for k in range(n_starts):
@@ -1279,6 +1318,28 @@ cdef class TrieWalk:
                             flags[t] = 1
                             rows_built += 1
                         if t < num_states and built[t]:
+                            slot = t & 63
+                            if loop_state[slot] != t:  # the bytes 0x01-0x7f that lead t back to t
+                                lo = 0
+                                hi = 0
+                                for b in range(1, 128):
+                                    if table[t, b] == t:
+                                        if b < 64:
+                                            lo |= (<uint64_t>1) << b
+                                        else:
+                                            hi |= (<uint64_t>1) << (b - 64)
+                                loop_state[slot] = t
+                                loop_lo[slot] = lo
+                                loop_hi[slot] = hi
+                            if (below[c, 0] & ~loop_lo[slot]) == 0 and (below[c, 1] & ~loop_hi[slot]) == 0:
+                                # every token below stays at t: all allowed, no walk
+                                q_stop = node_first[node_end[c]] if node_end[c] < n_nodes else n_positions
+                                q = node_last[c]
+                                while q < q_stop:
+                                    tid = ids[q]
+                                    mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
+                                    q += 1
+                                continue
                             frame_state[top] = t
                             frame_next[top] = c + 1
                             frame_stop[top] = node_end[c]
