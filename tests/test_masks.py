@@ -74,6 +74,24 @@ def test_trie_walk_builds_a_lazy_automaton(kimi_vocab, monkeypatch, rows_per_wal
         assert np.array_equal(got, reference_mask(index, lazy, s)), path
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_trie_walk_allows_loop_subtrees_whole(kimi_vocab, seed) -> None:
+    """A subtree whose bytes all lead a state back to itself is allowed without walking it:
+    against the plain walk from every state of loops over random ASCII classes (one state, or a
+    loop entered after a different first character), with a tail out of the loop, eagerly and
+    lazily built. A class missing one byte of a token's subtree must cut that token."""
+    rng = random.Random(seed)
+    index = token_index(kimi_vocab)
+    for _ in range(6):
+        chars = sorted(rng.sample(range(0x21, 0x7F), rng.randint(1, 60)))
+        loop = repeat(codepoints([(c, c) for c in chars]), 0, None)
+        first = codepoints([(c, c) for c in rng.sample(range(0x21, 0x7F), 10)])
+        for node in (loop, seq(first, loop, literal('"')), seq(loop, alt(literal("\u00e9"), literal(", ")), loop)):
+            for dfa in (compile_node(node), LazyDFA(node)):
+                for state in range(min(dfa.num_states, 12)):
+                    assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), chars
+
+
 def test_trie_of_prefixes_and_equal_tokens() -> None:
     """A token that prefixes others, and two ids with the same bytes, share trie nodes: the
     walk allows both ids of a duplicated spelling and each prefix on its own."""
