@@ -525,6 +525,35 @@ cdef class SubsetConstruction:
             raise IndexError(i)
         return [self.set_buf[self.set_at[i] + k] for k in range(self.set_len[i])]
 
+    def single_block_member(self, Py_ssize_t i):
+        """``(s, others)`` when exactly one member ``s`` of DFA state ``i`` that reads a byte
+        lies in an embedded block (its DFA row has a live entry), ``others`` the members outside
+        blocks that have byte edges (a list); ``(-1, None)`` otherwise. Cost: one pass over the
+        members, no Python object per member until one block member is found."""
+        if i < 0 or i >= self.n_sets:
+            raise IndexError(i)
+        cdef const int32_t* members = self.set_buf + self.set_at[i]
+        cdef Py_ssize_t m = self.set_len[i], k, b
+        cdef int32_t s, blk, inside = -1
+        cdef const int32_t* trow
+        for k in range(m):
+            s = members[k]
+            blk = self.block_of[s]
+            if blk < 0:
+                continue
+            trow = self.block_table[blk] + <Py_ssize_t>(s - self.block_base[blk]) * 256
+            for b in range(256):
+                if trow[b] >= 0:
+                    if inside >= 0:
+                        return -1, None
+                    inside = s
+                    break
+        if inside < 0:
+            return -1, None
+        others = [members[k] for k in range(m)
+                  if self.block_of[members[k]] < 0 and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
+        return inside, others
+
     def accepting(self, Py_ssize_t first):
         """Whether each DFA state from ``first`` on accepts (a list of bools)."""
         return [bool(self.set_acc[k]) for k in range(first, self.n_sets)]

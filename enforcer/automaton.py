@@ -982,6 +982,23 @@ class _Determiniser:
         block's DFA from ``s``. None when no single block state is inside."""
         if not self.blocks:
             return None
+        if self._kernel is not None:
+            inside, others = self._kernel.single_block_member(i)
+            if inside < 0:
+                return None
+        else:
+            inside, others = self._single_block_member_reference(i)
+            if inside is None:
+                return None
+        block, local = self._block_at(inside)
+        after = self._leaving.get(block.base)
+        if after is None:
+            after = self._leaving[block.base] = self._edge_bytes(self.closure(block.end))
+        return block, local, after | self._edge_bytes(others)
+
+    def _single_block_member_reference(self, i: int) -> tuple[int | None, list[int]]:
+        """:meth:`enforcer._kernels.SubsetConstruction.single_block_member` in Python (the
+        fallback and the oracle of its differential test); None for no single block member."""
         inside: int | None = None
         others = []
         for s in self.members(i):
@@ -990,16 +1007,10 @@ class _Determiniser:
             if self._block_at(s) is None:
                 others.append(s)
             elif inside is not None:
-                return None
+                return None, []
             else:
                 inside = s
-        if inside is None:
-            return None
-        block, local = self._block_at(inside)
-        after = self._leaving.get(block.base)
-        if after is None:
-            after = self._leaving[block.base] = self._edge_bytes(self.closure(block.end))
-        return block, local, after | self._edge_bytes(others)
+        return inside, others
 
     def row_into(self, i: int, out: np.ndarray, max_states: int | None) -> None:
         """Write the transitions of DFA state ``i`` to ``out`` (int32[256]), creating the states

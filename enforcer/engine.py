@@ -208,13 +208,10 @@ class ToolCallMatcher(Matcher):
 
     # ---- masks ---------------------------------------------------------------------------
 
-    def _mask_words(self) -> tuple[np.ndarray, tuple]:
-        return self._tools.mask(*self._stack[-1])
-
     def mask_words(self, compute: bool = True) -> np.ndarray | None:
         if not compute:
             return self._tools.cached_mask(*self._stack[-1])
-        return self._mask_words()[0]
+        return self._tools.mask(*self._stack[-1])
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array
@@ -222,15 +219,11 @@ class ToolCallMatcher(Matcher):
         ``i // 32`` is set iff ``accept_token(i)`` would return True (after the stop token: no
         bit). ``ValueError`` before writing for another dtype or shape, or an ``index`` that is
         not a row (:func:`~enforcer.matcher.check_bitmask`)."""
-        words, key = self._mask_words()
-        if isinstance(bitmask, np.ndarray):
-            write_bitmask_row(bitmask, index, words)
-        else:
-            write_bitmask_row(bitmask, index, words, self._tools.cached_torch(key, words))
+        write_bitmask_row(bitmask, index, self.mask_words())
 
     def allowed_token_ids(self) -> list[int]:
         """The ids ``accept_token`` would accept now, ascending (empty after the stop token)."""
-        words, _ = self._mask_words()
+        words = self.mask_words()
         return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).tolist()
 
     # ---- status --------------------------------------------------------------------------
@@ -271,7 +264,7 @@ class ToolCallMatcher(Matcher):
         """Why no token can follow, if that is the case (never raised)."""
         if self.is_finished:
             return None
-        words, _ = self._mask_words()
+        words = self.mask_words()
         if not words.any():
             rule = self._stack[-1][0].rule
             exhausted = rule.dfa.exhausted if isinstance(rule, DfaRule) else None

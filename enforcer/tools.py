@@ -139,7 +139,6 @@ class CompiledTools:
         self._exits: dict[tuple, dict[int, int]] = {}
         self._rules: dict[tuple, Any] = {}
         self._masks: dict[tuple, np.ndarray] = {}
-        self._torch: dict[tuple, Any] = {}
         self._value_index: dict[tuple[int, Argument], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
@@ -377,9 +376,9 @@ class CompiledTools:
         """The mask at ``frame`` and text state ``tstate`` if it was computed already (no work)."""
         return self._masks.get((frame.mask_key, tstate))
 
-    def mask(self, frame: Frame, tstate: int) -> tuple[np.ndarray, tuple]:
-        """(packed allowed-token words, cache key) at ``frame`` and text state ``tstate``; cached
-        per key."""
+    def mask(self, frame: Frame, tstate: int) -> np.ndarray:
+        """Packed allowed-token words at ``frame`` and text state ``tstate``; cached per
+        (frame, text state)."""
         key = (frame.mask_key, tstate)
         hit = self._masks.get(key)
         if hit is None:
@@ -396,12 +395,12 @@ class CompiledTools:
                     hit = hit.copy()  # the rule's own array; a read-only (cached) mask is shared
             hit.setflags(write=False)
             self._masks[key] = hit
-        return hit, key
+        return hit
 
     def memory_size_bytes(self) -> int:
         """Bytes held: the masks of its states, its text rules (automata, tries, masks) and the
         argument automata it uses (each counted once). Grows as new states are reached."""
-        own = sum(m.nbytes for m in self._masks.values()) + sum(t.numel() * 4 for t in self._torch.values())
+        own = sum(m.nbytes for m in self._masks.values())
         seen: set[int] = set()
         parts = [r for r in self._rules.values()] + [s for s in self.schemas if s is not None] \
             + list(self._value_index.values())
@@ -412,14 +411,6 @@ class CompiledTools:
             seen.add(id(target))
             own += part.memory_size_bytes()
         return own
-
-    def cached_torch(self, key: tuple, words: np.ndarray):
-        hit = self._torch.get(key)
-        if hit is None:
-            import torch
-
-            hit = self._torch[key] = torch.from_numpy(words.copy())
-        return hit
 
     # ---- matchers ------------------------------------------------------------------------
 

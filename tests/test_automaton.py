@@ -130,9 +130,14 @@ def test_compiled_product_is_the_reference_product_state_for_state() -> None:
             product(big, False, 50)
 
 
+def _embedding_key(embedding) -> tuple | None:
+    return None if embedding is None else (embedding[0].base, embedding[1], embedding[2].tobytes())
+
+
 def _same_subsets(node, trim: bool, limit: int = 1_500) -> int:
     """Build ``node``'s subset construction with the kernel and in Python, row by row: same
-    rows, same members, same accepting states, same numbering. Returns the rows compared."""
+    rows, same members, same accepting states, same embedded-block verdicts, same numbering.
+    Returns the rows compared."""
     from enforcer.automaton import _Determiniser
 
     fast, slow = _Determiniser(node, trim, compiled=True), _Determiniser(node, trim, compiled=False)
@@ -144,6 +149,7 @@ def _same_subsets(node, trim: bool, limit: int = 1_500) -> int:
         slow.row_into(i, b, None)
         assert np.array_equal(a, b), f"row {i}"
         assert fast.num_states == slow.num_states and list(fast.members(i)) == list(slow.members(i))
+        assert _embedding_key(fast.embedding(i)) == _embedding_key(slow.embedding(i)), f"embedding of {i}"
         i += 1
     assert fast.accepting == slow.accepting
     return i

@@ -255,3 +255,19 @@ def test_maskbench_masks_match_reference(corpus_dir: Path, kimi_tokenizer, kimi_
                     break
         checked += assert_table_matches_reference(compiled.masks)
     assert checked > 1000
+
+
+def test_pack_ids_sparse_few_and_dense_agree_with_packbits() -> None:
+    """pack_ids (a loop for a few ids, per-word sums when sparse, a bool array when dense)
+    sets exactly the bits of the ids, the high bit of a word included."""
+    rng = np.random.default_rng(2)
+    vocab_size = 151_899
+    words = (vocab_size + 31) // 32
+    for n in (0, 1, 2, 7, 8, 9, 40, 3_000, 100_000):
+        ids = np.sort(rng.choice(vocab_size, n, replace=False))
+        if n:
+            ids[0] = 31 if n > 1 else vocab_size - 1
+            ids = np.unique(ids)
+        bits = np.zeros(words * 32, dtype=bool)
+        bits[ids] = True
+        assert np.array_equal(pack_ids(ids, words), np.packbits(bits, bitorder="little").view("<i4")), n
