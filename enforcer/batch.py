@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .matcher import Matcher, check_bitmask
+from .matcher import Matcher, check_bitmask, write_bitmask_row
 
 MAX_WORKERS = max(1, min(8, os.cpu_count() or 1))
 """Threads that compute new masks for different rows at once."""
@@ -51,9 +51,10 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[i
         for k, w in zip(missing, _workers().map(lambda k: matchers[k].mask_words(), missing)):
             words[k] = w
     rows = [check_bitmask(bitmask, row, w.shape[0]) for row, w in zip(rows, words)]
-    if isinstance(bitmask, np.ndarray):
+    target = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy() if bitmask.is_cpu else None
+    if target is None:  # a tensor on another device: one host-to-device copy per row
         for row, w in zip(rows, words):
-            bitmask[row] = w
+            write_bitmask_row(bitmask, row, w)
         return
-    for matcher, row in zip(matchers, rows):  # torch: each matcher's cached tensor (masks are computed now)
-        matcher.fill_bitmask(bitmask, row)
+    for row, w in zip(rows, words):  # a numpy array, or a CPU tensor through its numpy view
+        target[row] = w
