@@ -259,6 +259,7 @@ cdef class SubsetConstruction:
     cdef const int32_t[::1] eps_dst
     cdef Py_ssize_t n_nfa
     cdef int32_t end
+    cdef const uint8_t[::1] important
     cdef object keep
     cdef Py_ssize_t n_blocks
     cdef int32_t* block_of
@@ -330,8 +331,10 @@ cdef class SubsetConstruction:
     def __init__(self, Py_ssize_t num_nfa_states, int32_t start, int32_t end,
                  const int64_t[::1] edge_start, const int32_t[::1] edge_lo, const int32_t[::1] edge_hi,
                  const int32_t[::1] edge_dst, const int64_t[::1] eps_start, const int32_t[::1] eps_dst,
-                 list blocks):
-        """``blocks``: (base, table int32[size, 256], accepting uint8[size], end) per embedded DFA."""
+                 const uint8_t[::1] important, list blocks):
+        """``important``: the NFA states a subset keeps (uint8[n]; the others pass epsilon edges
+        on only). ``blocks``: (base, table int32[size, 256], accepting uint8[size], end) per
+        embedded DFA."""
         cdef Py_ssize_t n = num_nfa_states, k, s
         cdef const int32_t[:, ::1] table
         cdef const uint8_t[::1] acc
@@ -339,6 +342,7 @@ cdef class SubsetConstruction:
         self.end = end
         self.edge_start, self.edge_lo, self.edge_hi, self.edge_dst = edge_start, edge_lo, edge_hi, edge_dst
         self.eps_start, self.eps_dst = eps_start, eps_dst
+        self.important = important
         self.keep = blocks
         self.n_blocks = len(blocks)
         self.block_of = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
@@ -386,7 +390,8 @@ cdef class SubsetConstruction:
         self._intern(count, -1)
 
     cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
-        """The epsilon closure of ``state`` (cached); ``out`` points at its members."""
+        """The important states of the epsilon closure of ``state`` (cached); ``out`` points
+        at them."""
         cdef int64_t at = self.closure_at[state]
         cdef Py_ssize_t top, count = 0, k
         cdef int32_t s, t, blk, local
@@ -403,9 +408,11 @@ cdef class SubsetConstruction:
             while top:
                 top -= 1
                 s = self.stack[top]
-                self.closure_buf = <int32_t*>_grow(self.closure_buf, &self.closure_cap, at + count + 1, sizeof(int32_t))
-                self.closure_buf[at + count] = s
-                count += 1
+                if self.important[s]:
+                    self.closure_buf = <int32_t*>_grow(self.closure_buf, &self.closure_cap, at + count + 1,
+                                                       sizeof(int32_t))
+                    self.closure_buf[at + count] = s
+                    count += 1
                 blk = self.block_of[s]
                 if blk >= 0:
                     local = s - self.block_base[blk]

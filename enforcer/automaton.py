@@ -828,7 +828,7 @@ class _Determiniser:
     (:meth:`row_reference`, also the oracle of the kernel's differential test: same states,
     same numbering)."""
 
-    def __init__(self, node: Node, trim: bool, compiled: bool = True) -> None:
+    def __init__(self, node: Node, trim: bool, compiled: bool = True, keep: Sequence[int] = ()) -> None:
         nfa = new_nfa(compiled)
         start, self.end = nfa.new(), nfa.new()
         self.start = start
@@ -847,15 +847,24 @@ class _Determiniser:
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
         self._closures: dict[int, tuple[int, ...]] = {}
+        # a subset holds only the NFA states that decide what follows: those that read a byte
+        # (edges, embedded blocks), the end (acceptance) and ``keep`` (a tagged union's exits);
+        # two subsets that differ in pass-through states only are one DFA state
+        important = np.diff(self._edge_start) > 0
+        for block in self.blocks:
+            important[block.base:block.base + block.dfa.num_states] = True
+        important[self.end] = True
+        important[np.asarray(keep, dtype=np.int64)] = True
+        self._important = important.view(np.uint8)
         self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
-            + 8 * (len(self._edge_start) + len(self._eps_start))
+            + 8 * (len(self._edge_start) + len(self._eps_start)) + important.nbytes
         self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
         self._kernel = None
         if compiled and SubsetConstruction is not None and all(isinstance(b.dfa, DFA) for b in self.blocks):
             self._kernel = SubsetConstruction(
                 self.num_nfa_states, start, self.end, self._edge_start,
                 self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start,
-                self._eps_dst, [(b.base, np.ascontiguousarray(b.dfa.transitions, dtype=np.int32),
+                self._eps_dst, self._important, [(b.base, np.ascontiguousarray(b.dfa.transitions, dtype=np.int32),
                                  np.ascontiguousarray(b.dfa.accepting, dtype=np.uint8), b.end) for b in self.blocks])
             self.accepting: list[bool] = self._kernel.accepting(0)
             return
@@ -946,8 +955,8 @@ class _Determiniser:
         return memoryview(self.sets[i]).cast("i")
 
     def closure(self, state: int) -> tuple[int, ...]:
-        """The NFA states reachable from ``state`` by epsilon edges (cached; a tuple of ints,
-        which the collector stops tracking)."""
+        """The important NFA states (see ``__init__``) reachable from ``state`` by epsilon
+        edges (cached; a tuple of ints, which the collector stops tracking)."""
         hit = self._closures.get(state)
         if hit is not None:
             return hit
@@ -960,7 +969,8 @@ class _Determiniser:
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        result = tuple(seen)
+        important = self._important
+        result = tuple(s for s in seen if important[s])
         self._closures[state] = result
         self.subset_items += len(result)
         return result
@@ -1179,6 +1189,9 @@ class LazyDFA(_Reading):
         self._num_built = 0
         self._lock = threading.RLock()
 
+    _keep_nfa_states: Sequence[int] = ()
+    """NFA states every subset keeps besides those that read bytes or end (a tagged union's exits)."""
+
     def _determiniser(self) -> "_Determiniser":
         """The NFA and its subset construction, built on first use (a tool set compiles its
         tools' expressions; each tool's automaton is built when a walk first needs it)."""
@@ -1186,7 +1199,7 @@ class LazyDFA(_Reading):
         if det is None:
             with self._lock:
                 if self._det is None:
-                    self._det = _Determiniser(self._node, trim=True)
+                    self._det = _Determiniser(self._node, trim=True, keep=self._keep_nfa_states)
                     self._node = None
                 det = self._det
         return det
@@ -1340,7 +1353,8 @@ class TaggedUnion(LazyDFA):
             exits.append(first)
             first += part.nfa_states
         self.exits = np.array(exits, dtype=np.int64)
-        """NFA state of each branch's exit, ascending (built once)."""
+        """NFA state of each branch's exit, ascending (built once; kept in the subsets)."""
+        self._keep_nfa_states = self.exits
         super().__init__(Union(wrapped), max_states, max_bytes)
 
     def branch(self, state: int) -> int | None:
