@@ -185,6 +185,9 @@ class TokenIndex:
         self.first = self.flat[self.offsets] if len(blobs) else np.zeros(0, dtype=np.uint8)
         self.pair_start = np.searchsorted(self.keys, np.arange(257 * 256 + 1), side="left")
         self.all_text_ids = np.sort(self.ids)
+        self.text_words = pack_ids(self.all_text_ids, self.words)
+        """Packed mask of every text token (read-only): the free text of every format."""
+        self.text_words.setflags(write=False)
         # tokens whose first byte outside a string body is a quote or a backslash: the only
         # ones whose fate from inside a free string depends on what follows the string (a
         # control byte first kills the token inside any string)

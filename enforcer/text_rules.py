@@ -34,7 +34,7 @@ class FreeRule:
 
     def __init__(self, words: np.ndarray) -> None:
         self.words = words
-        self._bits = np.unpackbits(words.view(np.uint8), bitorder="little").astype(bool)
+        self._bits = np.unpackbits(words.view(np.uint8), bitorder="little").view(bool)  # 0/1 bytes: a bool view
 
     def step(self, state: int, token: int) -> int:
         return 0 if 0 <= token < len(self._bits) and self._bits[token] else DEAD

@@ -367,10 +367,10 @@ class CompiledTools:
         if self._forced:
             if text.when_forced == "none":
                 return np.zeros(self.words, dtype=np.int32)
-            return pack_ids(self.index.all_text_ids, self.words)
+            return self.index.text_words
         specials = [i for i in self.vocabulary.special_ids
                     if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
-        return pack_ids(np.concatenate([self.index.all_text_ids, np.array(specials, dtype=np.int64)]), self.words)
+        return self.index.text_words | pack_ids(np.array(specials, dtype=np.int64), self.words)
 
     def cached_mask(self, frame: Frame, tstate: int) -> np.ndarray | None:
         """The mask at ``frame`` and text state ``tstate`` if it was computed already (no work)."""
