@@ -683,10 +683,8 @@ def embeds_within(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, cons
     automaton's lock) unbuilt rows are built on the spot. Returns (verdict, rows built): the
     verdict 1 or 0, or ``-(s + 2)`` when row ``s`` is past the table or cannot be built here
     (build it and ask again). Cost: one row comparison per pair."""
-    import numpy as np
-
-    cdef Py_ssize_t num_states = table.shape[0], cap = 16, mask, h, n_seen = 1, level_start = 0, level_end = 1
-    cdef Py_ssize_t k, depth = 0, rows_built = 0
+    cdef Py_ssize_t num_states = table.shape[0], cap = 64, mask, h, n_seen = 1, level_start = 0, level_end = 1
+    cdef Py_ssize_t k, k2, depth = 0, rows_built = 0
     cdef int32_t u, d, ub, db
     cdef int64_t key
     cdef int b
@@ -698,54 +696,80 @@ def embeds_within(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, cons
             raise ValueError("building needs the walked table and built flags as writable arrays")
         writable = &rows[0, 0]
         flags = &built_flags[0]
-    while cap < 2 * (max_pairs + 1):
-        cap *= 2
-    mask = cap - 1
-    keys_arr = np.full(cap, -1, dtype=np.int64)
-    pairs_arr = np.empty((max_pairs + 1, 2), dtype=np.int32)
-    cdef int64_t[::1] keys = keys_arr
-    cdef int32_t[:, ::1] pairs = pairs_arr
+    # the pairs seen (open addressing, doubled as it fills: most checks see a few dozen pairs)
+    cdef int64_t* keys = <int64_t*>malloc(cap * sizeof(int64_t))
+    cdef int32_t* pairs = <int32_t*>malloc(2 * cap * sizeof(int32_t))
+    cdef int64_t* grown_keys
+    cdef int32_t* grown_pairs
     cdef int64_t stride = table.shape[0] + 1
-    pairs[0, 0] = 0
-    pairs[0, 1] = state
-    key = <int64_t>state
-    keys[<Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask] = key
-    while level_start < level_end and depth < max_depth:
-        for k in range(level_start, level_end):
-            u = pairs[k, 0]
-            d = pairs[k, 1]
-            if d >= num_states:
-                return -(d + 2), rows_built
-            if not built[d]:
-                if not building:
+    if keys == NULL or pairs == NULL:
+        free(keys); free(pairs)
+        raise MemoryError()
+    try:
+        memset(keys, 0xFF, cap * sizeof(int64_t))  # every key -1
+        mask = cap - 1
+        pairs[0] = 0
+        pairs[1] = state
+        key = <int64_t>state
+        keys[<Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask] = key
+        while level_start < level_end and depth < max_depth:
+            for k in range(level_start, level_end):
+                u = pairs[2 * k]
+                d = pairs[2 * k + 1]
+                if d >= num_states:
                     return -(d + 2), rows_built
-                builder._row(d, writable + <Py_ssize_t>d * 256, -1)
-                flags[d] = 1
-                rows_built += 1
-            for b in range(256):
-                if not columns[b]:
-                    continue
-                ub = inner[u, b]
-                db = table[d, b]
-                if (ub < 0) != (db < 0):
-                    return 0, rows_built
-                if ub < 0:
-                    continue
-                key = <int64_t>ub * stride + db
-                h = <Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask
-                while keys[h] != -1 and keys[h] != key:
-                    h = (h + 1) & mask
-                if keys[h] == key:
-                    continue
-                if n_seen >= max_pairs:
-                    return 0, rows_built
-                keys[h] = key
-                pairs[n_seen, 0] = ub
-                pairs[n_seen, 1] = db
-                n_seen += 1
-        level_start = level_end
-        level_end = n_seen
-        depth += 1
+                if not built[d]:
+                    if not building:
+                        return -(d + 2), rows_built
+                    builder._row(d, writable + <Py_ssize_t>d * 256, -1)
+                    flags[d] = 1
+                    rows_built += 1
+                for b in range(256):
+                    if not columns[b]:
+                        continue
+                    ub = inner[u, b]
+                    db = table[d, b]
+                    if (ub < 0) != (db < 0):
+                        return 0, rows_built
+                    if ub < 0:
+                        continue
+                    if 2 * (n_seen + 1) > cap:  # double the table and the pair list first
+                        grown_pairs = <int32_t*>realloc(pairs, 4 * cap * sizeof(int32_t))
+                        if grown_pairs == NULL:
+                            raise MemoryError()
+                        pairs = grown_pairs
+                        grown_keys = <int64_t*>malloc(2 * cap * sizeof(int64_t))
+                        if grown_keys == NULL:
+                            raise MemoryError()
+                        free(keys)
+                        keys = grown_keys
+                        cap *= 2
+                        mask = cap - 1
+                        memset(keys, 0xFF, cap * sizeof(int64_t))
+                        for k2 in range(n_seen):
+                            key = <int64_t>pairs[2 * k2] * stride + pairs[2 * k2 + 1]
+                            h = <Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask
+                            while keys[h] != -1:
+                                h = (h + 1) & mask
+                            keys[h] = key
+                    key = <int64_t>ub * stride + db
+                    h = <Py_ssize_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & mask
+                    while keys[h] != -1 and keys[h] != key:
+                        h = (h + 1) & mask
+                    if keys[h] == key:
+                        continue
+                    if n_seen >= max_pairs:
+                        return 0, rows_built
+                    keys[h] = key
+                    pairs[2 * n_seen] = ub
+                    pairs[2 * n_seen + 1] = db
+                    n_seen += 1
+            level_start = level_end
+            level_end = n_seen
+            depth += 1
+    finally:
+        free(keys)
+        free(pairs)
     return 1, rows_built
 
 def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] targets, int32_t end):
