@@ -212,6 +212,7 @@ class TokenIndex:
             self.unsafe_trie = TokenTrie.of(self, self.unsafe_positions)
         self._raw_body: np.ndarray | None = None
         self._string_body_mask: np.ndarray | None = None
+        self._safe_words: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
         self._bounded: np.ndarray | None = None
         self.shared: LRU[np.ndarray] = LRU(4096)
@@ -258,6 +259,14 @@ class TokenIndex:
             self._bounded = table
         return self._bounded[min(remaining, self._bounded.shape[0] - 1)]
 
+    def safe_words(self) -> np.ndarray:
+        """Packed mask of the safe tokens (no quote, backslash or control byte; read-only,
+        computed once)."""
+        if self._safe_words is None:
+            self._safe_words = pack_ids(self.ids[self.safe], self.words)
+            self._safe_words.setflags(write=False)
+        return self._safe_words
+
     def string_body_mask(self) -> np.ndarray:
         """Packed mask of the tokens a free JSON string accepts from a character boundary
         without leaving the string or using an escape (most of the vocabulary). Computed once."""
@@ -299,10 +308,12 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
     # per-vocabulary work, done with the index rather than on a first request
     index.string_body_mask()
     index.bounded_body_mask(0)
+    index.safe_words()
     return _INDEX_CACHE.put(vocabulary.fingerprint, index)
 
 
 _FEW_IDS = 8
+"""Up to this many ids, :func:`pack_ids` sets bits in a plain loop."""
 
 
 def pack_ids(ids: np.ndarray, words: int) -> np.ndarray:
@@ -374,9 +385,11 @@ def safe_part(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
     key = ("embedded", dfa.content_key, state)
     hit = index.shared.get(key)
     if hit is None:
-        candidates = index.candidates(dfa, state)
-        candidates = candidates[index.safe[candidates]]
-        hit = walk_mask(index, dfa, state, candidates)
+        if index.trie is not None:  # the trie walk (loops allowed whole), then the safe tokens kept
+            hit = trie_mask(index, dfa, state) & index.safe_words()
+        else:
+            candidates = index.candidates(dfa, state)
+            hit = walk_mask(index, dfa, state, candidates[index.safe[candidates]])
         hit.setflags(write=False)
         hit = index.shared.put(key, hit)
     return hit
