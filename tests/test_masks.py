@@ -77,18 +77,30 @@ def test_trie_walk_builds_a_lazy_automaton(kimi_vocab, monkeypatch, rows_per_wal
 @pytest.mark.parametrize("seed", range(4))
 def test_trie_walk_allows_loop_subtrees_whole(kimi_vocab, seed) -> None:
     """A subtree whose bytes all lead a state back to itself is allowed without walking it:
-    against the plain walk from every state of loops over random ASCII classes (one state, or a
-    loop entered after a different first character), with a tail out of the loop, eagerly and
-    lazily built. A class missing one byte of a token's subtree must cut that token."""
+    against the plain walk from the first states of loops over random ASCII classes (entered
+    after another first character, with tails out of the loop) and of what has no loop (bounded
+    repeats: a state per position; labels of two classes; a sequence of twelve classes),
+    eagerly and lazily built. A class missing one byte of a token's subtree must cut that
+    token, a bound the tokens longer than what is left."""A subtree whose bytes all lead a state back to itself, or along a chain of states (a
+    bounded repeat: a state per position), is allowed without walking it: against the plain
+    walk from the first states of loops and bounded repeats over random ASCII classes (entered
+    after another first character, labels of two classes, tails out of them, a sequence of
+    twelve classes: a chain whose class shrinks), eagerly and lazily built. A class missing one byte of a token's subtree must cut that token, a bound
+    the tokens longer than what is left."""
     rng = random.Random(seed)
     index = token_index(kimi_vocab)
     for _ in range(6):
         chars = sorted(rng.sample(range(0x21, 0x7F), rng.randint(1, 60)))
         loop = repeat(codepoints([(c, c) for c in chars]), 0, None)
         first = codepoints([(c, c) for c in rng.sample(range(0x21, 0x7F), 10)])
-        for node in (loop, seq(first, loop, literal('"')), seq(loop, alt(literal("\u00e9"), literal(", ")), loop)):
+        bounded = repeat(codepoints([(c, c) for c in chars]), 0, rng.randint(1, 40))
+        label = seq(codepoints([(c, c) for c in chars]), repeat(codepoints([(c, c) for c in chars[: len(chars) // 2 + 1]]),
+                                                                0, rng.randint(2, 30)), literal(" "))
+        steps = seq(*(codepoints([(c, c) for c in sorted(rng.sample(range(0x21, 0x7F), 70))]) for _ in range(12)))
+        for node in (loop, seq(first, loop, literal('"')), seq(loop, alt(literal("\u00e9"), literal(", ")), loop),
+                     bounded, seq(label, label, bounded), steps):
             for dfa in (compile_node(node), LazyDFA(node)):
-                for state in range(min(dfa.num_states, 12)):
+                for state in range(min(dfa.num_states, 24)):
                     assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), chars
 
 
