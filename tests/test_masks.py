@@ -81,12 +81,7 @@ def test_trie_walk_allows_loop_subtrees_whole(kimi_vocab, seed) -> None:
     after another first character, with tails out of the loop) and of what has no loop (bounded
     repeats: a state per position; labels of two classes; a sequence of twelve classes),
     eagerly and lazily built. A class missing one byte of a token's subtree must cut that
-    token, a bound the tokens longer than what is left."""A subtree whose bytes all lead a state back to itself, or along a chain of states (a
-    bounded repeat: a state per position), is allowed without walking it: against the plain
-    walk from the first states of loops and bounded repeats over random ASCII classes (entered
-    after another first character, labels of two classes, tails out of them, a sequence of
-    twelve classes: a chain whose class shrinks), eagerly and lazily built. A class missing one byte of a token's subtree must cut that token, a bound
-    the tokens longer than what is left."""
+    token, a bound the tokens longer than what is left."""
     rng = random.Random(seed)
     index = token_index(kimi_vocab)
     for _ in range(6):
