@@ -332,14 +332,13 @@ class SchemaWalker:
         )
         return [c for c in constants if isinstance(c, (dict, list)) and type(c) is type(data) and c == data]
 
-    def _declared_orders(self, schema: dict, data: dict) -> list[Iterable[str]]:
-        """Key orders ``schema`` declares for the object ``data``: ``properties`` and any
-        constant object equal to ``data``."""
-        orders: list[Iterable[str]] = []
-        if isinstance(schema.get("properties"), dict):
-            orders.append(schema["properties"])
-        orders.append(_named_keys(schema))  # keys named by required/dependentRequired come next
-        return orders + self._constants(schema, data)
+    def _declared_orders(self, applicable: list[tuple[dict, Any]], data: dict) -> list[Iterable[str]]:
+        """Key orders the ``applicable`` schemas declare for the object ``data``: every
+        ``properties`` first, then every key named elsewhere (``required``, ...), as the
+        compiler writes the object they merge into; then any constant object equal to ``data``."""
+        orders: list[Iterable[str]] = [s["properties"] for s, _ in applicable if isinstance(s.get("properties"), dict)]
+        orders += [_named_keys(s) for s, _ in applicable]
+        return orders + [c for s, _ in applicable for c in self._constants(s, data)]
 
     def walk(self, data: Any) -> tuple[Any, bool]:
         """``(data with keys in declared order, whether it holds undeclared keys)``."""
@@ -351,9 +350,8 @@ class SchemaWalker:
         applicable = [found for s, r in schemas for found in self._expand(s, r, data, depth)]
         if isinstance(data, dict):
             order: list[str] = []
-            for schema, _ in applicable:
-                for declared in self._declared_orders(schema, data):
-                    order += [k for k in declared if k in data and k not in order]
+            for declared in self._declared_orders(applicable, data):
+                order += [k for k in declared if k in data and k not in order]
             order += [k for k in data if k not in order]
             undeclared = any(not self._allows_key(applicable, k) for k in data)
             out = {}

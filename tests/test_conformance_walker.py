@@ -53,3 +53,17 @@ def test_walker_orders_dependent_keys_as_the_compiler_writes_them():
     ordered, _ = SchemaWalker(schema).walk({"c": True, "a": True})
     assert list(ordered) == ["a", "c"]
     assert compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(ordered))
+
+
+def test_walker_orders_named_keys_after_every_declared_property():
+    """``allOf`` parts merge into one object: all their ``properties`` first, then the keys only
+    ``required`` names (jsonschemabench Github_hard o12459, a ``volume`` required beside no
+    ``properties``, written after the later part's ``offset``)."""
+    schema = {"type": "object", "allOf": [
+        {"properties": {"flow": {"type": "number"}}},
+        {"required": ["volume"]},
+        {"properties": {"offset": {"type": "number"}}}]}
+    ordered, undeclared = SchemaWalker(schema).walk({"flow": 1, "volume": 2, "offset": 3})
+    assert list(ordered) == ["flow", "offset", "volume"]
+    assert not undeclared
+    assert compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(ordered))
