@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
-from jsonschema.validators import validator_for
+from jsonschema.validators import Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, validator_for
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
@@ -209,6 +209,8 @@ class SchemaWalker:
         self._spec = spec
         self._root_resolver = (registry or Registry()).resolver_with_root(resource)
         self._validator_cls = validator_for(root, default=validator_for({}))
+        # drafts 3 to 7: the keywords beside a $ref are ignored
+        self._ref_alone = self._validator_cls in (Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator)
         self._root = root
 
     def _is_valid(self, schema: Any, resolver: Any, data: Any) -> bool:
@@ -226,6 +228,8 @@ class SchemaWalker:
             return []
         top = deferred is None
         deferred = [] if deferred is None else deferred
+        if self._ref_alone and isinstance(schema.get("$ref"), str):  # draft 4-7: its siblings are ignored
+            schema = {"$ref": schema["$ref"]}
         if "$id" in schema and depth > 0:
             resolver = resolver.in_subresource(self._spec.create_resource(schema))
         found = [(schema, resolver)]

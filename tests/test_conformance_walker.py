@@ -67,3 +67,14 @@ def test_walker_orders_named_keys_after_every_declared_property():
     assert list(ordered) == ["flow", "offset", "volume"]
     assert not undeclared
     assert compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(ordered))
+
+
+def test_walker_ignores_keywords_beside_a_draft7_ref():
+    """Draft 4-7 ignore a ``$ref``'s siblings, as the compiler does: a key only a sibling
+    ``required`` names is undeclared in strict mode (jsonschemabench Github_hard o13693)."""
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+              "properties": {"flow": {"required": ["config"], "$ref": "#/definitions/flow"}},
+              "definitions": {"flow": {"properties": {"id": {"type": "string"}}}}}
+    value = {"flow": {"id": "a", "config": {}}}
+    assert not compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(value))
+    assert SchemaWalker(schema).walk(value)[1]
