@@ -36,6 +36,17 @@ ANNOTATIONS = frozenset({
     "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions",
     "$vocabulary", "$anchor", "contentSchema", "$dynamicAnchor",
 })
+KEYWORDS = frozenset({
+    "type", "enum", "const", "nullable", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "items", "prefixItems", "additionalItems", "maxItems", "minItems",
+    "uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems", "properties", "patternProperties",
+    "additionalProperties", "propertyNames", "required", "dependentRequired", "dependentSchemas", "dependencies",
+    "maxProperties", "minProperties", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+    "$ref", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
+})
+"""Keywords that assert or apply (drafts 4 to 2020-12, and OpenAPI's ``nullable``). Any other
+key of a schema object (an annotation, a vendor's ``x-...``, a misspelt ``_id``) is one a
+validator ignores."""
 UNSUPPORTED = frozenset({
     "unevaluatedProperties",
     "unevaluatedItems", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
@@ -1993,8 +2004,8 @@ def merge(a: Any, b: Any) -> Any:
         return False
     if not isinstance(a, dict) or not isinstance(b, dict):
         return None
-    a = {k: v for k, v in a.items() if k not in ANNOTATIONS or k in ("$defs", "definitions")}
-    b = {k: v for k, v in b.items() if k not in ANNOTATIONS}
+    a = {k: v for k, v in a.items() if k in KEYWORDS or k in ("$defs", "definitions")}
+    b = {k: v for k, v in b.items() if k in KEYWORDS}  # keys a validator ignores never conflict
     for x in (a, b):
         if "contains" not in x:  # minContains/maxContains without contains are no-ops: not carried over
             x.pop("minContains", None)
