@@ -665,6 +665,9 @@ class SchemaCompiler:
             if not pending:
                 nodes.append(self.value(current, pointer, depth, refs))
                 continue
+            if t == "object":
+                current, *shared = self._sharing_keys([current, *(part_t for part_t, _ in pending)], pointer)
+                pending = [(part_t, ptr) for part_t, (_, ptr) in zip(shared, pending)]
             with self._built_whole():
                 dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
                 for part_t, ptr in pending:
@@ -673,6 +676,72 @@ class SchemaCompiler:
             if not dfa.is_empty:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
+
+    def _sharing_keys(self, parts: list[Any], pointer: str) -> list[Any]:
+        """Object schemas to be intersected, each with every key any of them declares (in
+        ``properties``, ``required``, ...; through their branches, conditions and ``$ref``s) as a
+        property, in one order: the properties of all, then the keys only named. Each part alone
+        would write its own keys in its own order and, in strict mode, close the object over
+        them, so that the intersection kept only objects whose keys all parts declare, in an
+        order all share. A key a part does not declare gets that part's
+        ``additionalProperties`` (``true`` without one); strict mode closes the parts when
+        some declares properties and none has ``additionalProperties``, as it would close the
+        merged schema. Exact: each part still constrains every key as it did. Parts are
+        returned as they are when one has ``patternProperties`` (its undeclared keys are not
+        rewritten)."""
+        parts = [self._ref_target(part, pointer) for part in parts]
+        found = [d for part in parts for d in self._object_declarations(part, pointer, set())]
+        if any(k in d for d in found for k in ("patternProperties", "unevaluatedProperties")):
+            return parts
+        names = [n for d in found for n in d.get("properties", {})]
+        names += [n for d in found for n in _named_keys(d)]
+        names = list(dict.fromkeys(n for n in names if isinstance(n, str)))
+        if not names:
+            return parts
+        closed = self.options.strict and any("properties" in d for d in found) and \
+            not any("additionalProperties" in d for d in found)
+        shared = []
+        for part in parts:
+            if not isinstance(part, dict):
+                shared.append(part)
+                continue
+            own, extra = part.get("properties", {}), part.get("additionalProperties", True)
+            rewritten = {**part, "properties": {n: own.get(n, extra) for n in names}}
+            if not closed:
+                rewritten["additionalProperties"] = extra
+            shared.append(rewritten)
+        return shared
+
+    def _ref_target(self, schema: Any, pointer: str) -> Any:
+        """``schema``, or in drafts 4-7 (where a ``$ref`` makes its siblings ignored) what its
+        ``$ref`` names, followed up to 32 times."""
+        for _ in range(32):
+            if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)
+                    and self.dialect in DRAFTS_IGNORING_REF_SIBLINGS):
+                break
+            schema, _ = self.resolve(schema["$ref"], pointer, schema)
+        return schema
+
+    def _object_declarations(self, schema: Any, pointer: str, seen: set[int]) -> Iterator[dict]:
+        """The schema objects that describe a value at the level of ``schema`` (itself, its
+        ``allOf``/``anyOf``/``oneOf`` parts, ``if``/``then``/``else``, dependent schemas and
+        what its ``$ref``s name), each once. Cost: one visit per schema object reached."""
+        schema = self._ref_target(schema, pointer)
+        if not isinstance(schema, dict) or id(schema) in seen:
+            return
+        seen.add(id(schema))
+        yield schema
+        subs: list[Any] = [schema.get(k) for k in ("if", "then", "else")]
+        for key in ("allOf", "anyOf", "oneOf"):
+            subs += schema.get(key) if isinstance(schema.get(key), list) else []
+        for key in ("dependentSchemas", "dependencies"):
+            subs += [v for v in schema.get(key, {}).values() if isinstance(v, dict)] \
+                if isinstance(schema.get(key), dict) else []
+        for key in _REFERENCES:
+            if isinstance(schema.get(key), str) and key == "$ref":
+                subs.append(self.resolve(schema[key], pointer, schema)[0])
+        for sub in subs:
+            yield from self._object_declarations(sub, pointer, seen)
 
     @staticmethod
     def _distributes(part: Any, later: list[Any]) -> bool:
@@ -1355,9 +1424,7 @@ class SchemaCompiler:
         pattern_dfas = [(p, self._key_pattern(p, f"{pointer}/patternProperties/{_escape(p)}")) for p in patterns]
         name_check = None if names_schema is True else self._validator.evolve(schema=names_schema)
         # names the schema mentions outside 'properties' are written like declared ones
-        named = list(properties) + [n for n in dict.fromkeys([*required, *(x for n, d in dependent.items()
-                                                                              for x in (n, *d))])
-                                    if n not in properties]
+        named = list(properties) + [n for n in _named_keys(schema) if n not in properties]
         members: list[tuple[str, Node | None]] = []
         for name in named:
             parts: list[Any] = [properties[name]] if name in properties else []
@@ -1652,6 +1719,20 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
         if _scalar_constants(properties.get(name)) is None:
             failures.append({"type": "object", "properties": {name: False}})
     return failures
+
+
+def _named_keys(schema: dict) -> list[str]:
+    """The keys ``schema`` names outside ``properties``, in the order an object writes them
+    after its properties: ``required``, then each ``dependentRequired`` (list-valued
+    ``dependencies``) trigger with the keys it requires."""
+    dependent: dict[Any, list[Any]] = {}
+    for key in ("dependentRequired", "dependencies"):
+        value = schema.get(key)
+        for name, deps in value.items() if isinstance(value, dict) else ():
+            if isinstance(deps, list):
+                dependent.setdefault(name, []).extend(deps)
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    return list(dict.fromkeys([*required, *(x for n, d in dependent.items() for x in (n, *d))]))
 
 
 def _scalar_constants(schema: Any) -> list[Any] | None:

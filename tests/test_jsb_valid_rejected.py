@@ -21,3 +21,39 @@ def test_keys_a_validator_ignores_do_not_stop_a_merge():
     assert not accepts(schema, {"image": "b"})
     assert not accepts(schema, {"build": "a", "other": 1})
     assert not accepts(schema, {"build": 1})
+
+
+def test_intersected_parts_share_their_keys_and_order():
+    """``allOf`` parts that cannot merge (two ``not``s, two ``if``s) are intersected; each part
+    alone closed the strict object over its own keys and wrote them in its own order, so only
+    objects whose keys every part declares survived (Github_hard o58639: two schema-valued
+    ``dependencies`` with ``not: {required}``; JsonSchemaStore schema-app: several ``if``)."""
+    negations = {"type": "object", "properties": {"a": {"type": "integer"}, "c": {"type": "array"}},
+                 "allOf": [{"not": {"required": ["p"]}}, {"not": {"required": ["q"]}}]}
+    assert accepts(negations, {"a": 1, "c": []})
+    assert accepts(negations, {})
+    assert not accepts(negations, {"a": 1, "p": 1})
+    assert not accepts(negations, {"a": "x"})
+    assert not accepts(negations, {"z": 1})  # still closed in strict mode
+    assert accepts(negations, {"a": 1, "z": 1}, strict=False)
+    conditions = {"allOf": [
+        {"properties": {"a": {}}, "if": {"required": ["a"]}, "then": {"required": ["x"]}},
+        {"properties": {"b": {}}, "if": {"required": ["b"]}, "then": {"required": ["y"]}}]}
+    assert accepts(conditions, {"a": 1, "b": 2, "x": 3, "y": 4})
+    assert accepts(conditions, {"b": 2, "y": 4})
+    assert not accepts(conditions, {"a": 1, "b": 2, "y": 4})  # a without x
+    assert not accepts(conditions, {"a": 1, "x": 3, "z": 0})
+
+
+def test_intersected_parts_keep_their_additional_properties():
+    """A part's ``additionalProperties`` still governs keys only another part declares."""
+    schema = {"allOf": [
+        {"properties": {"a": {}}, "additionalProperties": False, "not": {"required": ["p"]}},
+        {"properties": {"b": {}}, "not": {"required": ["q"]}}]}
+    assert accepts(schema, {"a": 1})
+    assert not accepts(schema, {"a": 1, "b": 2})  # b is extra to the first part
+    schema["allOf"][0]["additionalProperties"] = {"type": "integer"}
+    assert accepts(schema, {"a": 1, "b": 2})
+    assert not accepts(schema, {"a": 1, "b": "x"})
+    assert accepts(schema, {"a": 1, "z": 2})  # open: a part has additionalProperties
+    assert not accepts(schema, {"a": 1, "z": "x"})
