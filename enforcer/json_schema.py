@@ -26,7 +26,8 @@ from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_re
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
-from .schema_resources import ResourceIndex, check_resource, normalise_resources, resource_documents
+from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource,
+                               normalise_resources, resource_documents)
 from .schema_resources import escape as _escape
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -208,7 +209,8 @@ class SchemaCompiler:
         """``raw_strings``: a string at the top level (depth 0) is its raw UTF-8 text, without
         quotes or JSON escapes (formats that write string values unquoted); nested strings stay
         JSON."""
-        self.root = root
+        self.dialect = dialect_of(root)
+        self.root = _without_keywords(root, _LATER_KEYWORDS.get(self.dialect, frozenset()))
         self.options = options
         self.raw_strings = raw_strings
         self._validator_cls = validator_class(root)
@@ -216,7 +218,6 @@ class SchemaCompiler:
         self._checked: set[str] = set()  # the given resources checked so far
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
                                               **_registry(self._external, self._validator_cls))
-        self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
         self.free_form_depth = options.free_form_depth
         """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
@@ -1907,6 +1908,41 @@ def _registry(documents: dict[str, Any], validator_cls: type) -> dict[str, Any]:
         dialect = document.get("$schema", default) if isinstance(document, dict) else default
         pairs.append((uri, specification_with(str(dialect), default=specification_with(default)).create_resource(document)))
     return {"registry": Registry().with_resources(pairs).crawl()}
+
+
+_DRAFT6_KEYWORDS = frozenset({"const", "contains", "propertyNames"})
+_DRAFT7_KEYWORDS = frozenset({"if", "then", "else"})
+_DRAFT2019_KEYWORDS = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+                                 "minContains", "maxContains", "$recursiveRef", "$recursiveAnchor"})
+_DRAFT2020_KEYWORDS = frozenset({"prefixItems", "$dynamicRef"})
+_LATER_KEYWORDS = {
+    "draft4": _DRAFT6_KEYWORDS | _DRAFT7_KEYWORDS | _DRAFT2019_KEYWORDS | _DRAFT2020_KEYWORDS,
+    "draft6": _DRAFT7_KEYWORDS | _DRAFT2019_KEYWORDS | _DRAFT2020_KEYWORDS,
+    "draft7": _DRAFT2019_KEYWORDS | _DRAFT2020_KEYWORDS,
+    "2019-09": _DRAFT2020_KEYWORDS,
+}
+"""Keywords a dialect does not have, by dialect: a validator of it ignores them (a draft-04
+schema's ``if`` is an unknown key, so its ``then`` applies to nothing)."""
+
+
+def _without_keywords(schema: Any, keywords: frozenset[str]) -> Any:
+    """``schema`` with ``keywords`` removed from every schema object in it (through the
+    keywords whose values are sub-schemas, and schema-valued ``dependencies``); the same object
+    when ``keywords`` is empty. Cost: one copy of the schema objects."""
+    if not keywords or not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in keywords:
+            continue
+        if key in SCHEMA_MAPS or key == "dependencies":
+            value = {k: _without_keywords(v, keywords) for k, v in value.items()} if isinstance(value, dict) else value
+        elif key in SCHEMA_LISTS and isinstance(value, list):
+            value = [_without_keywords(v, keywords) for v in value]
+        elif key in SCHEMA_VALUES:
+            value = _without_keywords(value, keywords)
+        out[key] = value
+    return out
 
 
 def dialect_of(root: Any) -> str:

@@ -57,3 +57,21 @@ def test_intersected_parts_keep_their_additional_properties():
     assert not accepts(schema, {"a": 1, "b": "x"})
     assert accepts(schema, {"a": 1, "z": 2})  # open: a part has additionalProperties
     assert not accepts(schema, {"a": 1, "z": "x"})
+
+
+def test_keywords_later_than_the_dialect_are_ignored():
+    """A draft-04 schema's ``if``/``then`` and ``const`` are unknown keys, ignored by its
+    validators (Github_medium o3385: a draft-04 ``then`` whose pattern the valid shortcut
+    "Ctrl + Shift + P" fails); a property named ``if`` stays a property."""
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"type": {"type": "string"}, "key": {"type": "string"}, "if": {"type": "integer"},
+                             "version": {"const": 2}},
+              "if": {"properties": {"type": {"enum": ["action"]}}},
+              "then": {"properties": {"key": {"pattern": "^[\\\\S]+$"}}}}
+    assert accepts(draft4, {"type": "action", "key": "Ctrl + Shift"})
+    assert accepts(draft4, {"version": 3})
+    assert not accepts(draft4, {"if": "x"})
+    assert not accepts(draft4, {"key": 1})
+    draft7 = {**draft4, "$schema": "http://json-schema.org/draft-07/schema#"}
+    assert not accepts(draft7, {"type": "action", "key": "Ctrl + Shift"})
+    assert not accepts(draft7, {"version": 3})
