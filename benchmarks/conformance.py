@@ -254,7 +254,7 @@ class SchemaWalker:
                 chosen = next(declaring, valid[0] if valid else None)
                 if chosen is not None:
                     found += self._expand(chosen, resolver, data, depth + 1, deferred)
-        if "if" in schema:
+        if "if" in schema and "if" in self._validator_cls.VALIDATORS:  # draft 7 on
             chosen = "then" if self._is_valid(schema["if"], resolver, data) else "else"
             if chosen in schema:  # the condition's keys are declared after the branch's, met or not, as
                 # the compiler writes them (with then; or with else, as one way the condition fails)

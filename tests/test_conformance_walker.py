@@ -78,3 +78,13 @@ def test_walker_ignores_keywords_beside_a_draft7_ref():
     value = {"flow": {"id": "a", "config": {}}}
     assert not compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(value))
     assert SchemaWalker(schema).walk(value)[1]
+
+
+def test_walker_ignores_a_draft4_condition():
+    """Draft 4 has no ``if``: its ``then`` declares nothing (as for the compiler)."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"a": {"type": "string"}}, "if": {"required": ["a"]},
+              "then": {"properties": {"b": {"type": "string"}}}}
+    value = {"a": "x", "b": "y"}
+    assert not compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(value))
+    assert SchemaWalker(schema).walk(value)[1]
