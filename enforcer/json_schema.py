@@ -630,18 +630,17 @@ class SchemaCompiler:
         merged: Any = rest
         leftovers: list[tuple[Any, str]] = []
         entry = refs
-        for i, part in enumerate(parts):
-            # each part expands from the allOf's own path (two parts naming one definition are
-            # no cycle); what they expanded is the merged value's path
-            part, part_refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, entry)
+        flat = self._all_of_parts(parts, pointer, depth, entry)
+        for i, (raw, part, part_pointer, part_refs) in enumerate(flat):
             refs = refs + tuple(r for r in part_refs[len(entry):] if r not in refs)
             if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
-                part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")  # it sees only its own evaluations
-            if not leftovers and self._distributes(part, parts[i + 1:]):
-                return self._distributed(merged, part, parts[i + 1:], f"{pointer}/allOf/{i}", depth, refs)
+                part = self._fold_unevaluated(part, part_pointer)  # it sees only its own evaluations
+            later = [r for r, _, _, _ in flat[i + 1:]]
+            if not leftovers and self._distributes(part, later):
+                return self._distributed(merged, part, later, part_pointer, depth, refs)
             m = merge(merged, part)
             if m is None:
-                leftovers.append((part, f"{pointer}/allOf/{i}"))
+                leftovers.append((part, part_pointer))
             else:
                 merged = m
         if not leftovers:
@@ -677,6 +676,28 @@ class SchemaCompiler:
             if not dfa.is_empty:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
+
+    def _all_of_parts(self, parts: list[Any], pointer: str, depth: int, refs: Refs,
+                      level: int = 0) -> list[tuple[Any, Any, str, Refs]]:
+        """``(as written, with bare $refs followed, pointer, $ref path)`` of each part of an
+        ``allOf`` at ``pointer``, a part that is itself an ``allOf`` replaced by its own keys and
+        then its parts (the conjunction is the same; its keys keep the order a reader meets
+        them in, depth first). Each part expands from the allOf's own path (two parts naming
+        one definition are no cycle)."""
+        flat = []
+        for i, raw in enumerate(parts):
+            part_pointer = f"{pointer}/allOf/{i}"
+            part, part_refs = self._deref_path(raw, part_pointer, depth, refs)
+            nested = isinstance(part, dict) and isinstance(part.get("allOf"), list) and level < _FLATTENED_LEVELS \
+                and not any(k in part for k in ("$ref", "$dynamicRef", "unevaluatedProperties", "unevaluatedItems"))
+            if not nested:
+                flat.append((raw, part, part_pointer, part_refs))
+                continue
+            own = {k: v for k, v in part.items() if k != "allOf"}
+            if set(own) - ANNOTATIONS:
+                flat.append((own, own, part_pointer, part_refs))
+            flat += self._all_of_parts(part["allOf"], part_pointer, depth, part_refs, level + 1)
+        return flat
 
     def _sharing_keys(self, parts: list[Any], pointer: str) -> list[Any]:
         """Object schemas to be intersected, each with every key any of them declares (in
@@ -1577,6 +1598,8 @@ class SchemaCompiler:
         return hit
 
 
+_FLATTENED_LEVELS = 8
+"""Most levels of ``allOf`` nested in ``allOf`` read as one list of parts."""
 MIN_RECURSION = 2
 """The earliest recursion cut a value over its budget falls back to (one expansion rejected a
 valid Kubernetes instance that two refuse: refusing is the honest answer there)."""

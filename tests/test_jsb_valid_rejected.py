@@ -75,3 +75,14 @@ def test_keywords_later_than_the_dialect_are_ignored():
     draft7 = {**draft4, "$schema": "http://json-schema.org/draft-07/schema#"}
     assert not accepts(draft7, {"type": "action", "key": "Ctrl + Shift"})
     assert not accepts(draft7, {"version": 3})
+
+
+def test_nested_all_of_keeps_the_order_keys_are_read_in():
+    """An ``allOf`` part that is itself an ``allOf`` declares its keys where it stands, not
+    after the later parts (Github_medium o67449: ``allOf: [{allOf: [A, B]}, C, D]``)."""
+    schema = {"type": "object", "allOf": [
+        {"allOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"b": {"type": "string"}}}]},
+        {"properties": {"c": {"type": "string"}}}]}
+    assert accepts(schema, {"a": "x", "b": "y", "c": "z"})
+    assert not accepts(schema, {"a": 1, "b": "y", "c": "z"})
+    assert not accepts(schema, {"a": "x", "b": "y", "c": "z", "d": 1})
