@@ -734,6 +734,13 @@ class SchemaCompiler:
             shared.append(rewritten)
         return shared
 
+    def _declares_keys(self, schema: Any, pointer: str) -> bool:
+        """Whether ``schema`` says which keys its objects hold (``properties``,
+        ``patternProperties`` or ``additionalProperties`` at its level): else strict mode
+        leaves its objects open."""
+        return any(k in d for d in self._object_declarations(schema, pointer, set())
+                   for k in ("properties", "patternProperties", "additionalProperties"))
+
     def _ref_target(self, schema: Any, pointer: str) -> Any:
         """``schema``, or in drafts 4-7 (where a ``$ref`` makes its siblings ignored) what its
         ``$ref`` names, followed up to 32 times."""
@@ -978,6 +985,9 @@ class SchemaCompiler:
                 dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
         failures = _condition_failures(negated, self.dialect)  # the values failing it, one way each
+        if failures and self.options.strict and not self._declares_keys(rest, pointer):
+            # the keys a negated condition names declare nothing: a bare object stays open
+            failures = [{**f, "additionalProperties": True} if "properties" in f else f for f in failures]
         if failures:
             return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in failures]}, pointer, depth,
                               refs)

@@ -86,3 +86,15 @@ def test_nested_all_of_keeps_the_order_keys_are_read_in():
     assert accepts(schema, {"a": "x", "b": "y", "c": "z"})
     assert not accepts(schema, {"a": 1, "b": "y", "c": "z"})
     assert not accepts(schema, {"a": "x", "b": "y", "c": "z", "d": 1})
+
+
+def test_a_negated_condition_does_not_close_a_bare_object():
+    """``not: {required: [a, b]}`` is met by objects lacking a key, written as ``properties:
+    {a: false}``; that must not close a bare object in strict mode (Github_trivial o91408)."""
+    schema = {"type": "object", "not": {"required": ["body", "bodyValue"]}}
+    assert accepts(schema, {"id": 1, "body": {"type": "x"}})
+    assert accepts(schema, {})
+    assert not accepts(schema, {"body": 1, "bodyValue": 2})
+    declared = {**schema, "properties": {"id": {"type": "integer"}, "body": {}, "bodyValue": {}}}
+    assert accepts(declared, {"id": 1, "body": 2})
+    assert not accepts(declared, {"id": 1, "other": 2})  # still closed where properties are declared
