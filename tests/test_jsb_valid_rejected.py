@@ -98,3 +98,20 @@ def test_a_negated_condition_does_not_close_a_bare_object():
     declared = {**schema, "properties": {"id": {"type": "integer"}, "body": {}, "bodyValue": {}}}
     assert accepts(declared, {"id": 1, "body": 2})
     assert not accepts(declared, {"id": 1, "other": 2})  # still closed where properties are declared
+
+
+def test_numbers_under_zero_bounds_take_exponents():
+    """``minimum: 0`` is decided by the sign, so ``1e-06`` (what ``json.dumps`` writes for
+    0.000001) is accepted exactly (Github_hard o57716's ``evalue``); other bounds still refuse
+    exponent notation (documented)."""
+    at_least = compile_schema_dfa({"type": "number", "minimum": 0}, SchemaOptions())
+    assert at_least.matches("1e-06") and at_least.matches("-0.0e3") and at_least.matches("2.5E+2")
+    assert not at_least.matches("-1e-06") and not at_least.matches("-0.1e1")
+    above = compile_schema_dfa({"type": "number", "exclusiveMinimum": 0}, SchemaOptions())
+    assert above.matches("0.01e2") and not above.matches("0.0e2") and not above.matches("-0e0")
+    below = compile_schema_dfa({"type": "number", "exclusiveMaximum": 0}, SchemaOptions())
+    assert below.matches("-3e2") and not below.matches("-0e1") and not below.matches("3e2")
+    at_most = compile_schema_dfa({"type": "number", "maximum": 0}, SchemaOptions())
+    assert at_most.matches("-3e2") and at_most.matches("0e1") and not at_most.matches("1e-9")
+    assert not compile_schema_dfa({"type": "number", "minimum": 0, "maximum": 1}, SchemaOptions()).matches("1e-06")
+    assert not compile_schema_dfa({"type": "integer", "minimum": 0}, SchemaOptions()).matches("1e2")
