@@ -776,10 +776,17 @@ class SchemaCompiler:
     def _distributes(part: Any, later: list[Any]) -> bool:
         """Whether ``allOf`` distributes over ``part``'s ``anyOf``/``oneOf``: later parts exist
         (their keys must follow the branch's, as a validator sees them: the part, its branch,
-        then the later parts) and none is a union too (branches would multiply)."""
+        then the later parts) and, with the later unions distributed too, at most
+        ``MAX_DISTRIBUTED_BRANCHES`` conjunctions come out (branches multiply; two unions that
+        cannot merge were intersected whole instead)."""
         if not later or not isinstance(part, dict) or ("anyOf" in part) == ("oneOf" in part):
             return False
-        return not any(isinstance(p, dict) and ("anyOf" in p or "oneOf" in p) for p in later)
+        branches = len(part["anyOf" if "anyOf" in part else "oneOf"] or [])
+        for other in later:
+            for key in ("anyOf", "oneOf"):
+                if isinstance(other, dict) and isinstance(other.get(key), list):
+                    branches *= max(1, len(other[key]))
+        return branches <= MAX_DISTRIBUTED_BRANCHES
 
     def _distributed(self, merged: Any, part: dict, later: list[Any], pointer: str, depth: int, refs: Refs) -> Node:
         """``allOf: [merged, part, *later]`` with ``part = rest + anyOf/oneOf: [B_k]`` as the union
@@ -1608,6 +1615,8 @@ class SchemaCompiler:
         return hit
 
 
+MAX_DISTRIBUTED_BRANCHES = 16
+"""Most conjunctions an ``allOf`` over ``anyOf``/``oneOf`` parts is distributed into."""
 _FLATTENED_LEVELS = 8
 """Most levels of ``allOf`` nested in ``allOf`` read as one list of parts."""
 MIN_RECURSION = 2

@@ -115,3 +115,18 @@ def test_numbers_under_zero_bounds_take_exponents():
     assert at_most.matches("-3e2") and at_most.matches("0e1") and not at_most.matches("1e-9")
     assert not compile_schema_dfa({"type": "number", "minimum": 0, "maximum": 1}, SchemaOptions()).matches("1e-06")
     assert not compile_schema_dfa({"type": "integer", "minimum": 0}, SchemaOptions()).matches("1e2")
+
+
+def test_two_unions_in_all_of_are_distributed_not_intersected():
+    """``allOf: [anyOf, anyOf]`` of required keys (Github_medium o27148) is a union of 2 x 6
+    conjunctions, built lazily; intersecting the two automata whole was refused as too large
+    (here under a small ``max_states``, the budget eager products count against)."""
+    names = ["a", "b", "c", "d", "e", "f"]
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {n: {"type": "string"} for n in ["x", "y", *names]},
+              "allOf": [{"anyOf": [{"required": ["x"]}, {"required": ["y"]}]},
+                        {"anyOf": [{"required": [n]} for n in names]}]}
+    assert accepts(schema, {"x": "1", "c": "2"}, max_states=500)
+    assert accepts(schema, {"x": "1", "y": "1", "a": "2", "f": "3"}, max_states=500)
+    assert not accepts(schema, {"x": "1"}, max_states=500)
+    assert not accepts(schema, {"c": "1"}, max_states=500)
