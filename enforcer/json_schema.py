@@ -631,6 +631,14 @@ class SchemaCompiler:
         leftovers: list[tuple[Any, str]] = []
         entry = refs
         flat = self._all_of_parts(parts, pointer, depth, entry)
+        if any(_absent_key(part) is not None for _, part, _, _ in flat):
+            # 'not: {required: [k]}' is 'an object without k': merged as properties {k: false},
+            # which closes no object in strict mode that no part declares keys of
+            open_object = self.options.strict and not any(
+                self._declares_keys(part, pointer) for part in [rest, *(part for _, part, _, _ in flat)])
+            flat = [(raw, _absent_key_schema(name, open_object), ptr, part_refs) if name is not None
+                    else (raw, part, ptr, part_refs)
+                    for raw, part, ptr, part_refs in flat for name in [_absent_key(part)]]
         for i, (raw, part, part_pointer, part_refs) in enumerate(flat):
             refs = refs + tuple(r for r in part_refs[len(entry):] if r not in refs)
             if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
@@ -1762,6 +1770,25 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
         if _scalar_constants(properties.get(name)) is None:
             failures.append({"type": "object", "properties": {name: False}})
     return failures
+
+
+def _absent_key(schema: Any) -> str | None:
+    """``k`` when ``schema`` is ``not: {required: [k]}`` (objects without the key ``k``)."""
+    if not isinstance(schema, dict) or set(schema) - ANNOTATIONS != {"not"}:
+        return None
+    negated = schema["not"]
+    if not isinstance(negated, dict) or set(negated) - ANNOTATIONS != {"required"}:
+        return None
+    required = negated["required"]
+    return required[0] if isinstance(required, list) and len(required) == 1 and isinstance(required[0], str) else None
+
+
+def _absent_key_schema(name: str, open_object: bool) -> dict:
+    """Objects without the key ``name`` (``open_object``: any other key allowed in strict mode)."""
+    schema: dict = {"type": "object", "properties": {name: False}}
+    if open_object:
+        schema["additionalProperties"] = True
+    return schema
 
 
 def _named_keys(schema: dict) -> list[str]:
