@@ -631,6 +631,12 @@ class SchemaCompiler:
         leftovers: list[tuple[Any, str]] = []
         entry = refs
         flat = self._all_of_parts(parts, pointer, depth, entry)
+        if sum(isinstance(part, dict) and "if" in part for _, part, _, _ in flat) > 1:
+            # conditions that cannot merge: as unions, distributed (lazily) rather than intersected
+            for k, (raw, part, ptr, part_refs) in enumerate(flat):
+                if isinstance(part, dict) and "if" in part:
+                    union = self._conditional_union(part, ptr)
+                    flat[k] = (union, union, ptr, part_refs)
         if any(_absent_key(part) is not None for _, part, _, _ in flat):
             # 'not: {required: [k]}' is 'an object without k': merged as properties {k: false},
             # which closes no object in strict mode that no part declares keys of
@@ -644,7 +650,7 @@ class SchemaCompiler:
             if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
                 part = self._fold_unevaluated(part, part_pointer)  # it sees only its own evaluations
             later = [r for r, _, _, _ in flat[i + 1:]]
-            if not leftovers and self._distributes(part, later):
+            if not leftovers and self._distributes(part, later, [p for _, p, _, _ in flat[i + 1:]]):
                 return self._distributed(merged, part, later, part_pointer, depth, refs)
             m = merge(merged, part)
             if m is None:
@@ -781,16 +787,19 @@ class SchemaCompiler:
             yield from self._object_declarations(sub, pointer, seen)
 
     @staticmethod
-    def _distributes(part: Any, later: list[Any]) -> bool:
+    def _distributes(part: Any, later: list[Any], later_parts: list[Any]) -> bool:
         """Whether ``allOf`` distributes over ``part``'s ``anyOf``/``oneOf``: later parts exist
         (their keys must follow the branch's, as a validator sees them: the part, its branch,
-        then the later parts) and, with the later unions distributed too, at most
-        ``MAX_DISTRIBUTED_BRANCHES`` conjunctions come out (branches multiply; two unions that
-        cannot merge were intersected whole instead)."""
+        then the later parts) and none is written as a union, or, with the later unions
+        (``later_parts``: with bare ``$ref``s followed) distributed too, at most
+        ``MAX_DISTRIBUTED_BRANCHES`` conjunctions come out (branches multiply; unions that
+        cannot merge are otherwise intersected whole)."""
         if not later or not isinstance(part, dict) or ("anyOf" in part) == ("oneOf" in part):
             return False
+        if not any(isinstance(p, dict) and ("anyOf" in p or "oneOf" in p) for p in later):
+            return True
         branches = len(part["anyOf" if "anyOf" in part else "oneOf"] or [])
-        for other in later:
+        for other in later_parts:
             for key in ("anyOf", "oneOf"):
                 if isinstance(other, dict) and isinstance(other.get(key), list):
                     branches *= max(1, len(other[key]))
@@ -914,19 +923,22 @@ class SchemaCompiler:
         return False
 
     def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
-        """``if``/``then``/``else`` as a union of exact branches: (base, ``if``, ``then``) and,
-        for each way ``if`` can fail (:func:`_condition_failures`), (base, that failure,
-        ``else``). Other conditions are refused (their complement is not built); an ``if``
-        with neither ``then`` nor ``else`` constrains nothing."""
+        return self.value(self._conditional_union(schema, pointer), pointer, depth, refs)
+
+    def _conditional_union(self, schema: dict, pointer: str) -> Any:
+        """``schema`` without ``if``/``then``/``else``: a union of exact branches, (base,
+        ``then``, ``if``) and, for each way ``if`` can fail (:func:`_condition_failures`), (base,
+        ``else``, that failure). Other conditions are refused (their complement is not built);
+        an ``if`` with neither ``then`` nor ``else`` constrains nothing."""
         base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
         if "then" not in schema and "else" not in schema:
-            return self.value(base, pointer, depth, refs)
+            return base
         then_schema, else_schema = schema.get("then", True), schema.get("else", True)
         condition = self._deref(schema["if"], f"{pointer}/if")
         if condition is True or condition == {}:
-            return self.value(_all_of_schema([base, then_schema]), pointer, depth, refs)
+            return _all_of_schema([base, then_schema])
         if condition is False:
-            return self.value(_all_of_schema([base, else_schema]), pointer, depth, refs)
+            return _all_of_schema([base, else_schema])
         failures = _condition_failures(condition, self.dialect)
         if failures is None:
             raise UnsupportedSchemaError("if", pointer, "only conditions of type, number bounds, minLength/maxLength, "
@@ -934,7 +946,7 @@ class SchemaCompiler:
                                          "properties with such constants) are negated exactly")
         branches = [{"allOf": [base, then_schema, condition]}]
         branches += [{"allOf": [base, else_schema, failure]} for failure in failures]
-        return self.value({"anyOf": branches}, pointer, depth, refs)
+        return {"anyOf": branches}
 
     def _written_keys(self, schema: Any) -> set[str] | None:
         """The keys any object this compiler writes for ``schema`` can hold (None: not known,

@@ -146,3 +146,21 @@ def test_absent_keys_merge_instead_of_intersecting():
     assert accepts(bare, {"z": 1}, max_states=300)  # no part declares keys: open in strict mode
     assert not accepts(bare, {"q": 1}, max_states=300)
     assert not accepts(bare, [], max_states=300)
+
+
+def test_several_conditions_are_distributed_not_intersected():
+    """``allOf`` of ``if``/``then`` parts on one discriminating key (JsonSchemaStore
+    minecraft-loot-table, meta) is distributed as the union of their branches (most of them
+    contradictory, hence empty), built lazily; intersected whole, eagerly, it was refused as
+    too large (here under a small ``max_states``)."""
+    kinds = ["constant", "uniform", "binomial"]
+    schema = {"type": "object", "required": ["type"],
+              "properties": {"type": {"enum": kinds}},
+              "allOf": [{"if": {"properties": {"type": {"const": kind}}},
+                         "then": {"properties": {f"{kind}_value": {"type": "number"}}}} for kind in kinds]}
+    assert accepts(schema, {"type": "uniform", "uniform_value": 2}, max_states=300)
+    assert accepts(schema, {"type": "constant"}, max_states=300)
+    assert not accepts(schema, {"type": "uniform", "uniform_value": "x"}, max_states=300)
+    assert not accepts(schema, {"type": "uniform", "constant_value": 2}, max_states=300)  # declared under another type only
+    assert accepts(schema, {"type": "uniform", "constant_value": 2}, strict=False, max_states=300)
+    assert not accepts(schema, {"type": "other"}, max_states=300)
