@@ -642,9 +642,10 @@ class SchemaCompiler:
             # which closes no object in strict mode that no part declares keys of
             open_object = self.options.strict and not any(
                 self._declares_keys(part, pointer) for part in [rest, *(part for _, part, _, _ in flat)])
-            flat = [(raw, _absent_key_schema(name, open_object), ptr, part_refs) if name is not None
-                    else (raw, part, ptr, part_refs)
-                    for raw, part, ptr, part_refs in flat for name in [_absent_key(part)]]
+            for k, (raw, part, ptr, part_refs) in enumerate(flat):
+                name = _absent_key(part)
+                if name is not None:
+                    flat[k] = (raw, _absent_key_schema(name, open_object), ptr, part_refs)
         for i, (raw, part, part_pointer, part_refs) in enumerate(flat):
             refs = refs + tuple(r for r in part_refs[len(entry):] if r not in refs)
             if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
@@ -780,9 +781,8 @@ class SchemaCompiler:
         for key in ("dependentSchemas", "dependencies"):
             subs += [v for v in schema.get(key, {}).values() if isinstance(v, dict)] \
                 if isinstance(schema.get(key), dict) else []
-        for key in _REFERENCES:
-            if isinstance(schema.get(key), str) and key == "$ref":
-                subs.append(self.resolve(schema[key], pointer, schema)[0])
+        if isinstance(schema.get("$ref"), str):
+            subs.append(self.resolve(schema["$ref"], pointer, schema)[0])
         for sub in subs:
             yield from self._object_declarations(sub, pointer, seen)
 
