@@ -3,8 +3,9 @@
 Bounds and ``multipleOf`` are decided on the decimal text, so they are exact for every number
 written without an exponent. When a number schema carries a bound or ``multipleOf``, exponent
 notation is not generated (documented restriction): deciding ``1.5e3 <= x`` on exponent forms is
-not regular in general. Bounds of zero (``minimum: 0``, the commonest) are the exception: the
-sign and whether a digit is non-zero decide them, so numbers under them take exponents too. Integers accept an optional all-zero fraction (``3.0`` is an integer in
+not regular in general. Inclusive bounds of zero (``minimum: 0``, the commonest) are the
+exception: the sign decides them, for the text and for the double it parses to alike, so numbers
+under them take exponents too. Integers accept an optional all-zero fraction (``3.0`` is an integer in
 JSON Schema). Cost: expression size linear in the number of digits of the bounds.
 """
 
@@ -189,9 +190,11 @@ def bounded_number(lower: tuple[Decimal, bool] | None, upper: tuple[Decimal, boo
                    integer: bool) -> Node:
     """Numbers ``x`` with ``lower <= x`` (``<`` when the flag says exclusive) and likewise for
     ``upper``; ``None`` leaves a side open. Exact; exponent notation only for numbers (not
-    integers) whose every bound is zero."""
+    integers) whose every bound is an inclusive zero."""
     constraints: list[Node] = []
-    zero_bounds = not integer and all(b is None or b[0] == 0 for b in (lower, upper))
+    # an inclusive bound of zero holds of the double a text parses to as of the text (underflow
+    # gives a zero of the same sign, overflow an infinity); an exclusive one does not (1e-400)
+    zero_bounds = not integer and all(b is None or (b[0] == 0 and not b[1]) for b in (lower, upper))
     if lower is not None:
         op = "gt" if lower[1] else "ge"
         constraints.append(alt(_signed_cmp(lower[0], op, integer), _exponent_zero_cmp(op) if zero_bounds else NOTHING))
