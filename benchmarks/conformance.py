@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
-from jsonschema.validators import validator_for
+from jsonschema.validators import Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, validator_for
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
@@ -209,6 +209,8 @@ class SchemaWalker:
         self._spec = spec
         self._root_resolver = (registry or Registry()).resolver_with_root(resource)
         self._validator_cls = validator_for(root, default=validator_for({}))
+        # drafts 3 to 7: the keywords beside a $ref are ignored
+        self._ref_alone = self._validator_cls in (Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator)
         self._root = root
 
     def _is_valid(self, schema: Any, resolver: Any, data: Any) -> bool:
@@ -226,6 +228,8 @@ class SchemaWalker:
             return []
         top = deferred is None
         deferred = [] if deferred is None else deferred
+        if self._ref_alone and isinstance(schema.get("$ref"), str):  # draft 4-7: its siblings are ignored
+            schema = {"$ref": schema["$ref"]}
         if "$id" in schema and depth > 0:
             resolver = resolver.in_subresource(self._spec.create_resource(schema))
         found = [(schema, resolver)]
@@ -250,7 +254,7 @@ class SchemaWalker:
                 chosen = next(declaring, valid[0] if valid else None)
                 if chosen is not None:
                     found += self._expand(chosen, resolver, data, depth + 1, deferred)
-        if "if" in schema:
+        if "if" in schema and "if" in self._validator_cls.VALIDATORS:  # draft 7 on
             chosen = "then" if self._is_valid(schema["if"], resolver, data) else "else"
             if chosen in schema:  # the condition's keys are declared after the branch's, met or not, as
                 # the compiler writes them (with then; or with else, as one way the condition fails)
@@ -332,14 +336,13 @@ class SchemaWalker:
         )
         return [c for c in constants if isinstance(c, (dict, list)) and type(c) is type(data) and c == data]
 
-    def _declared_orders(self, schema: dict, data: dict) -> list[Iterable[str]]:
-        """Key orders ``schema`` declares for the object ``data``: ``properties`` and any
-        constant object equal to ``data``."""
-        orders: list[Iterable[str]] = []
-        if isinstance(schema.get("properties"), dict):
-            orders.append(schema["properties"])
-        orders.append(_named_keys(schema))  # keys named by required/dependentRequired come next
-        return orders + self._constants(schema, data)
+    def _declared_orders(self, applicable: list[tuple[dict, Any]], data: dict) -> list[Iterable[str]]:
+        """Key orders the ``applicable`` schemas declare for the object ``data``: every
+        ``properties`` first, then every key named elsewhere (``required``, ...), as the
+        compiler writes the object they merge into; then any constant object equal to ``data``."""
+        orders: list[Iterable[str]] = [s["properties"] for s, _ in applicable if isinstance(s.get("properties"), dict)]
+        orders += [_named_keys(s) for s, _ in applicable]
+        return orders + [c for s, _ in applicable for c in self._constants(s, data)]
 
     def walk(self, data: Any) -> tuple[Any, bool]:
         """``(data with keys in declared order, whether it holds undeclared keys)``."""
@@ -351,9 +354,8 @@ class SchemaWalker:
         applicable = [found for s, r in schemas for found in self._expand(s, r, data, depth)]
         if isinstance(data, dict):
             order: list[str] = []
-            for schema, _ in applicable:
-                for declared in self._declared_orders(schema, data):
-                    order += [k for k in declared if k in data and k not in order]
+            for declared in self._declared_orders(applicable, data):
+                order += [k for k in declared if k in data and k not in order]
             order += [k for k in data if k not in order]
             undeclared = any(not self._allows_key(applicable, k) for k in data)
             out = {}

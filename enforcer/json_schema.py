@@ -26,7 +26,8 @@ from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_re
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
-from .schema_resources import ResourceIndex, check_resource, normalise_resources, resource_documents
+from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource,
+                               normalise_resources, resource_documents)
 from .schema_resources import escape as _escape
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -36,6 +37,17 @@ ANNOTATIONS = frozenset({
     "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions",
     "$vocabulary", "$anchor", "contentSchema", "$dynamicAnchor",
 })
+KEYWORDS = frozenset({
+    "type", "enum", "const", "nullable", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "items", "prefixItems", "additionalItems", "maxItems", "minItems",
+    "uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems", "properties", "patternProperties",
+    "additionalProperties", "propertyNames", "required", "dependentRequired", "dependentSchemas", "dependencies",
+    "maxProperties", "minProperties", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+    "$ref", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
+})
+"""Keywords that assert or apply (drafts 4 to 2020-12, and OpenAPI's ``nullable``). Any other
+key of a schema object (an annotation, a vendor's ``x-...``, a misspelt ``_id``) is one a
+validator ignores."""
 UNSUPPORTED = frozenset({
     "unevaluatedProperties",
     "unevaluatedItems", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
@@ -197,7 +209,8 @@ class SchemaCompiler:
         """``raw_strings``: a string at the top level (depth 0) is its raw UTF-8 text, without
         quotes or JSON escapes (formats that write string values unquoted); nested strings stay
         JSON."""
-        self.root = root
+        self.dialect = dialect_of(root)
+        self.root = _without_keywords(root, _LATER_KEYWORDS.get(self.dialect, frozenset()))
         self.options = options
         self.raw_strings = raw_strings
         self._validator_cls = validator_class(root)
@@ -205,7 +218,6 @@ class SchemaCompiler:
         self._checked: set[str] = set()  # the given resources checked so far
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
                                               **_registry(self._external, self._validator_cls))
-        self.dialect = dialect_of(root)
         self._any_cache: dict[int, Node] = {}
         self.free_form_depth = options.free_form_depth
         """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
@@ -618,18 +630,32 @@ class SchemaCompiler:
         merged: Any = rest
         leftovers: list[tuple[Any, str]] = []
         entry = refs
-        for i, part in enumerate(parts):
-            # each part expands from the allOf's own path (two parts naming one definition are
-            # no cycle); what they expanded is the merged value's path
-            part, part_refs = self._deref_path(part, f"{pointer}/allOf/{i}", depth, entry)
+        flat = self._all_of_parts(parts, pointer, depth, entry)
+        if sum(isinstance(part, dict) and "if" in part for _, part, _, _ in flat) > 1:
+            # conditions that cannot merge: as unions, distributed (lazily) rather than intersected
+            for k, (raw, part, ptr, part_refs) in enumerate(flat):
+                if isinstance(part, dict) and "if" in part:
+                    union = self._conditional_union(part, ptr)
+                    flat[k] = (union, union, ptr, part_refs)
+        if any(_absent_key(part) is not None for _, part, _, _ in flat):
+            # 'not: {required: [k]}' is 'an object without k': merged as properties {k: false},
+            # which closes no object in strict mode that no part declares keys of
+            open_object = self.options.strict and not any(
+                self._declares_keys(part, pointer) for part in [rest, *(part for _, part, _, _ in flat)])
+            for k, (raw, part, ptr, part_refs) in enumerate(flat):
+                name = _absent_key(part)
+                if name is not None:
+                    flat[k] = (raw, _absent_key_schema(name, open_object), ptr, part_refs)
+        for i, (raw, part, part_pointer, part_refs) in enumerate(flat):
             refs = refs + tuple(r for r in part_refs[len(entry):] if r not in refs)
             if isinstance(part, dict) and ("unevaluatedProperties" in part or "unevaluatedItems" in part):
-                part = self._fold_unevaluated(part, f"{pointer}/allOf/{i}")  # it sees only its own evaluations
-            if not leftovers and self._distributes(part, parts[i + 1:]):
-                return self._distributed(merged, part, parts[i + 1:], f"{pointer}/allOf/{i}", depth, refs)
+                part = self._fold_unevaluated(part, part_pointer)  # it sees only its own evaluations
+            later = [r for r, _, _, _ in flat[i + 1:]]
+            if not leftovers and self._distributes(part, later, [p for _, p, _, _ in flat[i + 1:]]):
+                return self._distributed(merged, part, later, part_pointer, depth, refs)
             m = merge(merged, part)
             if m is None:
-                leftovers.append((part, f"{pointer}/allOf/{i}"))
+                leftovers.append((part, part_pointer))
             else:
                 merged = m
         if not leftovers:
@@ -654,6 +680,9 @@ class SchemaCompiler:
             if not pending:
                 nodes.append(self.value(current, pointer, depth, refs))
                 continue
+            if t == "object":
+                current, *shared = self._sharing_keys([current, *(part_t for part_t, _ in pending)], pointer)
+                pending = [(part_t, ptr) for part_t, (_, ptr) in zip(shared, pending)]
             with self._built_whole():
                 dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
                 for part_t, ptr in pending:
@@ -663,14 +692,118 @@ class SchemaCompiler:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
 
+    def _all_of_parts(self, parts: list[Any], pointer: str, depth: int, refs: Refs,
+                      level: int = 0) -> list[tuple[Any, Any, str, Refs]]:
+        """``(as written, with bare $refs followed, pointer, $ref path)`` of each part of an
+        ``allOf`` at ``pointer``, a part that is itself an ``allOf`` replaced by its own keys and
+        then its parts (the conjunction is the same; its keys keep the order a reader meets
+        them in, depth first). Each part expands from the allOf's own path (two parts naming
+        one definition are no cycle)."""
+        flat = []
+        for i, raw in enumerate(parts):
+            part_pointer = f"{pointer}/allOf/{i}"
+            part, part_refs = self._deref_path(raw, part_pointer, depth, refs)
+            nested = isinstance(part, dict) and isinstance(part.get("allOf"), list) and level < _FLATTENED_LEVELS \
+                and not any(k in part for k in ("$ref", "$dynamicRef", "unevaluatedProperties", "unevaluatedItems"))
+            if not nested:
+                flat.append((raw, part, part_pointer, part_refs))
+                continue
+            own = {k: v for k, v in part.items() if k != "allOf"}
+            if set(own) - ANNOTATIONS:
+                flat.append((own, own, part_pointer, part_refs))
+            flat += self._all_of_parts(part["allOf"], part_pointer, depth, part_refs, level + 1)
+        return flat
+
+    def _sharing_keys(self, parts: list[Any], pointer: str) -> list[Any]:
+        """Object schemas to be intersected, each with every key any of them declares (in
+        ``properties``, ``required``, ...; through their branches, conditions and ``$ref``s) as a
+        property, in one order: the properties of all, then the keys only named. Each part alone
+        would write its own keys in its own order and, in strict mode, close the object over
+        them, so that the intersection kept only objects whose keys all parts declare, in an
+        order all share. A key a part does not declare gets that part's
+        ``additionalProperties`` (``true`` without one); strict mode closes the parts when
+        some declares properties and none has ``additionalProperties``, as it would close the
+        merged schema. Exact: each part still constrains every key as it did. Parts are
+        returned as they are when one has ``patternProperties`` (its undeclared keys are not
+        rewritten)."""
+        parts = [self._ref_target(part, pointer) for part in parts]
+        found = [d for part in parts for d in self._object_declarations(part, pointer, set())]
+        if any(k in d for d in found for k in ("patternProperties", "unevaluatedProperties")):
+            return parts
+        names = [n for d in found for n in d.get("properties", {})]
+        names += [n for d in found for n in _named_keys(d)]
+        names = list(dict.fromkeys(n for n in names if isinstance(n, str)))
+        if not names:
+            return parts
+        closed = self.options.strict and any("properties" in d for d in found) and \
+            not any("additionalProperties" in d for d in found)
+        shared = []
+        for part in parts:
+            if not isinstance(part, dict):
+                shared.append(part)
+                continue
+            own, extra = part.get("properties", {}), part.get("additionalProperties", True)
+            rewritten = {**part, "properties": {n: own.get(n, extra) for n in names}}
+            if not closed:
+                rewritten["additionalProperties"] = extra
+            shared.append(rewritten)
+        return shared
+
+    def _declares_keys(self, schema: Any, pointer: str) -> bool:
+        """Whether ``schema`` says which keys its objects hold (``properties``,
+        ``patternProperties`` or ``additionalProperties`` at its level): else strict mode
+        leaves its objects open."""
+        return any(k in d for d in self._object_declarations(schema, pointer, set())
+                   for k in ("properties", "patternProperties", "additionalProperties"))
+
+    def _ref_target(self, schema: Any, pointer: str) -> Any:
+        """``schema``, or in drafts 4-7 (where a ``$ref`` makes its siblings ignored) what its
+        ``$ref`` names, followed up to 32 times."""
+        for _ in range(32):
+            if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)
+                    and self.dialect in DRAFTS_IGNORING_REF_SIBLINGS):
+                break
+            schema, _ = self.resolve(schema["$ref"], pointer, schema)
+        return schema
+
+    def _object_declarations(self, schema: Any, pointer: str, seen: set[int]) -> Iterator[dict]:
+        """The schema objects that describe a value at the level of ``schema`` (itself, its
+        ``allOf``/``anyOf``/``oneOf`` parts, ``if``/``then``/``else``, dependent schemas and
+        what its ``$ref``s name), each once. Cost: one visit per schema object reached."""
+        schema = self._ref_target(schema, pointer)
+        if not isinstance(schema, dict) or id(schema) in seen:
+            return
+        seen.add(id(schema))
+        yield schema
+        subs: list[Any] = [schema.get(k) for k in ("if", "then", "else")]
+        for key in ("allOf", "anyOf", "oneOf"):
+            subs += schema.get(key) if isinstance(schema.get(key), list) else []
+        for key in ("dependentSchemas", "dependencies"):
+            subs += [v for v in schema.get(key, {}).values() if isinstance(v, dict)] \
+                if isinstance(schema.get(key), dict) else []
+        if isinstance(schema.get("$ref"), str):
+            subs.append(self.resolve(schema["$ref"], pointer, schema)[0])
+        for sub in subs:
+            yield from self._object_declarations(sub, pointer, seen)
+
     @staticmethod
-    def _distributes(part: Any, later: list[Any]) -> bool:
+    def _distributes(part: Any, later: list[Any], later_parts: list[Any]) -> bool:
         """Whether ``allOf`` distributes over ``part``'s ``anyOf``/``oneOf``: later parts exist
         (their keys must follow the branch's, as a validator sees them: the part, its branch,
-        then the later parts) and none is a union too (branches would multiply)."""
+        then the later parts) and none is written as a union, or, with the later unions
+        (``later_parts``: with bare ``$ref``s followed) distributed too, at most
+        ``MAX_DISTRIBUTED_BRANCHES`` conjunctions come out (branches multiply; unions that
+        cannot merge are otherwise intersected whole)."""
         if not later or not isinstance(part, dict) or ("anyOf" in part) == ("oneOf" in part):
             return False
-        return not any(isinstance(p, dict) and ("anyOf" in p or "oneOf" in p) for p in later)
+        if not any(isinstance(p, dict) and ("anyOf" in p or "oneOf" in p) for p in later):
+            return True
+        branches = len(part["anyOf" if "anyOf" in part else "oneOf"] or [])
+        for other in later_parts:
+            for key in ("anyOf", "oneOf"):
+                if isinstance(other, dict) and isinstance(other.get(key), list):
+                    branches *= max(1, len(other[key]))
+        return branches <= MAX_DISTRIBUTED_BRANCHES
 
     def _distributed(self, merged: Any, part: dict, later: list[Any], pointer: str, depth: int, refs: Refs) -> Node:
         """``allOf: [merged, part, *later]`` with ``part = rest + anyOf/oneOf: [B_k]`` as the union
@@ -790,19 +923,22 @@ class SchemaCompiler:
         return False
 
     def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
-        """``if``/``then``/``else`` as a union of exact branches: (base, ``if``, ``then``) and,
-        for each way ``if`` can fail (:func:`_condition_failures`), (base, that failure,
-        ``else``). Other conditions are refused (their complement is not built); an ``if``
-        with neither ``then`` nor ``else`` constrains nothing."""
+        return self.value(self._conditional_union(schema, pointer), pointer, depth, refs)
+
+    def _conditional_union(self, schema: dict, pointer: str) -> Any:
+        """``schema`` without ``if``/``then``/``else``: a union of exact branches, (base,
+        ``then``, ``if``) and, for each way ``if`` can fail (:func:`_condition_failures`), (base,
+        ``else``, that failure). Other conditions are refused (their complement is not built);
+        an ``if`` with neither ``then`` nor ``else`` constrains nothing."""
         base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
         if "then" not in schema and "else" not in schema:
-            return self.value(base, pointer, depth, refs)
+            return base
         then_schema, else_schema = schema.get("then", True), schema.get("else", True)
         condition = self._deref(schema["if"], f"{pointer}/if")
         if condition is True or condition == {}:
-            return self.value(_all_of_schema([base, then_schema]), pointer, depth, refs)
+            return _all_of_schema([base, then_schema])
         if condition is False:
-            return self.value(_all_of_schema([base, else_schema]), pointer, depth, refs)
+            return _all_of_schema([base, else_schema])
         failures = _condition_failures(condition, self.dialect)
         if failures is None:
             raise UnsupportedSchemaError("if", pointer, "only conditions of type, number bounds, minLength/maxLength, "
@@ -810,7 +946,7 @@ class SchemaCompiler:
                                          "properties with such constants) are negated exactly")
         branches = [{"allOf": [base, then_schema, condition]}]
         branches += [{"allOf": [base, else_schema, failure]} for failure in failures]
-        return self.value({"anyOf": branches}, pointer, depth, refs)
+        return {"anyOf": branches}
 
     def _written_keys(self, schema: Any) -> set[str] | None:
         """The keys any object this compiler writes for ``schema`` can hold (None: not known,
@@ -876,6 +1012,9 @@ class SchemaCompiler:
                 dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
         failures = _condition_failures(negated, self.dialect)  # the values failing it, one way each
+        if failures and self.options.strict and not self._declares_keys(rest, pointer):
+            # the keys a negated condition names declare nothing: a bare object stays open
+            failures = [{**f, "additionalProperties": True} if "properties" in f else f for f in failures]
         if failures:
             return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in failures]}, pointer, depth,
                               refs)
@@ -1344,9 +1483,7 @@ class SchemaCompiler:
         pattern_dfas = [(p, self._key_pattern(p, f"{pointer}/patternProperties/{_escape(p)}")) for p in patterns]
         name_check = None if names_schema is True else self._validator.evolve(schema=names_schema)
         # names the schema mentions outside 'properties' are written like declared ones
-        named = list(properties) + [n for n in dict.fromkeys([*required, *(x for n, d in dependent.items()
-                                                                              for x in (n, *d))])
-                                    if n not in properties]
+        named = list(properties) + [n for n in _named_keys(schema) if n not in properties]
         members: list[tuple[str, Node | None]] = []
         for name in named:
             parts: list[Any] = [properties[name]] if name in properties else []
@@ -1498,6 +1635,10 @@ class SchemaCompiler:
         return hit
 
 
+MAX_DISTRIBUTED_BRANCHES = 16
+"""Most conjunctions an ``allOf`` over ``anyOf``/``oneOf`` parts is distributed into."""
+_FLATTENED_LEVELS = 8
+"""Most levels of ``allOf`` nested in ``allOf`` read as one list of parts."""
 MIN_RECURSION = 2
 """The earliest recursion cut a value over its budget falls back to (one expansion rejected a
 valid Kubernetes instance that two refuse: refusing is the honest answer there)."""
@@ -1641,6 +1782,39 @@ def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
         if _scalar_constants(properties.get(name)) is None:
             failures.append({"type": "object", "properties": {name: False}})
     return failures
+
+
+def _absent_key(schema: Any) -> str | None:
+    """``k`` when ``schema`` is ``not: {required: [k]}`` (objects without the key ``k``)."""
+    if not isinstance(schema, dict) or set(schema) - ANNOTATIONS != {"not"}:
+        return None
+    negated = schema["not"]
+    if not isinstance(negated, dict) or set(negated) - ANNOTATIONS != {"required"}:
+        return None
+    required = negated["required"]
+    return required[0] if isinstance(required, list) and len(required) == 1 and isinstance(required[0], str) else None
+
+
+def _absent_key_schema(name: str, open_object: bool) -> dict:
+    """Objects without the key ``name`` (``open_object``: any other key allowed in strict mode)."""
+    schema: dict = {"type": "object", "properties": {name: False}}
+    if open_object:
+        schema["additionalProperties"] = True
+    return schema
+
+
+def _named_keys(schema: dict) -> list[str]:
+    """The keys ``schema`` names outside ``properties``, in the order an object writes them
+    after its properties: ``required``, then each ``dependentRequired`` (list-valued
+    ``dependencies``) trigger with the keys it requires."""
+    dependent: dict[Any, list[Any]] = {}
+    for key in ("dependentRequired", "dependencies"):
+        value = schema.get(key)
+        for name, deps in value.items() if isinstance(value, dict) else ():
+            if isinstance(deps, list):
+                dependent.setdefault(name, []).extend(deps)
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    return list(dict.fromkeys([*required, *(x for n, d in dependent.items() for x in (n, *d))]))
 
 
 def _scalar_constants(schema: Any) -> list[Any] | None:
@@ -1815,6 +1989,41 @@ def _registry(documents: dict[str, Any], validator_cls: type) -> dict[str, Any]:
         dialect = document.get("$schema", default) if isinstance(document, dict) else default
         pairs.append((uri, specification_with(str(dialect), default=specification_with(default)).create_resource(document)))
     return {"registry": Registry().with_resources(pairs).crawl()}
+
+
+_DRAFT6_KEYWORDS = frozenset({"const", "contains", "propertyNames"})
+_DRAFT7_KEYWORDS = frozenset({"if", "then", "else"})
+_DRAFT2019_KEYWORDS = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+                                 "minContains", "maxContains", "$recursiveRef", "$recursiveAnchor"})
+_DRAFT2020_KEYWORDS = frozenset({"prefixItems", "$dynamicRef"})
+_LATER_KEYWORDS = {
+    "draft4": _DRAFT6_KEYWORDS | _DRAFT7_KEYWORDS | _DRAFT2019_KEYWORDS | _DRAFT2020_KEYWORDS,
+    "draft6": _DRAFT7_KEYWORDS | _DRAFT2019_KEYWORDS | _DRAFT2020_KEYWORDS,
+    "draft7": _DRAFT2019_KEYWORDS | _DRAFT2020_KEYWORDS,
+    "2019-09": _DRAFT2020_KEYWORDS,
+}
+"""Keywords a dialect does not have, by dialect: a validator of it ignores them (a draft-04
+schema's ``if`` is an unknown key, so its ``then`` applies to nothing)."""
+
+
+def _without_keywords(schema: Any, keywords: frozenset[str]) -> Any:
+    """``schema`` with ``keywords`` removed from every schema object in it (through the
+    keywords whose values are sub-schemas, and schema-valued ``dependencies``); the same object
+    when ``keywords`` is empty. Cost: one copy of the schema objects."""
+    if not keywords or not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in keywords:
+            continue
+        if key in SCHEMA_MAPS or key == "dependencies":
+            value = {k: _without_keywords(v, keywords) for k, v in value.items()} if isinstance(value, dict) else value
+        elif key in SCHEMA_LISTS and isinstance(value, list):
+            value = [_without_keywords(v, keywords) for v in value]
+        elif key in SCHEMA_VALUES:
+            value = _without_keywords(value, keywords)
+        out[key] = value
+    return out
 
 
 def dialect_of(root: Any) -> str:
@@ -1993,8 +2202,8 @@ def merge(a: Any, b: Any) -> Any:
         return False
     if not isinstance(a, dict) or not isinstance(b, dict):
         return None
-    a = {k: v for k, v in a.items() if k not in ANNOTATIONS or k in ("$defs", "definitions")}
-    b = {k: v for k, v in b.items() if k not in ANNOTATIONS}
+    a = {k: v for k, v in a.items() if k in KEYWORDS or k in ("$defs", "definitions")}
+    b = {k: v for k, v in b.items() if k in KEYWORDS}  # keys a validator ignores never conflict
     for x in (a, b):
         if "contains" not in x:  # minContains/maxContains without contains are no-ops: not carried over
             x.pop("minContains", None)

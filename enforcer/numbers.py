@@ -3,7 +3,9 @@
 Bounds and ``multipleOf`` are decided on the decimal text, so they are exact for every number
 written without an exponent. When a number schema carries a bound or ``multipleOf``, exponent
 notation is not generated (documented restriction): deciding ``1.5e3 <= x`` on exponent forms is
-not regular in general. Integers accept an optional all-zero fraction (``3.0`` is an integer in
+not regular in general. Inclusive bounds of zero (``minimum: 0``, the commonest) are the
+exception: the sign decides them, for the text and for the double it parses to alike, so numbers
+under them take exponents too. Integers accept an optional all-zero fraction (``3.0`` is an integer in
 JSON Schema). Cost: expression size linear in the number of digits of the bounds.
 """
 
@@ -187,18 +189,44 @@ def to_decimal(value: object) -> Decimal | None:
 def bounded_number(lower: tuple[Decimal, bool] | None, upper: tuple[Decimal, bool] | None,
                    integer: bool) -> Node:
     """Numbers ``x`` with ``lower <= x`` (``<`` when the flag says exclusive) and likewise for
-    ``upper``; ``None`` leaves a side open. Exact, no exponent notation."""
+    ``upper``; ``None`` leaves a side open. Exact; exponent notation only for numbers (not
+    integers) whose every bound is an inclusive zero."""
     constraints: list[Node] = []
+    # an inclusive bound of zero holds of the double a text parses to as of the text (underflow
+    # gives a zero of the same sign, overflow an infinity); an exclusive one does not (1e-400)
+    zero_bounds = not integer and all(b is None or (b[0] == 0 and not b[1]) for b in (lower, upper))
     if lower is not None:
-        constraints.append(_signed_cmp(lower[0], "gt" if lower[1] else "ge", integer))
+        op = "gt" if lower[1] else "ge"
+        constraints.append(alt(_signed_cmp(lower[0], op, integer), _exponent_zero_cmp(op) if zero_bounds else NOTHING))
     if upper is not None:
-        constraints.append(_signed_cmp(upper[0], "lt" if upper[1] else "le", integer))
+        op = "lt" if upper[1] else "le"
+        constraints.append(alt(_signed_cmp(upper[0], op, integer), _exponent_zero_cmp(op) if zero_bounds else NOTHING))
     if not constraints:
         return INTEGER if integer else seq(optional(literal("-")), _INT_DIGITS, optional(_FRACTION))
     if len(constraints) == 1:
         return constraints[0]
     dfa = compile_node(constraints[0]).intersect(compile_node(constraints[1]))
     return Embedded(dfa) if not dfa.is_empty else NOTHING
+
+
+_MANTISSA = seq(_INT_DIGITS, optional(_FRACTION))
+_ZERO_MANTISSA = seq(literal("0"), optional(seq(literal("."), plus(literal("0")))))
+_NONZERO_MANTISSA = alt(seq(NONZERO, star(DIGIT), optional(_FRACTION)),
+                        seq(literal("0."), star(literal("0")), NONZERO, star(DIGIT)))
+
+
+def _exponent_zero_cmp(op: str) -> Node:
+    """Numbers written with an exponent that compare with zero by ``op`` (ge, gt, le, lt): the
+    sign and a non-zero mantissa digit decide it (``-0e5`` is zero)."""
+    if op == "ge":
+        mantissas = alt(_MANTISSA, seq(literal("-"), _ZERO_MANTISSA))
+    elif op == "gt":
+        mantissas = _NONZERO_MANTISSA
+    elif op == "le":
+        mantissas = alt(seq(literal("-"), _MANTISSA), _ZERO_MANTISSA)
+    else:
+        mantissas = seq(literal("-"), _NONZERO_MANTISSA)
+    return seq(mantissas, _EXPONENT)
 
 
 def _signed_cmp(bound: Decimal, op: str, integer: bool) -> Node:

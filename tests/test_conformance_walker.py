@@ -53,3 +53,38 @@ def test_walker_orders_dependent_keys_as_the_compiler_writes_them():
     ordered, _ = SchemaWalker(schema).walk({"c": True, "a": True})
     assert list(ordered) == ["a", "c"]
     assert compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(ordered))
+
+
+def test_walker_orders_named_keys_after_every_declared_property():
+    """``allOf`` parts merge into one object: all their ``properties`` first, then the keys only
+    ``required`` names (jsonschemabench Github_hard o12459, a ``volume`` required beside no
+    ``properties``, written after the later part's ``offset``)."""
+    schema = {"type": "object", "allOf": [
+        {"properties": {"flow": {"type": "number"}}},
+        {"required": ["volume"]},
+        {"properties": {"offset": {"type": "number"}}}]}
+    ordered, undeclared = SchemaWalker(schema).walk({"flow": 1, "volume": 2, "offset": 3})
+    assert list(ordered) == ["flow", "offset", "volume"]
+    assert not undeclared
+    assert compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(ordered))
+
+
+def test_walker_ignores_keywords_beside_a_draft7_ref():
+    """Draft 4-7 ignore a ``$ref``'s siblings, as the compiler does: a key only a sibling
+    ``required`` names is undeclared in strict mode (jsonschemabench Github_hard o13693)."""
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+              "properties": {"flow": {"required": ["config"], "$ref": "#/definitions/flow"}},
+              "definitions": {"flow": {"properties": {"id": {"type": "string"}}}}}
+    value = {"flow": {"id": "a", "config": {}}}
+    assert not compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(value))
+    assert SchemaWalker(schema).walk(value)[1]
+
+
+def test_walker_ignores_a_draft4_condition():
+    """Draft 4 has no ``if``: its ``then`` declares nothing (as for the compiler)."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"a": {"type": "string"}}, "if": {"required": ["a"]},
+              "then": {"properties": {"b": {"type": "string"}}}}
+    value = {"a": "x", "b": "y"}
+    assert not compile_schema_dfa(schema, SchemaOptions(strict=True)).matches(json.dumps(value))
+    assert SchemaWalker(schema).walk(value)[1]
