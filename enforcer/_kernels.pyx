@@ -12,6 +12,10 @@ from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 
+
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
+
 cdef enum:
     MAX_TOKEN_BYTES = 4096
 TOKEN_BYTES_LIMIT = MAX_TOKEN_BYTES
@@ -1319,6 +1323,7 @@ cdef class TrieWalk:
         cdef uint64_t loop_hi[64]
         cdef int32_t slot, b
         cdef uint64_t lo, hi
+        cdef bint whole
         cdef Py_ssize_t num_states = table.shape[0], k, top, pending = 0, f, rows_built = 0
         cdef Py_ssize_t n_starts = 1 if start_nodes is None else start_nodes.shape[0]
         cdef int32_t c, t, q, q_end, node
@@ -1378,20 +1383,30 @@ cdef class TrieWalk:
                             flags[t] = 1
                             rows_built += 1
                         if t < num_states and built[t]:
-                            slot = t & 63
-                            if loop_state[slot] != t:  # the bytes 0x01-0x7f that lead t back to t
-                                lo = 0
-                                hi = 0
-                                for b in range(1, 128):
-                                    if table[t, b] == t:
-                                        if b < 64:
-                                            lo |= (<uint64_t>1) << b
-                                        else:
-                                            hi |= (<uint64_t>1) << (b - 64)
-                                loop_state[slot] = t
-                                loop_lo[slot] = lo
-                                loop_hi[slot] = hi
-                            if (below[c, 0] & ~loop_lo[slot]) == 0 and (below[c, 1] & ~loop_hi[slot]) == 0:
+                            # allowed whole when every byte below leads t back to t (bit 0: a
+                            # byte no loop class holds). A state that the lowest byte below
+                            # does not loop on is rejected at once (bounded repeats: a state
+                            # per position, none looping); the class of one that does is
+                            # computed once and cached
+                            lo = below[c, 0]
+                            hi = below[c, 1]
+                            whole = False
+                            if not (lo & 1):
+                                b = __builtin_ctzll(lo) if lo else 64 + __builtin_ctzll(hi)
+                                if table[t, b] == t:
+                                    slot = t & 63
+                                    if loop_state[slot] != t:  # the bytes 0x01-0x7f that lead t back to t
+                                        loop_state[slot] = t
+                                        loop_lo[slot] = 0
+                                        loop_hi[slot] = 0
+                                        for b in range(1, 128):
+                                            if table[t, b] == t:
+                                                if b < 64:
+                                                    loop_lo[slot] |= (<uint64_t>1) << b
+                                                else:
+                                                    loop_hi[slot] |= (<uint64_t>1) << (b - 64)
+                                    whole = (lo & ~loop_lo[slot]) == 0 and (hi & ~loop_hi[slot]) == 0
+                            if whole:
                                 # every token below stays at t: all allowed, no walk
                                 q_stop = node_first[node_end[c]] if node_end[c] < n_nodes else n_positions
                                 q = node_last[c]

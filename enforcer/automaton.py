@@ -558,7 +558,8 @@ class DFA(_Reading):
     state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.
     """
 
-    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key")
+    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key",
+                 "_read_bytes")
 
     exhausted = None
     """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
@@ -568,6 +569,7 @@ class DFA(_Reading):
         self.counted = counted
         """Set by :func:`counted_repeat`: the unit and how many units each state may still read."""
         self._content_key: bytes | None = None
+        self._read_bytes: np.ndarray | None = None
         self.accepting = accepting
         self.transitions.setflags(write=False)
         self.accepting.setflags(write=False)
@@ -618,6 +620,15 @@ class DFA(_Reading):
             digest.update(np.packbits(self.accepting).tobytes())
             self._content_key = digest.digest()
         return self._content_key
+
+    @property
+    def read_bytes(self) -> np.ndarray:
+        """The bytes some state reads (bool[256], read-only; computed once, one pass over the table)."""
+        if self._read_bytes is None:
+            read = (self.transitions >= 0).any(axis=0) if self.num_states else np.zeros(256, dtype=bool)
+            read.setflags(write=False)
+            self._read_bytes = read
+        return self._read_bytes
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
         """All rows exist already: the table itself."""
@@ -1075,9 +1086,12 @@ class _Determiniser:
 
 
 def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
-    """Thompson NFA, subset construction, trimming and (for small automata) minimisation."""
+    """Thompson NFA, subset construction, trimming and (for small automata) minimisation; an
+    embedded automaton is its own DFA."""
     if node is NOTHING:
         return _empty_dfa()
+    if isinstance(node, Embedded):
+        return node.dfa
     det = _Determiniser(node, trim=False)
     return _finalise(subset_table(det, max_states), np.array(det.accepting, dtype=bool))
 

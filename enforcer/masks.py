@@ -339,11 +339,6 @@ def reference_mask(index: TokenIndex, dfa: DFA | LazyDFA, state: int) -> np.ndar
     return pack_ids(index.ids[walk_positions(index, dfa, state, index.candidates(dfa, state))], index.words)
 
 
-def block_bytes(dfa: DFA) -> np.ndarray:
-    """The bytes some state of ``dfa`` reads (bool[256])."""
-    return (dfa.transitions >= 0).any(axis=0) if dfa.num_states else np.zeros(256, dtype=bool)
-
-
 _RAW_UNITS: LRU[bool] = LRU(64)
 
 
@@ -510,7 +505,7 @@ class MaskTable:
         byte can be read there are walked here (usually a few hundred; by a trie walk when
         built, where a dead byte prunes its subtree)."""
         index = self.index
-        readable = leaving | block_bytes(block.dfa)
+        readable = leaving | block.dfa.read_bytes
         if index.unsafe_trie is not None:
             # a token whose first unsafe byte cannot be read dies there: without a readable
             # control byte only those that first reach a quote or a backslash can live

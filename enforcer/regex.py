@@ -35,7 +35,7 @@ from functools import lru_cache
 from typing import Iterable, Literal
 
 from .automaton import (EPSILON, NOTHING, Concat, Embedded, Graph, Node, Repeat, Union, alt,
-                        byte_chars, byte_set, codepoints, literal, normalise_ranges, plus, repeat, seq, star)
+                        byte_chars, byte_set, codepoints, compile_node, literal, normalise_ranges, plus, repeat, seq, star)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 __all__ = ["json_string_char", "JSON_STRING_CHAR_ANY", "pattern_node", "format_node",
@@ -918,7 +918,11 @@ FORMAT_DOCS: dict[str, str] = {
 
 @lru_cache(maxsize=None)
 def _format(fmt: str, escapes: Escapes) -> Node:
-    return _full_match(_Parser(_FORMAT_SOURCES[fmt], "").parse(), escapes)
+    """The format's minimal DFA as an embedded block (0.5-9 ms once per process): rows of a
+    value's automaton inside it then read the block's table instead of determinising the
+    format's bounded repeats (hostname labels: a subset per position) in every schema, and
+    its states' masks share the per-vocabulary work of embedded automata."""
+    return Embedded(compile_node(_full_match(_Parser(_FORMAT_SOURCES[fmt], "").parse(), escapes)))
 
 
 def format_node(fmt: str, pointer: str, *, escapes: Escapes = "all") -> Node | None:
