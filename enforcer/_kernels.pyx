@@ -1274,25 +1274,49 @@ def subtree_bytes(const uint8_t[::1] node_byte, const int32_t[::1] node_end):
     return out_arr
 
 
+cdef struct _TrieNode:
+    int32_t end      # where the node's subtree ends (preorder)
+    int32_t first    # the range of the tokens the node spells, in ``ids``
+    int32_t last
+    int32_t byte     # the byte read into the node
+    uint64_t below_lo  # subtree_bytes: the ASCII bytes read below it (bit 0: any other byte)
+    uint64_t below_hi
+
+
 cdef class TrieWalk:
     """The arrays of one token trie (:func:`build_trie`) and the token ids of its positions,
-    held once (per vocabulary) so that each walk passes only its automaton. Lifetime: that of
-    the token index."""
+    held once (per vocabulary) so that each walk passes only its automaton; the walk reads
+    each node as one 32-byte record (its fields side by side: one cache line per child
+    visited). Lifetime: that of the token index."""
 
-    cdef const uint8_t[::1] node_byte
-    cdef const int32_t[::1] node_end
-    cdef const int32_t[::1] node_first
-    cdef const int32_t[::1] node_last
+    cdef _TrieNode* nodes
+    cdef Py_ssize_t n_nodes
     cdef const int64_t[::1] ids
-    cdef const uint64_t[:, ::1] below
     cdef Py_ssize_t max_depth
+
+    def __cinit__(self):
+        self.nodes = NULL
 
     def __init__(self, const uint8_t[::1] node_byte, const int32_t[::1] node_end, const int32_t[::1] node_first,
                  const int32_t[::1] node_last, const int64_t[::1] ids, Py_ssize_t max_depth):
-        self.node_byte, self.node_end, self.node_first, self.node_last = node_byte, node_end, node_first, node_last
+        cdef const uint64_t[:, ::1] below = subtree_bytes(node_byte, node_end)
+        cdef Py_ssize_t n = node_byte.shape[0], c
+        self.nodes = <_TrieNode*>malloc(max(n, 1) * sizeof(_TrieNode))
+        if self.nodes == NULL:
+            raise MemoryError()
+        for c in range(n):
+            self.nodes[c].end = node_end[c]
+            self.nodes[c].first = node_first[c]
+            self.nodes[c].last = node_last[c]
+            self.nodes[c].byte = node_byte[c]
+            self.nodes[c].below_lo = below[c, 0]
+            self.nodes[c].below_hi = below[c, 1]
+        self.n_nodes = n
         self.ids = ids
-        self.below = subtree_bytes(node_byte, node_end)
         self.max_depth = max_depth
+
+    def __dealloc__(self):
+        free(self.nodes)
 
     def walk(self, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state, uint32_t[::1] mask,
              SubsetConstruction builder=None, Py_ssize_t max_rows=0, const int32_t[::1] start_nodes=None,
@@ -1311,13 +1335,10 @@ cdef class TrieWalk:
         except while building a row."""
         import numpy as np
 
-        cdef const uint8_t[::1] node_byte = self.node_byte
-        cdef const int32_t[::1] node_end = self.node_end
-        cdef const int32_t[::1] node_first = self.node_first
-        cdef const int32_t[::1] node_last = self.node_last
+        cdef const _TrieNode* nodes = self.nodes
+        cdef const _TrieNode* child
         cdef const int64_t[::1] ids = self.ids
-        cdef const uint64_t[:, ::1] below = self.below
-        cdef Py_ssize_t n_nodes = node_byte.shape[0], n_positions = ids.shape[0], q_stop
+        cdef Py_ssize_t n_nodes = self.n_nodes, n_positions = ids.shape[0], q_stop
         cdef int32_t loop_state[64]  # a direct-mapped cache of the states' loop classes
         cdef uint64_t loop_lo[64]
         cdef uint64_t loop_hi[64]
@@ -1357,7 +1378,7 @@ cdef class TrieWalk:
                         node = start_nodes[k]
                         frame_state[0] = start_states[k]
                     frame_next[0] = node + 1
-                    frame_stop[0] = node_end[node]
+                    frame_stop[0] = nodes[node].end
                     top = 1
                     while top:
                         f = top - 1
@@ -1365,17 +1386,18 @@ cdef class TrieWalk:
                         if c >= frame_stop[f]:
                             top -= 1
                             continue
-                        frame_next[f] = node_end[c]
-                        t = table[frame_state[f], node_byte[c]]
+                        child = &nodes[c]
+                        frame_next[f] = child.end
+                        t = table[frame_state[f], child.byte]
                         if t < 0:
                             continue
-                        q_end = node_last[c]
-                        q = node_first[c]
+                        q_end = child.last
+                        q = child.first
                         while q < q_end:
                             tid = ids[q]
                             mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
                             q += 1
-                        if node_end[c] == c + 1:  # a leaf
+                        if child.end == c + 1:  # a leaf
                             continue
                         if t < num_states and not built[t] and building and rows_built < max_rows:
                             with gil:
@@ -1388,8 +1410,8 @@ cdef class TrieWalk:
                             # does not loop on is rejected at once (bounded repeats: a state
                             # per position, none looping); the class of one that does is
                             # computed once and cached
-                            lo = below[c, 0]
-                            hi = below[c, 1]
+                            lo = child.below_lo
+                            hi = child.below_hi
                             whole = False
                             if not (lo & 1):
                                 b = __builtin_ctzll(lo) if lo else 64 + __builtin_ctzll(hi)
@@ -1408,8 +1430,8 @@ cdef class TrieWalk:
                                     whole = (lo & ~loop_lo[slot]) == 0 and (hi & ~loop_hi[slot]) == 0
                             if whole:
                                 # every token below stays at t: all allowed, no walk
-                                q_stop = node_first[node_end[c]] if node_end[c] < n_nodes else n_positions
-                                q = node_last[c]
+                                q_stop = nodes[child.end].first if child.end < n_nodes else n_positions
+                                q = child.last
                                 while q < q_stop:
                                     tid = ids[q]
                                     mask[tid >> 5] |= (<uint32_t>1) << (tid & 31)
@@ -1417,7 +1439,7 @@ cdef class TrieWalk:
                                 continue
                             frame_state[top] = t
                             frame_next[top] = c + 1
-                            frame_stop[top] = node_end[c]
+                            frame_stop[top] = child.end
                             top += 1
                             continue
                         if pending == pend_cap:

@@ -58,14 +58,20 @@ class Node:
     :class:`_NFA` builds between its start and end), known at construction from the children's
     counts: every use of a shared sub-expression counts (the builder copies it at each use), a
     bounded repeat counts each copy, an embedded DFA counts its states. The compile-time budget
-    reads it (:func:`nfa_size`) at no cost."""
+    reads it (:func:`nfa_size`) at no cost.
+
+    ``empty``: whether the node matches no string at all, also known at construction from the
+    children's (exact: a sequence is empty when a part is, a union when every branch is, a
+    graph when no path of non-empty edges joins its start to an accepting state)."""
 
     __slots__ = ()
     nfa_states: int
+    empty: bool
 
 
-def _set_nfa_states(node: Node, count: int) -> None:
+def _set_nfa_states(node: Node, count: int, empty: bool) -> None:
     object.__setattr__(node, "nfa_states", count)
+    object.__setattr__(node, "empty", empty)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -75,23 +81,30 @@ class ByteSet(Node):
     ranges: tuple[tuple[int, int], ...]
     nfa_states = 0
 
+    @property
+    def empty(self) -> bool:
+        return not self.ranges
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Concat(Node):
     parts: tuple[Node, ...]
     nfa_states: int = field(init=False, repr=False)
+    empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts))
+        _set_nfa_states(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts),
+                        any(p.empty for p in self.parts))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Union(Node):
     alternatives: tuple[Node, ...]
     nfa_states: int = field(init=False, repr=False)
+    empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, sum(a.nfa_states for a in self.alternatives))
+        _set_nfa_states(self, sum(a.nfa_states for a in self.alternatives), all(a.empty for a in self.alternatives))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -102,11 +115,13 @@ class Repeat(Node):
     minimum: int
     maximum: int | None
     nfa_states: int = field(init=False, repr=False)
+    empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         optional = 1 if self.maximum is None else self.maximum - self.minimum
         joints = self.minimum + (2 if self.maximum is None else optional)
-        _set_nfa_states(self, joints + (self.minimum + optional) * self.node.nfa_states)
+        _set_nfa_states(self, joints + (self.minimum + optional) * self.node.nfa_states,
+                        self.minimum > 0 and self.node.empty)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -115,9 +130,10 @@ class Embedded(Node):
 
     dfa: "DFA"
     nfa_states: int = field(init=False, repr=False)
+    empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, self.dfa.num_states)
+        _set_nfa_states(self, self.dfa.num_states, self.dfa.is_empty)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -131,19 +147,42 @@ class Graph(Node):
     accepting: frozenset[int]
     edges: tuple[tuple[int, Node, int], ...]
     nfa_states: int = field(init=False, repr=False)
+    empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges))
+        _set_nfa_states(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end())
+
+    def _reaches_no_end(self) -> bool:
+        """No path of non-empty edges from the start reaches an accepting state (depth first,
+        stopping at the first accepting state reached)."""
+        if self.start in self.accepting:
+            return False
+        outgoing: dict[int, list[int]] = {}
+        for a, body, b in self.edges:
+            if not body.empty:
+                outgoing.setdefault(a, []).append(b)
+        reached = {self.start}
+        stack = [self.start]
+        while stack:
+            for b in outgoing.get(stack.pop(), ()):
+                if b not in reached:
+                    if b in self.accepting:
+                        return False
+                    reached.add(b)
+                    stack.append(b)
+        return True
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Epsilon(Node):
     nfa_states = 0
+    empty = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Nothing(Node):
     nfa_states = 0
+    empty = True
 
 
 EPSILON: Node = _Epsilon()
@@ -1108,53 +1147,6 @@ def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
     return table[:i]
 
 
-def is_empty_node(node: Node) -> bool:
-    """Whether ``node`` matches no string at all, read off its structure (exact: a sequence is
-    empty when a part is, a union when every branch is, a graph when no path of non-empty
-    edges joins its start to an accepting state). Linear in the distinct sub-nodes."""
-    memo: dict[int, bool] = {}
-
-    def empty(n: Node) -> bool:
-        hit = memo.get(id(n))
-        if hit is not None:
-            return hit
-        if n is NOTHING:
-            out = True
-        elif n is EPSILON:
-            out = False
-        elif isinstance(n, ByteSet):
-            out = not n.ranges
-        elif isinstance(n, Concat):
-            out = any(empty(p) for p in n.parts)
-        elif isinstance(n, Union):
-            out = all(empty(a) for a in n.alternatives)
-        elif isinstance(n, Repeat):
-            out = n.minimum > 0 and empty(n.node)
-        elif isinstance(n, Embedded):
-            out = n.dfa.is_empty
-        elif isinstance(n, Graph):
-            outgoing: dict[int, list[tuple[Node, int]]] = {}
-            for a, body, b in n.edges:
-                outgoing.setdefault(a, []).append((body, b))
-            reached = {n.start}
-            stack = [n.start]
-            out = n.start not in n.accepting
-            while stack and out:  # depth first, stopping at the first accepting state reached
-                for body, b in outgoing.get(stack.pop(), ()):
-                    if b not in reached and not empty(body):
-                        reached.add(b)
-                        stack.append(b)
-                        if b in n.accepting:
-                            out = False
-                            break
-        else:  # pragma: no cover - programming error
-            raise TypeError(f"not a Node: {n!r}")
-        memo[id(n)] = out
-        return out
-
-    return empty(node)
-
-
 class AutomatonBudgetError(SchemaTooComplexError):
     """A lazy automaton passed its decode-time budget during a mask walk. Internal to the mask
     tables, which turn it into an empty mask and an ``error``: never leaves the decode loop."""
@@ -1185,7 +1177,7 @@ class LazyDFA(_Reading):
 
     def __init__(self, node: Node, max_states: int = DEFAULT_MAX_STATES,
                  max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
-        self.is_empty = is_empty_node(node)
+        self.is_empty = node.empty
         nfa_states = nfa_size(node) + 2
         if nfa_states * NFA_STATE_BYTES > max_bytes:
             raise SchemaTooComplexError(

@@ -294,7 +294,7 @@ def _parse(schema: Any) -> Any:
 def schema_node(schema: Any, options: SchemaOptions, checked: bool = False) -> Node:
     """The byte-level expression of every accepted serialisation of ``schema`` (no caching; to
     combine with other expressions before determinising). Checked first unless ``checked``.
-    Not tested for emptiness (:func:`~enforcer.automaton.is_empty_node` does that)."""
+    Not tested for emptiness (:attr:`~enforcer.automaton.Node.empty` says whether it is)."""
     schema = _parse(schema)
     if not checked:
         check_schema(schema)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import Node, alt, codepoints, compile_node, is_empty_node, literal, optional, repeat, seq
+from .automaton import Node, alt, codepoints, compile_node, literal, optional, repeat, seq
 from .engine import Argument, Frame, ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
@@ -556,7 +556,7 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
         try:
             schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
             node = schema_node(args, opts, checked=True) if NamedJson in texts else None
-            if node is not None and is_empty_node(node):
+            if node is not None and node.empty:
                 raise InvalidSchemaError("", "no JSON value satisfies this schema")
             nodes.append(node)
             arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)

@@ -338,3 +338,40 @@ def test_counted_repeat_is_the_bounded_repeat() -> None:
                 if k < maximum:
                     state = counted.walk(state, "é".encode())
             assert counted.walk(state, b"a") < 0
+
+
+def _random_tree_with_empty_parts(rng: random.Random, depth: int):
+    """A random expression over a few bytes, with empty parts mixed in (NOTHING, an empty byte
+    set, graphs whose accepting states no non-empty path reaches)."""
+    from enforcer.automaton import ByteSet, Concat, Repeat, Union
+
+    kind = rng.randrange(8 if depth else 3)
+    if kind == 0:
+        return rng.choice([NOTHING, EPSILON, ByteSet(())])
+    if kind in (1, 2):
+        return literal(rng.choice(["a", "b", "ab"]))
+    if kind == 3:  # raw constructors: the helpers simplify NOTHING away
+        return Concat(tuple(_random_tree_with_empty_parts(rng, depth - 1) for _ in range(rng.randint(1, 3))))
+    if kind == 4:
+        return Union(tuple(_random_tree_with_empty_parts(rng, depth - 1) for _ in range(rng.randint(0, 3))))
+    if kind == 5:
+        lo = rng.randint(0, 2)
+        return Repeat(_random_tree_with_empty_parts(rng, depth - 1), lo, rng.choice([None, lo, lo + 2]))
+    if kind == 6:
+        return Embedded(compile_node(_random_tree_with_empty_parts(rng, depth - 1)))
+    n = rng.randint(1, 4)
+    edges = tuple((rng.randrange(n), _random_tree_with_empty_parts(rng, depth - 1), rng.randrange(n)) for _ in range(rng.randint(0, 5)))
+    return Graph(n, 0, frozenset(rng.sample(range(n), rng.randint(0, n))), edges)
+
+
+def test_node_emptiness_known_at_construction_matches_the_automaton():
+    """``Node.empty`` (computed from the children as nodes are built) says exactly whether the
+    compiled automaton accepts nothing, on random trees that mix empty parts into every kind of
+    node."""
+    rng = random.Random(7)
+    empties = 0
+    for _ in range(600):
+        node = _random_tree_with_empty_parts(rng, 3)
+        assert node.empty == compile_node(node).is_empty, node
+        empties += node.empty
+    assert 50 < empties < 550  # both verdicts are exercised
