@@ -16,7 +16,7 @@ import hashlib
 from array import array
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ try:
     from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, live_order, nfa_csr, reaching
 except ImportError:  # a source tree without the built extension: the Python walks do the work
     SubsetConstruction = ThompsonNFA = dfa_product = live_order = nfa_csr = reaching = None
+if TYPE_CHECKING:
+    from ._kernels import TrieWalk
 
 DEAD = -1
 ROW_BYTES = 1_180
@@ -598,7 +600,7 @@ class DFA(_Reading):
     """
 
     __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key",
-                 "_read_bytes")
+                 "_read_bytes", "_built_flags")
 
     exhausted = None
     """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
@@ -609,6 +611,7 @@ class DFA(_Reading):
         """Set by :func:`counted_repeat`: the unit and how many units each state may still read."""
         self._content_key: bytes | None = None
         self._read_bytes: np.ndarray | None = None
+        self._built_flags: np.ndarray | None = None  # every row is built: all ones, for the walks
         self.accepting = accepting
         self.transitions.setflags(write=False)
         self.accepting.setflags(write=False)
@@ -675,11 +678,22 @@ class DFA(_Reading):
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) for the compiled walk: every row is built."""
-        return self.transitions, np.ones(self.num_states, dtype=np.uint8)
+        return self.transitions, self._all_built()
 
     def building_walk(self, walk: Callable[..., tuple]) -> tuple:
         """``walk(table, built flags, None)``: a built DFA has no row to build."""
         return walk(*self.kernel_view(), None)
+
+    def walk_trie(self, kernel: "TrieWalk", state: int, words: np.ndarray) -> None:
+        """Set in ``words`` (packed uint32) the bits of the tokens of ``kernel``'s trie that the
+        DFA reads whole from ``state`` (:meth:`enforcer._kernels.TrieWalk.walk`)."""
+        kernel.walk(self.transitions, self._all_built(), state, words)
+
+    def _all_built(self) -> np.ndarray:
+        flags = self._built_flags
+        if flags is None:
+            flags = self._built_flags = np.ones(self.num_states, dtype=np.uint8)
+        return flags
 
     def ranges(self, state: int) -> list[tuple[int, int, int]]:
         """Outgoing transitions of ``state`` as ``(lo, hi, target)`` byte ranges. All states'
@@ -1158,6 +1172,10 @@ def nfa_size(node: Node) -> int:
     return node.nfa_states
 
 
+ROWS_PER_WALK = 1024
+"""Rows a compiled walk builds before it hands back to the automaton's budget check."""
+
+
 class LazyDFA(_Reading):
     """A DFA built on demand: the NFA when first read, then each state by subset construction the
     first time a walk reaches it. Creating one costs a structural emptiness check and an exact
@@ -1313,10 +1331,34 @@ class LazyDFA(_Reading):
         with self._lock:
             result = walk(self._table, self._built.view(np.uint8), det.kernel)
             if result[-1]:
-                self._num_built += result[-1]
-                det.sync_accepting()
-                self._rows_added()
+                self._walk_built(result[-1])
         return result
+
+    def walk_trie(self, kernel: "TrieWalk", state: int, words: np.ndarray) -> None:
+        """Set in ``words`` (packed uint32) the bits of the tokens of ``kernel``'s trie that the
+        automaton reads whole from ``state``: the compiled walk builds up to
+        ``ROWS_PER_WALK`` rows it reaches on the spot, under the lock; subtrees standing at
+        other unbuilt rows come back, their rows are built here and the walk resumes there.
+        Raises :class:`AutomatonBudgetError` once :attr:`exhausted`."""
+        if not self._built[state]:
+            self._build_rows((state,))
+        builder = self._determiniser().kernel
+        nodes = states = None
+        while True:
+            with self._lock:
+                nodes, states, built = kernel.walk(self._table, self._built.view(np.uint8), state, words, builder,
+                                                   ROWS_PER_WALK, nodes, states)
+                if built:
+                    self._walk_built(built)
+            if nodes is None:
+                return
+            self.ensure(np.unique(states))
+
+    def _walk_built(self, count: int) -> None:
+        """A compiled walk built ``count`` rows: account for them (under the lock)."""
+        self._num_built += count
+        self._det.sync_accepting()
+        self._rows_added()
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist)."""

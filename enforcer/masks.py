@@ -115,29 +115,16 @@ def walk_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, positions: np
         dfa.ensure(np.unique(states))
 
 
-_ROWS_PER_WALK = 1024
-"""Rows a trie walk builds before it hands back to the automaton's budget check."""
-
-
 def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, trie: "TokenTrie | None" = None) -> np.ndarray:
     """Packed int32 mask of every token of ``trie`` (default: the whole vocabulary's,
     :attr:`TokenIndex.trie`) whose bytes ``dfa`` accepts from ``state``: the compiled
     depth-first walk of the token trie (:class:`enforcer._kernels.TrieWalk`), where a dead byte
-    prunes every token under it at once. A lazy DFA's rows are built as the walk reaches them
-    (by the compiled subset construction inside the walk, else between resumed walks). Same
-    result as :func:`reference_mask`; needs the compiled kernels (:attr:`TokenIndex.trie` not None)."""
-    kernel = (index.trie if trie is None else trie).kernel
+    prunes every token under it at once; a lazy DFA's rows are built as the walk reaches them
+    (:meth:`LazyDFA.walk_trie`). Same result as :func:`reference_mask`; needs the compiled
+    kernels (:attr:`TokenIndex.trie` not None)."""
     words = np.zeros(index.words, dtype=np.uint32)
-    dfa.array_row(state)  # the start row is built
-    nodes = states = None
-    while True:
-        def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
-            return kernel.walk(table, built, state, words, builder, _ROWS_PER_WALK, nodes, states)
-
-        nodes, states, _ = dfa.building_walk(walk)
-        if nodes is None:
-            return words.view(np.int32)
-        dfa.ensure(np.unique(states))
+    dfa.walk_trie((index.trie if trie is None else trie).kernel, state, words)
+    return words.view(np.int32)
 
 
 class TokenTrie(NamedTuple):

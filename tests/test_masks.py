@@ -16,7 +16,7 @@ import pytest
 
 from enforcer import Vocabulary, compile_json_schema
 from benchmarks.conformance import load_maskbench, make_encoder, spread_sample
-from enforcer import masks
+from enforcer import automaton, masks
 from enforcer.automaton import LazyDFA, alt, codepoints, compile_node, literal, repeat, seq
 from enforcer.masks import MaskTable, pack_ids, reference_mask, token_index
 from enforcer.matcher import clear_cache
@@ -59,7 +59,7 @@ def test_trie_walk_builds_a_lazy_automaton(kimi_vocab, monkeypatch, rows_per_wal
     compiled call), stops at the others and resumes once they are built: the masks of the first
     states of a fresh automaton (keys, an enum, a pattern) equal the plain walk's, which sees the
     rows the trie walk built. 0 rows per walk: every new row goes through the resumed walk."""
-    monkeypatch.setattr(masks, "_ROWS_PER_WALK", rows_per_walk)
+    monkeypatch.setattr(automaton, "ROWS_PER_WALK", rows_per_walk)
     index = token_index(kimi_vocab)
     node = seq(literal('{"'), alt(literal("alpha"), literal("alphabet"), literal("beta")), literal('": "'),
                repeat(codepoints([(0x41, 0x5A)]), 2, 5), literal('"}'))
