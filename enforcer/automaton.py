@@ -665,9 +665,13 @@ class DFA(_Reading):
 
     @property
     def read_bytes(self) -> np.ndarray:
-        """The bytes some state reads (bool[256], read-only; computed once, one pass over the table)."""
+        """The bytes some state reads (bool[256], read-only; computed once, one pass over the
+        table; a counted repeat of at least one unit reads what its unit reads)."""
         if self._read_bytes is None:
-            read = (self.transitions >= 0).any(axis=0) if self.num_states else np.zeros(256, dtype=bool)
+            if self.counted is not None and self.num_states > 1:
+                read = self.counted.unit.read_bytes
+            else:
+                read = (self.transitions >= 0).any(axis=0) if self.num_states else np.zeros(256, dtype=bool)
             read.setflags(write=False)
             self._read_bytes = read
         return self._read_bytes

@@ -331,6 +331,8 @@ def test_counted_repeat_is_the_bounded_repeat() -> None:
             if minimum > maximum:
                 assert counted.is_empty
                 continue
+            # the bytes it reads (taken from the unit) are those its table reads
+            assert np.array_equal(counted.read_bytes, (counted.transitions >= 0).any(axis=0)), (minimum, maximum)
             state = 0
             for k in range(maximum + 1):
                 assert counted.counted.remaining[state] == maximum - k
