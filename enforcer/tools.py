@@ -139,6 +139,7 @@ class CompiledTools:
         self._exits: dict[tuple, dict[int, int]] = {}
         self._rules: dict[tuple, Any] = {}
         self._masks: dict[tuple, np.ndarray] = {}
+        self._exit_masks: dict[tuple, np.ndarray | None] = {}
         self._value_index: dict[tuple[int, Argument], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
@@ -382,25 +383,38 @@ class CompiledTools:
         key = (frame.mask_key, tstate)
         hit = self._masks.get(key)
         if hit is None:
-            exits = frame.exits
+            exits = self._exit_words(frame)
             rule = frame.rule
-            edge_ids = np.array(sorted(exits), dtype=np.int64)
             if rule is None:
-                hit = pack_ids(edge_ids, self.words)
+                hit = exits if exits is not None else np.zeros(self.words, dtype=np.int32)
             else:
                 hit = rule.mask(tstate)
-                if rule.accepting(tstate) and len(edge_ids):
-                    hit = hit | pack_ids(edge_ids, self.words)
+                if exits is not None and rule.accepting(tstate):
+                    hit = hit | exits
                 elif hit.flags.writeable:
                     hit = hit.copy()  # the rule's own array; a read-only (cached) mask is shared
             hit.setflags(write=False)
             self._masks[key] = hit
         return hit
 
+    def _exit_words(self, frame: Frame) -> np.ndarray | None:
+        """Packed mask of the control tokens that leave ``frame`` (read-only; None: no exit),
+        made once per frame key."""
+        key = frame.mask_key
+        if key in self._exit_masks:
+            return self._exit_masks[key]
+        hit = None
+        if frame.exits:
+            hit = pack_ids(np.fromiter(frame.exits, dtype=np.int64, count=len(frame.exits)), self.words)
+            hit.setflags(write=False)
+        self._exit_masks[key] = hit
+        return hit
+
     def memory_size_bytes(self) -> int:
         """Bytes held: the masks of its states, its text rules (automata, tries, masks) and the
         argument automata it uses (each counted once). Grows as new states are reached."""
-        own = sum(m.nbytes for m in self._masks.values())
+        own = sum(m.nbytes for m in self._masks.values()) \
+            + sum(m.nbytes for m in self._exit_masks.values() if m is not None)
         seen: set[int] = set()
         parts = [r for r in self._rules.values()] + [s for s in self.schemas if s is not None] \
             + list(self._value_index.values())
