@@ -264,7 +264,8 @@ _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
 
 def clear_cache() -> None:
     """Forget every cached :class:`CompiledSchema` and the masks shared between compiled
-    objects (e.g. to measure cold compiles)."""
+    objects (e.g. to measure cold compiles). The ``format`` automata, constants of the library
+    built once per process at first use, stay."""
     _CACHE.clear()
     clear_shared_masks()
 
