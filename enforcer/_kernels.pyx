@@ -12,6 +12,8 @@ from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 
+import numpy as np
+
 
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
@@ -109,8 +111,6 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
     follows bytes both tables accept, difference (``keep_other_dead``) every byte ``a`` accepts,
     ``b`` possibly dead (-1). Returns (table, first states, second states), one row per pair in
     the order found, or None past ``max_states`` pairs. Cost: one hash probe per live byte."""
-    import numpy as np
-
     cdef Py_ssize_t nb1 = b.shape[0] + 1
     cdef Py_ssize_t capacity = 1024, rows = 64, n = 1, i = 0, h, k
     cdef int byte
@@ -236,8 +236,6 @@ cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t need
 
 cdef object _int32_table(const int32_t* items, Py_ssize_t count, Py_ssize_t width):
     """A copy of ``count`` int32 ``items`` as an int32[count // width, width] array."""
-    import numpy as np
-
     out = np.empty((count // width, width), dtype=np.int32)
     cdef int32_t[:, ::1] view = out
     if count:
@@ -780,8 +778,6 @@ def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] target
     """Which of ``n`` states reach ``end`` over the edges ``sources[k] -> targets[k]`` (a uint8
     array): predecessor lists by counting sort, then one depth-first pass. Cost linear in the
     states and edges."""
-    import numpy as np
-
     cdef Py_ssize_t m = sources.shape[0], k, top = 0
     cdef int32_t s, t
     start_arr = np.zeros(n + 1, dtype=np.int64)
@@ -827,8 +823,6 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
     (source, target); an edge whose target is not ``alive`` (uint8[n], or None: keep all) is
     dropped. Returns (edge starts int64[n + 1], lo, hi, target int32[E'], epsilon starts
     int64[n + 1], epsilon targets int32[M']). Cost: two counting passes, linear."""
-    import numpy as np
-
     cdef Py_ssize_t m = edges.shape[0], q = eps.shape[0], k, kept = 0, kept_eps = 0
     cdef bint trim = alive is not None
     cdef int32_t src
@@ -1097,8 +1091,6 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     0 through such states, in breadth-first visiting order from 0 (each state's distinct
     targets in increasing order): an int32 array, or None when state 0 cannot reach
     acceptance. Cost linear in the table."""
-    import numpy as np
-
     cdef Py_ssize_t n = table.shape[0], s, k, top, m = 0, count, head, found
     cdef int32_t t
     if n == 0:
@@ -1195,8 +1187,6 @@ def build_trie(const uint8_t[::1] flat, const int64_t[::1] offsets, const int64_
     subtree ends at ``end[node]``. Returns (byte read into each node uint8, subtree end int32,
     first and past-last position of the tokens spelled by each node int32: a range, so tokens
     with equal bytes share their node). Cost: one pass over the bytes."""
-    import numpy as np
-
     cdef Py_ssize_t n = offsets.shape[0], p, d, total = 1, node
     cdef int64_t prev_start = 0, prev_length = 0, start, length, lcp, limit, depth = 0, max_length = 0
     for p in range(n):
@@ -1253,8 +1243,6 @@ def subtree_bytes(const uint8_t[::1] node_byte, const int32_t[::1] node_end):
     two 64-bit words of ASCII bits (bit ``b`` of word ``b >> 6``); any byte 0x00 or >= 0x80 sets
     bit 0 instead, which no loop class holds (see :meth:`TrieWalk.walk`). uint64[n, 2]; cost:
     one pass, children before parents."""
-    import numpy as np
-
     cdef Py_ssize_t n = node_byte.shape[0], c, k
     cdef uint8_t b
     out_arr = np.zeros((n, 2), dtype=np.uint64)
@@ -1333,8 +1321,6 @@ cdef class TrieWalk:
         (:func:`subtree_bytes`). Returns (pending nodes, pending states, rows built), the pending arrays
         None when there are none. Cost: one table lookup per child of a live node, GIL released
         except while building a row."""
-        import numpy as np
-
         cdef const _TrieNode* nodes = self.nodes
         cdef const _TrieNode* child
         cdef const int64_t[::1] ids = self.ids
