@@ -884,7 +884,7 @@ cdef class ThompsonNFA:
     arrays: the compiled version of :class:`enforcer.automaton._NFA`, which it must match state
     for state and edge for edge (its differential test). ``kinds`` holds the node classes and
     singletons it dispatches on (ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON,
-    NOTHING, Block); ``graph_is_trim`` says whether a Graph node can leave dead states. A
+    NOTHING, Block); a Graph node's ``trim`` says whether it can leave dead states. A
     sub-expression of at least ``fragment_min`` NFA states met again is copied, renumbered,
     instead of walked again. Cost: a few attribute reads per node plus a copy per reuse."""
 
@@ -896,7 +896,7 @@ cdef class ThompsonNFA:
     cdef public bint may_dead_end
     cdef public list blocks
     cdef dict fragments
-    cdef object ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block, graph_is_trim
+    cdef object ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block
     cdef Py_ssize_t fragment_min
 
     def __cinit__(self):
@@ -907,10 +907,9 @@ cdef class ThompsonNFA:
         free(self.edges)
         free(self.eps)
 
-    def __init__(self, tuple kinds, graph_is_trim, Py_ssize_t fragment_min):
+    def __init__(self, tuple kinds, Py_ssize_t fragment_min):
         (self.ByteSet, self.Concat, self.Union, self.Repeat, self.Graph, self.Embedded, self.EPSILON,
          self.NOTHING, self.Block) = kinds
-        self.graph_is_trim = graph_is_trim
         self.fragment_min = fragment_min
         self.num_states = 0
         self.n_edges = self.edges_cap = self.n_eps = self.eps_cap = 0
@@ -1054,7 +1053,7 @@ cdef class ThompsonNFA:
                     cur = nxt
             return 0
         if kind is self.Graph:
-            if not self.graph_is_trim(node):
+            if not node.trim:
                 self.may_dead_end = True
             base = self.num_states
             self.num_states += node.num_states

@@ -150,9 +150,17 @@ class Graph(Node):
     edges: tuple[tuple[int, Node, int], ...]
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
+    trim: bool = field(init=False, repr=False)
+    """Every state reaches an accepting one (edges other than NOTHING taken as non-empty):
+    the Thompson NFA leaves no dead state inside it."""
 
     def __post_init__(self) -> None:
         _set_nfa_states(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end())
+        reverse: list[list[int]] = [[] for _ in range(self.num_states)]
+        for src, sub, dst in self.edges:
+            if sub is not NOTHING:
+                reverse[dst].append(src)
+        object.__setattr__(self, "trim", all(_reaching(reverse, self.accepting)))
 
     def _reaches_no_end(self) -> bool:
         """No path of non-empty edges from the start reaches an accepting state (depth first,
@@ -363,15 +371,6 @@ ANY_CODEPOINT = codepoints([(0, 0x10FFFF)])
 # Thompson NFA
 
 
-def _graph_is_trim(graph: Graph) -> bool:
-    """Every state of ``graph`` can reach an accepting state (edges taken as non-empty)."""
-    reverse: list[list[int]] = [[] for _ in range(graph.num_states)]
-    for src, sub, dst in graph.edges:
-        if sub is not NOTHING:
-            reverse[dst].append(src)
-    return all(_reaching(reverse, graph.accepting))
-
-
 def _reaching(reverse: list[list[int]], targets: Iterable[int]) -> list[bool]:
     """Which states reach one of ``targets``, given each state's predecessors."""
     alive = [False] * len(reverse)
@@ -535,7 +534,7 @@ class _NFA:
                     self._eps(nxt, end)
                     cur = nxt
         elif isinstance(node, Graph):
-            if not _graph_is_trim(node):
+            if not node.trim:
                 self.may_dead_end = True
             local = [self.new() for _ in range(node.num_states)]
             self._eps(start, local[node.start])
@@ -561,7 +560,7 @@ def new_nfa(compiled: bool = True) -> "_NFA":
     built and ``compiled``, else :class:`_NFA` (its reference: same states, same edges)."""
     if compiled and ThompsonNFA is not None:
         return ThompsonNFA((ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block),
-                           _graph_is_trim, _FRAGMENT_MIN_STATES)
+                           _FRAGMENT_MIN_STATES)
     return _NFA()
 
 
