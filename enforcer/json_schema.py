@@ -52,6 +52,14 @@ UNSUPPORTED = frozenset({
     "unevaluatedProperties",
     "unevaluatedItems", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
 })
+ALWAYS_REFUSED = ("uniqueItems", "$recursiveRef", "$recursiveAnchor")
+"""Keywords refused wherever the compile meets them (``unevaluated*`` are folded first)."""
+_TRANSFORMED_FIRST = ("unevaluatedProperties", "unevaluatedItems")
+"""Keywords that make ``_value`` rewrite a schema before checking its keywords (as dependent
+schemas do)."""
+_NOT_TYPED_DIRECTLY = ("$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "if", "not", "enum", "const")
+"""Keywords that send a schema elsewhere than ``_typed``'s object and array builders (merged,
+split or negated: its children may be compiled restricted, or not at all)."""
 _REFERENCES = ("$ref", "$dynamicRef")
 _SCOPE = "scope "
 """Prefix of the ``Refs`` entries that record the schema resources a path entered (the dynamic
@@ -257,7 +265,66 @@ class SchemaCompiler:
             if uri.split("://", 1)[-1] not in KNOWN_METASCHEMAS:
                 raise UnsupportedSchemaError("$schema", "", f"unknown meta-schema {uri!r}: its vocabularies "
                                              "may change what keywords mean")
+        self._refuse_early()
         return self.value(self.root, "", 0, ())
+
+    def _refuse_early(self) -> None:
+        """Raise the refusal of a keyword that is never enforced (:data:`ALWAYS_REFUSED`) when
+        it sits where the compile is sure to meet it, before any automaton is built: a schema
+        on a path of ``properties``, ``additionalProperties``, ``items``/``prefixItems``/
+        ``additionalItems`` and bare ``$ref``s from the root, each schema on it one that the
+        compiler types directly (no applicator, constant or dependent schema beside it, which
+        could restrict its children away). The same error the compile raises on reaching it,
+        without the eager intersections met before it (a schema spent 5 s on them before its
+        refusal). Cost: one visit per schema object on those paths."""
+        stack: list[tuple[Any, str]] = [(self.root, "")]
+        seen: set[int] = set()
+        while stack:
+            schema, pointer = stack.pop()
+            for _ in range(32):  # bare $ref chains, as _value follows them
+                if not (isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}):
+                    break
+                try:  # the pointer stays the referring one's, as the compile reports it
+                    schema, _ = self.resolve(schema["$ref"], pointer, schema)
+                except (InvalidSchemaError, UnsupportedSchemaError):
+                    schema = None  # the compile reports it where it meets it
+            if not isinstance(schema, dict) or id(schema) in seen:
+                continue
+            seen.add(id(schema))
+            if any(k in schema for k in _TRANSFORMED_FIRST) or _schema_dependencies(schema):
+                continue  # rewritten before its keywords are checked
+            for key in ALWAYS_REFUSED:
+                if key in schema and _NO_OP.get(key, object()) != schema[key]:
+                    raise UnsupportedSchemaError(key, pointer)
+            if any(k in schema for k in _NOT_TYPED_DIRECTLY):
+                continue
+            try:
+                types = _declared_types(schema)
+            except InvalidSchemaError:
+                continue
+            stack.extend(reversed(self._typed_children(schema, pointer, types)))
+
+    @staticmethod
+    def _typed_children(schema: dict, pointer: str, types: set[str]) -> list[tuple[Any, str]]:
+        """The sub-schemas ``_object``/``_array`` compile whatever the value (for
+        :meth:`_refuse_early`), with their pointers, in the order they are compiled."""
+        children: list[tuple[Any, str]] = []
+        properties = schema.get("properties")
+        if "object" in types and not any(k in schema for k in ("patternProperties", "propertyNames")):
+            if isinstance(properties, dict) and False not in properties.values():
+                children += [(sub, f"{pointer}/properties/{_escape(name)}") for name, sub in properties.items()]
+            if isinstance(schema.get("additionalProperties"), dict):
+                children.append((schema["additionalProperties"], f"{pointer}/additionalProperties"))
+        if "array" in types and "contains" not in schema:
+            for key in ("prefixItems", "items"):
+                value = schema.get(key)
+                if isinstance(value, list):
+                    children += [(sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)]
+                elif isinstance(value, dict):
+                    children.append((value, f"{pointer}/{key}"))
+            if isinstance(schema.get("additionalItems"), dict) and isinstance(schema.get("items"), list):
+                children.append((schema["additionalItems"], f"{pointer}/additionalItems"))
+        return children
 
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """Every accepted serialisation of values of ``schema`` at value nesting ``depth``. An

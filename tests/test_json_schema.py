@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from enforcer import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from enforcer import json_schema
 from enforcer.json_schema import SchemaOptions
 from enforcer.matcher import compile_schema_dfa
 
@@ -262,6 +263,34 @@ def test_unsupported_keyword_names_keyword_and_pointer(schema, keyword, pointer)
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.keyword == keyword and info.value.pointer == pointer
     assert keyword in str(info.value)
+
+
+def test_a_keyword_never_enforced_is_refused_before_any_automaton_is_built(monkeypatch):
+    """A uniqueItems the compile is sure to meet is refused first: the intersection written
+    before it in the schema (an allOf of two patterns) is not built (it took seconds on
+    JsonSchemaStore's minecraft-biome before the refusal)."""
+    built = []
+    real = json_schema.compile_node
+    monkeypatch.setattr(json_schema, "compile_node", lambda *a, **k: built.append(a) or real(*a, **k))
+    schema = {"type": "object", "properties": {
+        "first": {"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]},
+        "later": {"type": "object", "properties": {"xs": {"$ref": "#/$defs/unique"}}}},
+        "$defs": {"unique": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert (info.value.keyword, info.value.pointer) == ("uniqueItems", "/properties/later/properties/xs")
+    assert built == []
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "object", "items": {"uniqueItems": True}}}},  # never an array
+    {"allOf": [{"type": "object", "patternProperties": {"^x": {}}},
+               {"uniqueItems": True, "additionalProperties": {"type": "integer"}}]},  # restricted to objects
+    {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}], "items": {"uniqueItems": True}}}},
+    {"type": "object", "properties": {"a": {"enum": [1, 2], "items": {"uniqueItems": True}}}},
+])
+def test_a_keyword_never_enforced_where_the_compile_never_meets_it_is_no_refusal(schema):
+    assert not compile_schema_dfa(schema, SchemaOptions()).is_empty
 
 
 def test_invalid_and_unsatisfiable_schemas():
