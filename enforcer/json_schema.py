@@ -883,28 +883,112 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
         rest = {k: v for k, v in part.items() if k != key}
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(branches)]
+        exclusions: list[list[Any]] = [[] for _ in followed]
         if key == "oneOf":
             context: Any = merge(merged, rest)
             for other in later:
                 context = merge(context, other)
-            self._check_one_of([b for b, _ in followed], context, pointer)
-        return alt(*(self.value({"allOf": [merged, rest, branch, *later]}, f"{pointer}/{key}/{i}", depth, branch_refs)
-                     for i, (branch, branch_refs) in enumerate(followed)))
+            exclusions = self._one_of_exclusions([b for b, _ in followed], context, [merged, rest, *later], pointer)
+        return alt(*(self._one_branch([merged, rest, branch, *later], excluded, pointer, i, depth, branch_refs)
+                     if excluded else
+                     self.value({"allOf": [merged, rest, branch, *later]}, f"{pointer}/{key}/{i}", depth, branch_refs)
+                     for i, ((branch, branch_refs), excluded) in enumerate(zip(followed, exclusions))))
 
-    def _check_one_of(self, branches: list[Any], rest: Any, pointer: str) -> None:
-        """Refuse a ``oneOf`` whose branches (each with ``rest``, None: not mergeable) may both
-        match one value: the union written for it is exact only for disjoint branches."""
+    def _one_branch(self, parts: list[Any], excluded: list[Any], pointer: str, index: int, depth: int,
+                    refs: Refs) -> Node:
+        """Branch ``index`` of the ``oneOf`` at ``pointer`` (``parts``: it with what holds beside
+        it) where the ``excluded`` negations of the branches it may overlap also hold. A
+        negation the compile cannot enforce beside the branch (a ``not`` refused) refuses the
+        ``oneOf``, naming the branch."""
+        try:
+            return self.value({"allOf": [*parts, *excluded]}, f"{pointer}/oneOf/{index}", depth, refs)
+        except SchemaTooComplexError:
+            raise
+        except UnsupportedSchemaError as exc:
+            if exc.keyword != "not":
+                raise
+            raise UnsupportedSchemaError("oneOf", pointer, f"branch {index} may share values with another branch, "
+                                         f"whose negation is not enforced exactly beside it ({exc})") from None
+
+    def _one_of_exclusions(self, branches: list[Any], rest: Any, beside: list[Any], pointer: str) -> list[list[Any]]:
+        """For each branch of a ``oneOf`` (each with ``rest``, None: not mergeable; ``beside``:
+        the schemas it is compiled with, as written), the
+        negations of the other branches it may share a value with: the branch is compiled with
+        them, so that exactly one branch matches (``oneOf [A_i] = anyOf_i allOf [A_i, not A_j]``,
+        ``j`` over the branches that may overlap ``A_i``; the others are excluded by ``A_i``
+        itself). A negation is the union of the ways that branch fails
+        (:func:`_condition_failures`), exact for the conditions ``if`` and ``not`` negate; a
+        ``oneOf`` needing any other negation is refused, naming both branches. Cost: one
+        disjointness test per pair of branches."""
+        exclusions: list[list[Any]] = [[] for _ in branches]
         if _distinct_literals(branches):
-            return
+            return exclusions
         with_rest = [merge(rest, b) for b in branches]  # exact: only values meeting rest count
+        failures: dict[int, list[Any] | None] = {}
         for i in range(len(branches)):
             for j in range(i + 1, len(branches)):
                 a = with_rest[i] if with_rest[i] is not None else branches[i]
                 b = with_rest[j] if with_rest[j] is not None else branches[j]
-                if not self._disjoint(a, b) and not self._generated_apart(with_rest[i], with_rest[j]):
-                    raise UnsupportedSchemaError(
-                        "oneOf", pointer, f"branches {i} and {j} may both match one value; "
-                        "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
+                if self._disjoint(a, b) or self._generated_apart(with_rest[i], with_rest[j]):
+                    continue
+                apart = self._types_apart(a, b, with_rest[i], with_rest[j])
+                for kept, negated in ((i, j), (j, i)):
+                    if negated not in failures:
+                        failures[negated] = self._failures(branches[negated], f"{pointer}/oneOf/{negated}")
+                    found = failures[negated]
+                    if found is None:
+                        raise UnsupportedSchemaError(
+                            "oneOf", pointer, f"branches {i} and {j} may both match one value, and branch "
+                            f"{negated} is not negated exactly (only types, number bounds, string lengths, "
+                            "constants and object keys are)")
+                    if apart:  # a value of these types fails the other branch already: only the rest need
+                        covered = set(apart) | ({"integer"} if "number" in apart else set())
+                        found = [{"type": apart}] + [f for f in found if not self._types_of(f) <= covered]
+                    exclusions[kept].append(self._negation(found, [*beside, branches[kept]], pointer))
+        for i, excluded in enumerate(exclusions):
+            combinations = 1
+            for negation in excluded:
+                combinations *= len(negation["anyOf"]) if isinstance(negation, dict) and "anyOf" in negation else 1
+            if combinations > MAX_DISTRIBUTED_BRANCHES:
+                raise UnsupportedSchemaError(
+                    "oneOf", pointer, f"branch {i} may share values with {len(excluded)} other branches, and "
+                    f"failing them all takes {combinations} combinations of ways (at most "
+                    f"{MAX_DISTRIBUTED_BRANCHES} are compiled)")
+        return exclusions
+
+    def _types_apart(self, a: Any, b: Any, merged_a: Any, merged_b: Any) -> list[str]:
+        """The JSON types no value of which meets both ``a`` and ``b`` (``merged_*``: the same
+        merged with the rest, None if not mergeable), tested one type at a time (``number``
+        standing for both number types): branches that differ only on objects still share
+        every other type."""
+        found = []
+        for t in ("null", "boolean", "number", "string", "array", "object"):
+            a_t, b_t = _restrict(a, t), _restrict(b, t)
+            if self._disjoint(a_t, b_t) or (t == "object" and merged_a is not None and merged_b is not None
+                                           and self._generated_apart(_restrict(merged_a, t), _restrict(merged_b, t))):
+                found.append(t)
+        return found
+
+    def _failures(self, condition: Any, pointer: str) -> list[Any] | None:
+        """Schemas that together hold exactly the values failing ``condition`` (``[]``: none
+        fails; None: not negated exactly), :func:`_condition_failures` for schema objects."""
+        condition = self._deref(condition, pointer)
+        if condition is True or condition == {}:
+            return []
+        if condition is False:
+            return [True]
+        return _condition_failures(condition, self.dialect)
+
+    def _negation(self, failures: list[Any], context: list[Any], pointer: str) -> Any:
+        """One schema for the union of ``failures`` met beside the ``context`` schemas: the
+        keys a failure names declare nothing, so in strict mode an object the context leaves
+        bare stays open (``additionalProperties: true`` on failures that name properties)."""
+        if self.options.strict and not any(self._declares_keys(part, pointer) for part in context):
+            failures = [{**f, "additionalProperties": True} if isinstance(f, dict) and "properties" in f else f
+                        for f in failures]
+        if not failures:
+            return False
+        return failures[0] if len(failures) == 1 else {"anyOf": failures}
 
     def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
@@ -920,11 +1004,14 @@ class SchemaCompiler:
                 return self.value(_all_of_schema([rest, *others]) if others else rest, pointer, depth, refs)
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
         branches = [b for b, _ in followed]
-        if key == "oneOf":
-            self._check_one_of(branches, rest, pointer)
+        exclusions = self._one_of_exclusions(branches, rest, [rest], pointer) if key == "oneOf" \
+            else [[] for _ in branches]
         nodes = []
-        for i, (branch, branch_refs) in enumerate(followed):
+        for i, ((branch, branch_refs), excluded) in enumerate(zip(followed, exclusions)):
             bptr = f"{pointer}/{key}/{i}"
+            if excluded:  # the branch's keys first, then what the other branches must fail
+                nodes.append(self._one_branch([rest, branch], excluded, pointer, i, depth, branch_refs))
+                continue
             m = merge(rest, branch)
             if m is None:
                 nodes.append(self.value({"allOf": [rest, branch]}, bptr, depth, branch_refs))
