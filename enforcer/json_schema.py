@@ -291,8 +291,9 @@ class SchemaCompiler:
             if not isinstance(schema, dict) or id(schema) in seen:
                 continue
             seen.add(id(schema))
-            if any(k in schema for k in _TRANSFORMED_FIRST) or _schema_dependencies(schema):
-                continue  # rewritten before its keywords are checked
+            if any(k in schema for k in _TRANSFORMED_FIRST) or _schema_dependencies(schema) \
+                    or _validated_constants(schema):
+                continue  # rewritten (or its members validated) before its keywords are checked
             for key in ALWAYS_REFUSED:
                 if key in schema and _NO_OP.get(key, object()) != schema[key]:
                     raise UnsupportedSchemaError(key, pointer)
@@ -410,6 +411,8 @@ class SchemaCompiler:
             return NOTHING
         if not isinstance(schema, dict):
             raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
+        if _validated_constants(schema):
+            return self._enum(schema, pointer, depth)
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             schema = self._fold_unevaluated(schema, pointer)
         dependent = _schema_dependencies(schema)
@@ -1980,6 +1983,33 @@ def _scalar_constants(schema: Any) -> list[Any] | None:
     if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
         return None
     return values
+
+
+_NOT_VALIDATED_ALIKE = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "format", "$id", "id"})
+"""Keys under which jsonschema's verdict on a constant may differ from what the compiler
+enforces: references (resolved against the root's base, not a nested resource's), formats (not
+asserted by the validator the compiler holds)."""
+
+
+def _validated_constants(schema: dict) -> bool:
+    """Whether ``schema`` is an ``enum``/``const`` whose members are checked whole against the
+    rest of it by jsonschema (:meth:`SchemaCompiler._enum`), whatever its other keywords
+    (applicators, ``not``, ``uniqueItems``): the values are exactly the members it admits.
+    Not when a key of :data:`_NOT_VALIDATED_ALIKE` appears in it at any depth."""
+    if "enum" not in schema and "const" not in schema:
+        return False
+    if set(schema) - ANNOTATIONS <= {"enum", "const", "type"}:
+        return False  # the plain case: _typed sends it to _enum already
+    stack: list[Any] = [{k: v for k, v in schema.items() if k not in ("enum", "const")}]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if _NOT_VALIDATED_ALIKE & value.keys():
+                return False
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return True
 
 
 def _all_of_schema(parts: list[Any]) -> Any:

@@ -408,6 +408,19 @@ def test_one_of_with_overlapping_branches_is_each_branch_without_the_others(sche
             assert not dfa.matches(text) or validator.is_valid(value), f"accepted invalid {text!r}"
 
 
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"enum": ["foo", 1, 2.5, None]}, {"not": {"not": {"not": {"type": "integer"}}}}]},  # Synthesized
+    {"enum": [[1, 2], [1, 1], "x", []], "uniqueItems": True},
+    {"enum": ["a", "b", "c"], "oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]},
+    {"const": {"a": [1, 1]}, "not": {"properties": {"a": {"uniqueItems": True}}}},
+])
+def test_constants_are_their_members_the_rest_admits_whatever_its_keywords(schema):
+    """An enum/const beside keywords compiled nowhere else (a nested not, uniqueItems, an
+    overlapping oneOf) is the set of its members jsonschema finds valid: exact."""
+    check(schema, extra=["foo", 2.5, [1, 2], [1, 1], "a", "b", "c", {"a": [1, 1]}], strict=False)
+    check(schema, extra=["foo", 2.5, [1, 2], [1, 1], "a", "b", "c", {"a": [1, 1]}])
+
+
 def test_one_of_whose_overlaps_take_too_many_negations_is_refused():
     branches = [{"type": "object", "properties": {"k": {"const": f"v{i}"}, "n": {"type": "string", "maxLength": 3}}}
                 for i in range(4)]
