@@ -52,6 +52,14 @@ UNSUPPORTED = frozenset({
     "unevaluatedProperties",
     "unevaluatedItems", "$recursiveRef", "$recursiveAnchor", "uniqueItems",
 })
+ALWAYS_REFUSED = ("uniqueItems", "$recursiveRef", "$recursiveAnchor")
+"""Keywords refused wherever the compile meets them (``unevaluated*`` are folded first)."""
+_TRANSFORMED_FIRST = ("unevaluatedProperties", "unevaluatedItems")
+"""Keywords that make ``_value`` rewrite a schema before checking its keywords (as dependent
+schemas do)."""
+_NOT_TYPED_DIRECTLY = ("$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "if", "not", "enum", "const")
+"""Keywords that send a schema elsewhere than ``_typed``'s object and array builders (merged,
+split or negated: its children may be compiled restricted, or not at all)."""
 _REFERENCES = ("$ref", "$dynamicRef")
 _SCOPE = "scope "
 """Prefix of the ``Refs`` entries that record the schema resources a path entered (the dynamic
@@ -257,7 +265,67 @@ class SchemaCompiler:
             if uri.split("://", 1)[-1] not in KNOWN_METASCHEMAS:
                 raise UnsupportedSchemaError("$schema", "", f"unknown meta-schema {uri!r}: its vocabularies "
                                              "may change what keywords mean")
+        self._refuse_early()
         return self.value(self.root, "", 0, ())
+
+    def _refuse_early(self) -> None:
+        """Raise the refusal of a keyword that is never enforced (:data:`ALWAYS_REFUSED`) when
+        it sits where the compile is sure to meet it, before any automaton is built: a schema
+        on a path of ``properties``, ``additionalProperties``, ``items``/``prefixItems``/
+        ``additionalItems`` and bare ``$ref``s from the root, each schema on it one that the
+        compiler types directly (no applicator, constant or dependent schema beside it, which
+        could restrict its children away). The same error the compile raises on reaching it,
+        without the eager intersections met before it (a schema spent 5 s on them before its
+        refusal). Cost: one visit per schema object on those paths."""
+        stack: list[tuple[Any, str]] = [(self.root, "")]
+        seen: set[int] = set()
+        while stack:
+            schema, pointer = stack.pop()
+            for _ in range(32):  # bare $ref chains, as _value follows them
+                if not (isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}):
+                    break
+                try:  # the pointer stays the referring one's, as the compile reports it
+                    schema, _ = self.resolve(schema["$ref"], pointer, schema)
+                except (InvalidSchemaError, UnsupportedSchemaError):
+                    schema = None  # the compile reports it where it meets it
+            if not isinstance(schema, dict) or id(schema) in seen:
+                continue
+            seen.add(id(schema))
+            if any(k in schema for k in _TRANSFORMED_FIRST) or _schema_dependencies(schema) \
+                    or _validated_constants(schema):
+                continue  # rewritten (or its members validated) before its keywords are checked
+            for key in ALWAYS_REFUSED:
+                if key in schema and _NO_OP.get(key, object()) != schema[key]:
+                    raise UnsupportedSchemaError(key, pointer)
+            if any(k in schema for k in _NOT_TYPED_DIRECTLY):
+                continue
+            try:
+                types = _declared_types(schema)
+            except InvalidSchemaError:
+                continue
+            stack.extend(reversed(self._typed_children(schema, pointer, types)))
+
+    @staticmethod
+    def _typed_children(schema: dict, pointer: str, types: set[str]) -> list[tuple[Any, str]]:
+        """The sub-schemas ``_object``/``_array`` compile whatever the value (for
+        :meth:`_refuse_early`), with their pointers, in the order they are compiled."""
+        children: list[tuple[Any, str]] = []
+        properties = schema.get("properties")
+        if "object" in types and not any(k in schema for k in ("patternProperties", "propertyNames")):
+            if isinstance(properties, dict) and False not in properties.values():
+                children += [(sub, f"{pointer}/properties/{_escape(name)}") for name, sub in properties.items()]
+            if isinstance(schema.get("additionalProperties"), dict):
+                children.append((schema["additionalProperties"], f"{pointer}/additionalProperties"))
+        if "array" in types and "contains" not in schema:
+            for key in ("prefixItems", "items"):
+                value = schema.get(key)
+                if isinstance(value, list):
+                    children += [(sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)]
+                elif isinstance(value, dict):
+                    children.append((value, f"{pointer}/{key}"))
+            if isinstance(schema.get("additionalItems"), dict) and isinstance(schema.get("items"), list):
+                children.append((schema["additionalItems"], f"{pointer}/additionalItems"))
+        return children
 
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """Every accepted serialisation of values of ``schema`` at value nesting ``depth``. An
@@ -343,6 +411,8 @@ class SchemaCompiler:
             return NOTHING
         if not isinstance(schema, dict):
             raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
+        if _validated_constants(schema):
+            return self._enum(schema, pointer, depth)
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             schema = self._fold_unevaluated(schema, pointer)
         dependent = _schema_dependencies(schema)
@@ -816,28 +886,112 @@ class SchemaCompiler:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
         rest = {k: v for k, v in part.items() if k != key}
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(branches)]
+        exclusions: list[list[Any]] = [[] for _ in followed]
         if key == "oneOf":
             context: Any = merge(merged, rest)
             for other in later:
                 context = merge(context, other)
-            self._check_one_of([b for b, _ in followed], context, pointer)
-        return alt(*(self.value({"allOf": [merged, rest, branch, *later]}, f"{pointer}/{key}/{i}", depth, branch_refs)
-                     for i, (branch, branch_refs) in enumerate(followed)))
+            exclusions = self._one_of_exclusions([b for b, _ in followed], context, [merged, rest, *later], pointer)
+        return alt(*(self._one_branch([merged, rest, branch, *later], excluded, pointer, i, depth, branch_refs)
+                     if excluded else
+                     self.value({"allOf": [merged, rest, branch, *later]}, f"{pointer}/{key}/{i}", depth, branch_refs)
+                     for i, ((branch, branch_refs), excluded) in enumerate(zip(followed, exclusions))))
 
-    def _check_one_of(self, branches: list[Any], rest: Any, pointer: str) -> None:
-        """Refuse a ``oneOf`` whose branches (each with ``rest``, None: not mergeable) may both
-        match one value: the union written for it is exact only for disjoint branches."""
+    def _one_branch(self, parts: list[Any], excluded: list[Any], pointer: str, index: int, depth: int,
+                    refs: Refs) -> Node:
+        """Branch ``index`` of the ``oneOf`` at ``pointer`` (``parts``: it with what holds beside
+        it) where the ``excluded`` negations of the branches it may overlap also hold. A
+        negation the compile cannot enforce beside the branch (a ``not`` refused) refuses the
+        ``oneOf``, naming the branch."""
+        try:
+            return self.value({"allOf": [*parts, *excluded]}, f"{pointer}/oneOf/{index}", depth, refs)
+        except SchemaTooComplexError:
+            raise
+        except UnsupportedSchemaError as exc:
+            if exc.keyword != "not":
+                raise
+            raise UnsupportedSchemaError("oneOf", pointer, f"branch {index} may share values with another branch, "
+                                         f"whose negation is not enforced exactly beside it ({exc})") from None
+
+    def _one_of_exclusions(self, branches: list[Any], rest: Any, beside: list[Any], pointer: str) -> list[list[Any]]:
+        """For each branch of a ``oneOf`` (each with ``rest``, None: not mergeable; ``beside``:
+        the schemas it is compiled with, as written), the
+        negations of the other branches it may share a value with: the branch is compiled with
+        them, so that exactly one branch matches (``oneOf [A_i] = anyOf_i allOf [A_i, not A_j]``,
+        ``j`` over the branches that may overlap ``A_i``; the others are excluded by ``A_i``
+        itself). A negation is the union of the ways that branch fails
+        (:func:`_condition_failures`), exact for the conditions ``if`` and ``not`` negate; a
+        ``oneOf`` needing any other negation is refused, naming both branches. Cost: one
+        disjointness test per pair of branches."""
+        exclusions: list[list[Any]] = [[] for _ in branches]
         if _distinct_literals(branches):
-            return
+            return exclusions
         with_rest = [merge(rest, b) for b in branches]  # exact: only values meeting rest count
+        failures: dict[int, list[Any] | None] = {}
         for i in range(len(branches)):
             for j in range(i + 1, len(branches)):
                 a = with_rest[i] if with_rest[i] is not None else branches[i]
                 b = with_rest[j] if with_rest[j] is not None else branches[j]
-                if not self._disjoint(a, b) and not self._generated_apart(with_rest[i], with_rest[j]):
-                    raise UnsupportedSchemaError(
-                        "oneOf", pointer, f"branches {i} and {j} may both match one value; "
-                        "oneOf is exact only for disjoint branches (use anyOf if that is meant)")
+                if self._disjoint(a, b) or self._generated_apart(with_rest[i], with_rest[j]):
+                    continue
+                apart = self._types_apart(a, b, with_rest[i], with_rest[j])
+                for kept, negated in ((i, j), (j, i)):
+                    if negated not in failures:
+                        failures[negated] = self._failures(branches[negated], f"{pointer}/oneOf/{negated}")
+                    found = failures[negated]
+                    if found is None:
+                        raise UnsupportedSchemaError(
+                            "oneOf", pointer, f"branches {i} and {j} may both match one value, and branch "
+                            f"{negated} is not negated exactly (only types, number bounds, string lengths, "
+                            "constants and object keys are)")
+                    if apart:  # a value of these types fails the other branch already: only the rest need
+                        covered = set(apart) | ({"integer"} if "number" in apart else set())
+                        found = [{"type": apart}] + [f for f in found if not self._types_of(f) <= covered]
+                    exclusions[kept].append(self._negation(found, [*beside, branches[kept]], pointer))
+        for i, excluded in enumerate(exclusions):
+            combinations = 1
+            for negation in excluded:
+                combinations *= len(negation["anyOf"]) if isinstance(negation, dict) and "anyOf" in negation else 1
+            if combinations > MAX_DISTRIBUTED_BRANCHES:
+                raise UnsupportedSchemaError(
+                    "oneOf", pointer, f"branch {i} may share values with {len(excluded)} other branches, and "
+                    f"failing them all takes {combinations} combinations of ways (at most "
+                    f"{MAX_DISTRIBUTED_BRANCHES} are compiled)")
+        return exclusions
+
+    def _types_apart(self, a: Any, b: Any, merged_a: Any, merged_b: Any) -> list[str]:
+        """The JSON types no value of which meets both ``a`` and ``b`` (``merged_*``: the same
+        merged with the rest, None if not mergeable), tested one type at a time (``number``
+        standing for both number types): branches that differ only on objects still share
+        every other type."""
+        found = []
+        for t in ("null", "boolean", "number", "string", "array", "object"):
+            a_t, b_t = _restrict(a, t), _restrict(b, t)
+            if self._disjoint(a_t, b_t) or (t == "object" and merged_a is not None and merged_b is not None
+                                           and self._generated_apart(_restrict(merged_a, t), _restrict(merged_b, t))):
+                found.append(t)
+        return found
+
+    def _failures(self, condition: Any, pointer: str) -> list[Any] | None:
+        """Schemas that together hold exactly the values failing ``condition`` (``[]``: none
+        fails; None: not negated exactly), :func:`_condition_failures` for schema objects."""
+        condition = self._deref(condition, pointer)
+        if condition is True or condition == {}:
+            return []
+        if condition is False:
+            return [True]
+        return _condition_failures(condition, self.dialect)
+
+    def _negation(self, failures: list[Any], context: list[Any], pointer: str) -> Any:
+        """One schema for the union of ``failures`` met beside the ``context`` schemas: the
+        keys a failure names declare nothing, so in strict mode an object the context leaves
+        bare stays open (``additionalProperties: true`` on failures that name properties)."""
+        if self.options.strict and not any(self._declares_keys(part, pointer) for part in context):
+            failures = [{**f, "additionalProperties": True} if isinstance(f, dict) and "properties" in f else f
+                        for f in failures]
+        if not failures:
+            return False
+        return failures[0] if len(failures) == 1 else {"anyOf": failures}
 
     def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
@@ -853,11 +1007,14 @@ class SchemaCompiler:
                 return self.value(_all_of_schema([rest, *others]) if others else rest, pointer, depth, refs)
         followed = [self._deref_path(b, f"{pointer}/{key}/{i}", depth, refs) for i, b in enumerate(schema[key])]
         branches = [b for b, _ in followed]
-        if key == "oneOf":
-            self._check_one_of(branches, rest, pointer)
+        exclusions = self._one_of_exclusions(branches, rest, [rest], pointer) if key == "oneOf" \
+            else [[] for _ in branches]
         nodes = []
-        for i, (branch, branch_refs) in enumerate(followed):
+        for i, ((branch, branch_refs), excluded) in enumerate(zip(followed, exclusions)):
             bptr = f"{pointer}/{key}/{i}"
+            if excluded:  # the branch's keys first, then what the other branches must fail
+                nodes.append(self._one_branch([rest, branch], excluded, pointer, i, depth, branch_refs))
+                continue
             m = merge(rest, branch)
             if m is None:
                 nodes.append(self.value({"allOf": [rest, branch]}, bptr, depth, branch_refs))
@@ -1826,6 +1983,33 @@ def _scalar_constants(schema: Any) -> list[Any] | None:
     if not isinstance(values, list) or not all(isinstance(v, (str, bool)) or v is None for v in values):
         return None
     return values
+
+
+_NOT_VALIDATED_ALIKE = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "format", "$id", "id"})
+"""Keys under which jsonschema's verdict on a constant may differ from what the compiler
+enforces: references (resolved against the root's base, not a nested resource's), formats (not
+asserted by the validator the compiler holds)."""
+
+
+def _validated_constants(schema: dict) -> bool:
+    """Whether ``schema`` is an ``enum``/``const`` whose members are checked whole against the
+    rest of it by jsonschema (:meth:`SchemaCompiler._enum`), whatever its other keywords
+    (applicators, ``not``, ``uniqueItems``): the values are exactly the members it admits.
+    Not when a key of :data:`_NOT_VALIDATED_ALIKE` appears in it at any depth."""
+    if "enum" not in schema and "const" not in schema:
+        return False
+    if set(schema) - ANNOTATIONS <= {"enum", "const", "type"}:
+        return False  # the plain case: _typed sends it to _enum already
+    stack: list[Any] = [{k: v for k, v in schema.items() if k not in ("enum", "const")}]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if _NOT_VALIDATED_ALIKE & value.keys():
+                return False
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return True
 
 
 def _all_of_schema(parts: list[Any]) -> Any:
