@@ -918,7 +918,7 @@ FORMAT_DOCS: dict[str, str] = {
 
 @lru_cache(maxsize=None)
 def _format(fmt: str, escapes: Escapes) -> Node:
-    """The format's minimal DFA as an embedded block (0.5-9 ms once per process): rows of a
+    """The format's minimal DFA as an embedded block (0.4-6 ms once per process): rows of a
     value's automaton inside it then read the block's table instead of determinising the
     format's bounded repeats (hostname labels: a subset per position) in every schema, and
     its states' masks share the per-vocabulary work of embedded automata."""
