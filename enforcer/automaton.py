@@ -71,7 +71,8 @@ class Node:
     empty: bool
 
 
-def _set_nfa_states(node: Node, count: int, empty: bool) -> None:
+def _set_derived(node: Node, count: int, empty: bool) -> None:
+    """Record what a node's constructor derives from its children (frozen dataclasses)."""
     object.__setattr__(node, "nfa_states", count)
     object.__setattr__(node, "empty", empty)
 
@@ -95,7 +96,7 @@ class Concat(Node):
     empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts),
+        _set_derived(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts),
                         any(p.empty for p in self.parts))
 
 
@@ -106,7 +107,7 @@ class Union(Node):
     empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, sum(a.nfa_states for a in self.alternatives), all(a.empty for a in self.alternatives))
+        _set_derived(self, sum(a.nfa_states for a in self.alternatives), all(a.empty for a in self.alternatives))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -122,7 +123,7 @@ class Repeat(Node):
     def __post_init__(self) -> None:
         optional = 1 if self.maximum is None else self.maximum - self.minimum
         joints = self.minimum + (2 if self.maximum is None else optional)
-        _set_nfa_states(self, joints + (self.minimum + optional) * self.node.nfa_states,
+        _set_derived(self, joints + (self.minimum + optional) * self.node.nfa_states,
                         self.minimum > 0 and self.node.empty)
 
 
@@ -135,7 +136,7 @@ class Embedded(Node):
     empty: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, self.dfa.num_states, self.dfa.is_empty)
+        _set_derived(self, self.dfa.num_states, self.dfa.is_empty)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -155,12 +156,16 @@ class Graph(Node):
     the Thompson NFA leaves no dead state inside it."""
 
     def __post_init__(self) -> None:
-        _set_nfa_states(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end())
+        _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end())
+        object.__setattr__(self, "trim", self._every_state_reaches_an_end())
+
+    def _every_state_reaches_an_end(self) -> bool:
+        """:attr:`trim`: walked back from the accepting states over the edges other than NOTHING."""
         reverse: list[list[int]] = [[] for _ in range(self.num_states)]
         for src, sub, dst in self.edges:
             if sub is not NOTHING:
                 reverse[dst].append(src)
-        object.__setattr__(self, "trim", all(_reaching(reverse, self.accepting)))
+        return all(_reaching(reverse, self.accepting))
 
     def _reaches_no_end(self) -> bool:
         """No path of non-empty edges from the start reaches an accepting state (depth first,
