@@ -8,7 +8,7 @@ not built yet stop the walk of the tokens that reach them; those come back as *p
 step) for the caller to build and resume. Cost: about one table lookup per trie edge.
 """
 
-from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 
@@ -1261,11 +1261,135 @@ def subtree_bytes(const uint8_t[::1] node_byte, const int32_t[::1] node_end):
     return out_arr
 
 
+cdef enum:
+    _RUN_MIN_NODES = 32  # smaller subtrees are walked: the run check would cost about as much
+    _RUN_MAX_STATES = 8  # states one level of a run check tracks before it gives up
+    _RUN_CLASSES = 4     # live targets over ASCII a state may have for the run check to use it
+    _RUN_SLOTS = 256     # the direct-mapped cache of states' byte classes, per walk
+
+
+cdef struct _ByteClasses:
+    # a state's ASCII bytes (0x01-0x7f) grouped by the state they lead to (see _runs_live)
+    int32_t state      # the state described (-1: an empty slot)
+    int32_t n          # classes; -1: more than _RUN_CLASSES targets (the run check gives up)
+    int32_t target[_RUN_CLASSES]
+    uint64_t lo[_RUN_CLASSES]
+    uint64_t hi[_RUN_CLASSES]
+    uint64_t live_lo   # every byte with a live target
+    uint64_t live_hi
+
+
+cdef const _ByteClasses* _classes_of(_ByteClasses* cache, const int32_t[:, ::1] table, int32_t state) noexcept nogil:
+    """The byte classes of ``state`` (its row built), from the cache or computed (127 lookups)."""
+    cdef _ByteClasses* entry = &cache[state & (_RUN_SLOTS - 1)]
+    cdef int b, j
+    cdef int32_t u
+    cdef uint64_t bit
+    if entry.state == state:
+        return entry
+    entry.state = state
+    entry.n = 0
+    entry.live_lo = 0
+    entry.live_hi = 0
+    for b in range(1, 128):
+        u = table[state, b]
+        if u < 0:
+            continue
+        bit = (<uint64_t>1) << (b & 63)
+        if b < 64:
+            entry.live_lo |= bit
+        else:
+            entry.live_hi |= bit
+        if entry.n < 0:
+            continue
+        j = 0
+        while j < entry.n and entry.target[j] != u:
+            j += 1
+        if j == entry.n:
+            if j == _RUN_CLASSES:
+                entry.n = -1
+                continue
+            entry.target[j] = u
+            entry.lo[j] = 0
+            entry.hi[j] = 0
+            entry.n += 1
+        if b < 64:
+            entry.lo[j] |= bit
+        else:
+            entry.hi[j] |= bit
+    return entry
+
+
+cdef bint _runs_live(_ByteClasses* cache, const int32_t[:, ::1] table, const uint8_t[::1] built,
+                     Py_ssize_t num_states, int32_t state, uint64_t lo, uint64_t hi,
+                     Py_ssize_t length) noexcept nogil:
+    """Whether every string of 1 to ``length`` bytes drawn from the ASCII byte set (``lo``,
+    ``hi``: bit ``b`` of word ``b >> 6``) stays alive from ``state`` (built): level by level,
+    each state such strings reach lives on every byte of the set, and the states of the next
+    level are the targets of its classes that the set meets (at most ``_RUN_MAX_STATES``, rows
+    built); a level whose states all stood in the one before closes a cycle (every longer string
+    lives too). A bounded repeat (a ``maxLength`` body, a hostname label: a state per position,
+    none looping) is found whole this way. False when undecided: an unbuilt row, a state with
+    more than ``_RUN_CLASSES`` targets, too many states. Cost: a few operations per state and
+    level, each state's classes computed once per walk."""
+    cdef int32_t sets[2][_RUN_MAX_STATES]
+    cdef int n = 1, m, i, j, k, cur = 0
+    cdef int32_t u
+    cdef const _ByteClasses* classes
+    cdef Py_ssize_t level
+    cdef bint seen, closed
+    sets[0][0] = state
+    for level in range(length):
+        m = 0
+        for i in range(n):
+            classes = _classes_of(cache, table, sets[cur][i])
+            if (lo & ~classes.live_lo) or (hi & ~classes.live_hi):
+                return False
+            if level + 1 == length:
+                continue  # the last byte: alive is all that counts
+            if classes.n < 0:
+                return False
+            for j in range(classes.n):
+                if not ((classes.lo[j] & lo) or (classes.hi[j] & hi)):
+                    continue
+                u = classes.target[j]
+                if u >= num_states or not built[u]:
+                    return False
+                seen = False
+                for k in range(m):
+                    if sets[1 - cur][k] == u:
+                        seen = True
+                        break
+                if not seen:
+                    if m == _RUN_MAX_STATES:
+                        return False
+                    sets[1 - cur][m] = u
+                    m += 1
+        if level + 1 == length:
+            return True
+        closed = True  # the next level's states all stood in this one: a cycle over the set
+        for k in range(m):
+            seen = False
+            for i in range(n):
+                if sets[cur][i] == sets[1 - cur][k]:
+                    seen = True
+                    break
+            if not seen:
+                closed = False
+                break
+        if closed:
+            return True
+        cur = 1 - cur
+        n = m
+    return True
+
+
 cdef struct _TrieNode:
     int32_t end      # where the node's subtree ends (preorder)
     int32_t first    # the range of the tokens the node spells, in ``ids``
     int32_t last
-    int32_t byte     # the byte read into the node
+    uint16_t byte    # the byte read into the node
+    uint16_t height  # the most bytes a token reads below the node
     uint64_t below_lo  # subtree_bytes: the ASCII bytes read below it (bit 0: any other byte)
     uint64_t below_hi
 
@@ -1287,17 +1411,23 @@ cdef class TrieWalk:
     def __init__(self, const uint8_t[::1] node_byte, const int32_t[::1] node_end, const int32_t[::1] node_first,
                  const int32_t[::1] node_last, const int64_t[::1] ids, Py_ssize_t max_depth):
         cdef const uint64_t[:, ::1] below = subtree_bytes(node_byte, node_end)
-        cdef Py_ssize_t n = node_byte.shape[0], c
+        cdef Py_ssize_t n = node_byte.shape[0], c, k
         self.nodes = <_TrieNode*>malloc(max(n, 1) * sizeof(_TrieNode))
         if self.nodes == NULL:
             raise MemoryError()
-        for c in range(n):
+        for c in range(n - 1, -1, -1):  # children before parents: a node's height from theirs
             self.nodes[c].end = node_end[c]
             self.nodes[c].first = node_first[c]
             self.nodes[c].last = node_last[c]
             self.nodes[c].byte = node_byte[c]
             self.nodes[c].below_lo = below[c, 0]
             self.nodes[c].below_hi = below[c, 1]
+            self.nodes[c].height = 0
+            k = c + 1
+            while k < node_end[c]:
+                if self.nodes[k].height + 1 > self.nodes[c].height:
+                    self.nodes[c].height = self.nodes[k].height + 1
+                k = node_end[k]
         self.n_nodes = n
         self.ids = ids
         self.max_depth = max_depth
@@ -1317,7 +1447,8 @@ cdef class TrieWalk:
         walk reaches unbuilt are built on the spot. Other subtrees whose state is not built come
         back as pending. A subtree whose bytes all lead a built state back to itself (a loop
         over those bytes: string bodies, character classes) is allowed whole without walking it
-        (:func:`subtree_bytes`). Returns (pending nodes, pending states, rows built), the pending arrays
+        (:func:`subtree_bytes`), and so is a large one whose strings all live through a bounded
+        run of states (:func:`_runs_live`: ``maxLength`` bodies, hostname labels). Returns (pending nodes, pending states, rows built), the pending arrays
         None when there are none. Cost: one table lookup per child of a live node, GIL released
         except while building a row."""
         cdef const _TrieNode* nodes = self.nodes
@@ -1341,6 +1472,7 @@ cdef class TrieWalk:
         cdef int32_t* pend_states = NULL
         cdef int32_t* writable = NULL
         cdef uint8_t* flags = NULL
+        cdef _ByteClasses* run_cache = NULL
         cdef Py_ssize_t pend_cap = 0, pend_cap2 = 0
         cdef bint failed = False, building = builder is not None
         if start_nodes is not None and (start_states is None or start_states.shape[0] != n_starts):
@@ -1413,6 +1545,16 @@ cdef class TrieWalk:
                                                 else:
                                                     loop_hi[slot] |= (<uint64_t>1) << (b - 64)
                                     whole = (lo & ~loop_lo[slot]) == 0 and (hi & ~loop_hi[slot]) == 0
+                            if not whole and not (lo & 1) and child.end - c >= _RUN_MIN_NODES:
+                                # no loop, but maybe a bounded run over the bytes below
+                                if run_cache == NULL:
+                                    run_cache = <_ByteClasses*>malloc(_RUN_SLOTS * sizeof(_ByteClasses))
+                                    if run_cache == NULL:
+                                        failed = True
+                                        break
+                                    for slot in range(_RUN_SLOTS):
+                                        run_cache[slot].state = -1
+                                whole = _runs_live(run_cache, table, built, num_states, t, lo, hi, child.height)
                             if whole:
                                 # every token below stays at t: all allowed, no walk
                                 q_stop = nodes[child.end].first if child.end < n_nodes else n_positions
@@ -1440,7 +1582,7 @@ cdef class TrieWalk:
                     if failed:
                         break
         finally:
-            free(frame_state); free(frame_next); free(frame_stop)
+            free(frame_state); free(frame_next); free(frame_stop); free(run_cache)
         if failed:
             free(pend_nodes); free(pend_states)
             raise MemoryError()

@@ -99,6 +99,37 @@ def test_trie_walk_allows_loop_subtrees_whole(kimi_vocab, seed) -> None:
                     assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), chars
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_trie_walk_allows_bounded_runs_whole(kimi_vocab, seed) -> None:
+    """A subtree whose ASCII strings all live from a state that does not loop (a bounded repeat:
+    a state per position) is allowed without walking it once every level of the run lives on
+    all its bytes: against the plain walk from states of hostname labels (a class per position,
+    the last one narrower), of bounded repeats that end exactly where tokens still go on, of two
+    classes alternating, and of a run whose targets are too many to track. An off-by-one at the
+    bound or a class one byte short changes these masks."""
+    from enforcer.regex import format_node
+    rng = random.Random(seed)
+    index = token_index(kimi_vocab)
+    hostname = format_node("hostname", "")
+    letters = codepoints([(0x61, 0x7A)])
+    for _ in range(4):
+        chars = sorted(rng.sample(range(0x61, 0x7B), rng.randint(8, 26)))
+        cls = codepoints([(c, c) for c in chars])
+        narrow = codepoints([(c, c) for c in chars[: len(chars) // 2]])
+        bound = rng.randint(2, 14)
+        nodes = (seq(repeat(cls, 0, bound), narrow, literal('"')),
+                 seq(repeat(seq(cls, letters), 0, bound), literal(",")),
+                 seq(alt(*(seq(literal(chr(c)), repeat(cls, 0, bound)) for c in chars[:6])), literal(" ")))
+        for node in nodes:
+            for dfa in (compile_node(node), LazyDFA(node)):
+                for state in range(min(dfa.num_states, 20)):
+                    assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), chars
+    dfa = compile_node(seq(hostname, literal('"')))
+    for text in (b"", b"example", b"a" * 50, b"mail.exa", b"x-" * 20, b"a" * 62):
+        state = dfa.walk(0, text)
+        assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), text
+
+
 def test_trie_of_prefixes_and_equal_tokens() -> None:
     """A token that prefixes others, and two ids with the same bytes, share trie nodes: the
     walk allows both ids of a duplicated spelling and each prefix on its own."""
