@@ -7,7 +7,7 @@ import pytest
 
 from enforcer.errors import SchemaTooComplexError
 
-from enforcer.automaton import (ANY_CODEPOINT, EPSILON, NOTHING, Embedded, Graph, _Determiniser, alt, byte_chars,
+from enforcer.automaton import (ANY_CODEPOINT, EPSILON, NOTHING, Embedded, Graph, LazyDFA, _Determiniser, alt, byte_chars,
                                 codepoints, compile_node, literal, optional, plus, repeat, separated, seq, star)
 
 
@@ -377,3 +377,20 @@ def test_node_emptiness_known_at_construction_matches_the_automaton():
         assert node.empty == compile_node(node).is_empty, node
         empties += node.empty
     assert 50 < empties < 550  # both verdicts are exercised
+
+
+def test_lazy_rows_stay_right_when_the_table_grows() -> None:
+    """A lazy automaton hands out its rows as views into its table; building more states
+    copies the table into a larger one, and every row handed out before still reads what the
+    table holds (a built row never changes), while the former tables count in the memory
+    estimate for as long as rows view them."""
+    lazy = LazyDFA(repeat(codepoints([(0x61, 0x7A)]), 0, 300))  # a state per position
+    views = [lazy.row(0)]
+    state = 0
+    for _ in range(200):  # past the first table's 64 rows, twice
+        state = lazy.row(state)[0x61]
+        views.append(lazy.row(state))
+    assert lazy.transitions.shape[0] > 128 and lazy._retired_bytes >= 64 * 256 * 4
+    for k, view in enumerate(views):
+        assert list(view) == lazy.array_row(lazy.walk(0, b"a" * k)).tolist()
+    assert lazy.memory_size_bytes() >= lazy.transitions.nbytes + lazy._retired_bytes
