@@ -1404,6 +1404,7 @@ cdef class TrieWalk:
     cdef Py_ssize_t n_nodes
     cdef const int64_t[::1] ids
     cdef Py_ssize_t max_depth
+    cdef int32_t root_child[256]  # the root's child reading each byte (-1: none)
 
     def __cinit__(self):
         self.nodes = NULL
@@ -1431,6 +1432,12 @@ cdef class TrieWalk:
         self.n_nodes = n
         self.ids = ids
         self.max_depth = max_depth
+        for k in range(256):
+            self.root_child[k] = -1
+        c = 1
+        while c < n:
+            self.root_child[node_byte[c]] = <int32_t>c
+            c = node_end[c]
 
     def __dealloc__(self):
         free(self.nodes)
@@ -1474,7 +1481,7 @@ cdef class TrieWalk:
         cdef uint8_t* flags = NULL
         cdef _ByteClasses* run_cache = NULL
         cdef Py_ssize_t pend_cap = 0, pend_cap2 = 0
-        cdef bint failed = False, building = builder is not None
+        cdef bint failed = False, building = builder is not None, rooted
         if start_nodes is not None and (start_states is None or start_states.shape[0] != n_starts):
             raise ValueError("start_nodes and start_states go together")
         if building:  # the lazy automaton's own arrays, allocated writable
@@ -1494,8 +1501,11 @@ cdef class TrieWalk:
                     else:
                         node = start_nodes[k]
                         frame_state[0] = start_states[k]
-                    frame_next[0] = node + 1
-                    frame_stop[0] = nodes[node].end
+                    # the root's children are found by byte, live bytes first (a state
+                    # reads few of the ~250 first bytes); other nodes' by sibling order
+                    rooted = node == 0
+                    frame_next[0] = 0 if rooted else node + 1
+                    frame_stop[0] = 256 if rooted else nodes[node].end
                     top = 1
                     while top:
                         f = top - 1
@@ -1503,11 +1513,22 @@ cdef class TrieWalk:
                         if c >= frame_stop[f]:
                             top -= 1
                             continue
-                        child = &nodes[c]
-                        frame_next[f] = child.end
-                        t = table[frame_state[f], child.byte]
-                        if t < 0:
-                            continue
+                        if f == 0 and rooted:  # c: the next byte to try
+                            while c < 256 and (table[frame_state[0], c] < 0 or self.root_child[c] < 0):
+                                c += 1
+                            if c == 256:
+                                top -= 1
+                                continue
+                            frame_next[0] = c + 1
+                            t = table[frame_state[0], c]
+                            c = self.root_child[c]
+                            child = &nodes[c]
+                        else:
+                            child = &nodes[c]
+                            frame_next[f] = child.end
+                            t = table[frame_state[f], child.byte]
+                            if t < 0:
+                                continue
                         q_end = child.last
                         q = child.first
                         while q < q_end:
