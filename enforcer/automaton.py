@@ -1220,6 +1220,7 @@ class LazyDFA(_Reading):
         self.rows: list[Sequence[int] | None] = [None]
         self._table = np.empty((64, 256), dtype=np.int32)  # see _grow
         self._built = np.zeros(64, dtype=bool)
+        self._built_flags = self._built.view(np.uint8)  # the form compiled walks take
         self._num_built = 0
         self._flat: memoryview | None = None  # the table as one int sequence, sliced into rows
         self._retired_bytes = 0  # former tables that rows handed out still view
@@ -1314,7 +1315,7 @@ class LazyDFA(_Reading):
             if self._flat is not None:  # rows handed out keep viewing the former table
                 self._retired_bytes += self._table.nbytes
                 self._flat = None
-            self._table, self._built = table, built
+            self._table, self._built, self._built_flags = table, built, built.view(np.uint8)
 
     def _rows_added(self) -> None:
         """After rows were built: room for the states they created, and the budget checked."""
@@ -1342,7 +1343,7 @@ class LazyDFA(_Reading):
         """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt
         states are not read)."""
         with self._lock:
-            return self._table, self._built.view(np.uint8)
+            return self._table, self._built_flags
 
     def building_walk(self, walk: Callable[..., tuple]) -> tuple:
         """``walk(table, built flags, builder)`` under the lock, ``builder`` the compiled subset
@@ -1351,7 +1352,7 @@ class LazyDFA(_Reading):
         accounted for here (new states, the budget)."""
         det = self._determiniser()
         with self._lock:
-            result = walk(self._table, self._built.view(np.uint8), det.kernel)
+            result = walk(self._table, self._built_flags, det.kernel)
             if result[-1]:
                 self._walk_built(result[-1])
         return result
@@ -1368,7 +1369,7 @@ class LazyDFA(_Reading):
         nodes = states = None
         while True:
             with self._lock:
-                nodes, states, built = kernel.walk(self._table, self._built.view(np.uint8), state, words, builder,
+                nodes, states, built = kernel.walk(self._table, self._built_flags, state, words, builder,
                                                    ROWS_PER_WALK, nodes, states)
                 if built:
                     self._walk_built(built)
