@@ -593,3 +593,26 @@ def test_benchmark_probes_are_refused_where_the_mistake_starts(name: str) -> Non
     assert len(table) == 6
     assert {probe: row["rejected_at"] for probe, row in table.items()} == \
         {probe: row["expected"] for probe, row in table.items()}
+
+
+def test_qwen3_separator_automaton_is_built_once_per_process() -> None:
+    """The text between two Qwen3 calls is fixed by the template: its automaton is built once
+    per process and shared by every compiled tool set, through ``clear_cache`` too (only the
+    per-compilation mask table is new)."""
+    from enforcer import clear_cache
+    tokenizer = _build(tt.qwen3_tokenizer)
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=tt.QWEN3_VOCAB_SIZE)
+    golden = tokenizer.encode(_qwen_call("get_weather", WEATHER_CALL) + "\n" + _qwen_call("get_time", TIME_CALL),
+                              add_special_tokens=False)
+
+    def separator_rules() -> list:
+        matcher = compile_tools(WEATHER, vocab, format="qwen3").matcher()
+        assert _walk(matcher, golden) is None
+        return [rule for rule in matcher._tools._rules.values()
+                if type(rule).__name__ == "DfaRule" and rule.dfa.matches(b"\n")]
+
+    first = separator_rules()
+    clear_cache()
+    second = separator_rules()
+    assert len(first) == len(second) == 1
+    assert first[0].dfa is second[0].dfa and first[0].table is not second[0].table
