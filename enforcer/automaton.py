@@ -43,6 +43,12 @@ epsilons and the per-state slices made from them)."""
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_AUTOMATON_BYTES = 512 << 20
 """Decode-time budget of one lazy automaton: its NFA, its subsets, its table and rows."""
+def states_exceeded(max_states: int) -> SchemaTooComplexError:
+    """The error of an automaton built eagerly past ``max_states`` states (``SchemaOptions.max_states``),
+    without a pointer: the schema compiler names the sub-schema and keyword it was building."""
+    return SchemaTooComplexError(f"automaton exceeds {max_states:,} states", budget=f"max_states={max_states}")
+
+
 MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
 path visits one state per byte whether or not equivalent states were merged (masks are computed
@@ -746,7 +752,7 @@ class DFA(_Reading):
                             np.ascontiguousarray(other.transitions, dtype=np.int32),
                             keep_other_dead, max_states)
         if found is None:
-            raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+            raise states_exceeded(max_states)
         table, first, second = found
         acc = self.accepting[first]
         seconds_accept = np.zeros(first.shape[0], dtype=bool)
@@ -777,7 +783,7 @@ class DFA(_Reading):
                     target = index[key] = len(pairs)
                     pairs.append(key)
                     if len(pairs) > max_states:
-                        raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+                        raise states_exceeded(max_states)
                 row[byte] = target
             rows.append(row)
             i += 1
@@ -1101,7 +1107,7 @@ class _Determiniser:
             out[:] = self.row_reference(i, max_states)
             return
         if self._kernel.row(i, out, -1 if max_states is None else max_states) < 0:
-            raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+            raise states_exceeded(max_states)
         self.sync_accepting()
 
     @property
@@ -1141,7 +1147,7 @@ class _Determiniser:
                     self.accepting.append(self.end in targets)
                     self.subset_items += len(targets)
                     if max_states is not None and len(self.sets) > max_states:
-                        raise SchemaTooComplexError(f"automaton exceeds {max_states} states")
+                        raise states_exceeded(max_states)
                 row[lo:hi + 1] = [target] * (hi - lo + 1)
         return row
 
