@@ -1471,12 +1471,21 @@ def _live_order_reference(transitions: np.ndarray, accepting: np.ndarray) -> lis
     return order
 
 
+RENUMBER_ROWS = 4096
+"""Rows renumbered at a time: the kept rows are copied once and renumbered in place, block by
+block (a whole-table renumbering held a second copy: 170 MB more for a 166,000-state product)."""
+
+
 def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: Sequence[int]) -> DFA:
     """The automaton restricted to the states ``order``, state ``order[k]`` becoming ``k``."""
+    kept = np.array(order, dtype=np.int64)
     remap = np.full(transitions.shape[0] + 1, DEAD, dtype=np.int32)
-    remap[np.array(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int32)
-    trans = remap[transitions[order]]  # -1 (dead) indexes the last entry, which is DEAD
-    return DFA(np.ascontiguousarray(trans, dtype=np.int32), accepting[order].copy())
+    remap[kept] = np.arange(len(kept), dtype=np.int32)
+    trans = np.ascontiguousarray(transitions[kept], dtype=np.int32)
+    for lo in range(0, trans.shape[0], RENUMBER_ROWS):
+        block = trans[lo:lo + RENUMBER_ROWS]
+        block[...] = remap[block]  # -1 (dead) indexes the last entry, which is DEAD
+    return DFA(trans, accepting[kept].copy())
 
 
 def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True) -> DFA:
