@@ -88,6 +88,28 @@ class _Alternative:
 
     def both(self, other: "_Alternative") -> "_Alternative":
         return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
+@dataclass
+class _SubtreeFacts:
+    """What building one sub-value's node depended on, besides the schema and its cache key:
+    the most times one ``$ref`` had been expanded on the path when it was expanded again
+    (``-1``: no expansion; the node is the same under any recursion cut above it) and whether a
+    free-form value deeper than ``FREE_FORM_FALLBACK_DEPTH`` was built. Filled while the
+    sub-value is built (its own and its children's), then kept with its cached node."""
+
+    deepest_expansion: int = -1
+    deep_free_form: bool = False
+
+
+@dataclass(frozen=True)
+class _Built:
+    """A cached sub-value: the schema (kept alive, so that its id stays unique), its node, and
+    what the node depended on."""
+
+    schema: Any
+    node: Node
+    facts: _SubtreeFacts
+
+
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
@@ -240,10 +262,12 @@ class SchemaCompiler:
         """(raw, pattern, asserted format, minLength, maxLength) -> the string body their product
         makes, built once per compile (the same pattern and bounds in several places: a product
         of 166,000 states took 0.8 s each time in Github_hard o62065)."""
-        self._values: dict[tuple[int, int, Refs, int], tuple[Any, Node]] = {}
-        """(id(schema), depth, refs, free-form depth) -> (schema, its node): a sub-schema met again at the same
+        self._values: dict[tuple[int, int, Refs, int], _Built] = {}
+        """(id(schema), depth, refs, free-form depth) -> its node: a sub-schema met again at the same
         depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
-        properties) is one node, built once (the NFA builder then copies its states)."""
+        properties) is one node, built once (the NFA builder then copies its states). A value
+        compiled again with recursion cut earlier keeps the nodes that no cut changes."""
+        self._building: list[_SubtreeFacts] = []  # one per sub-value being built, innermost last
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -348,6 +372,12 @@ class SchemaCompiler:
                     self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
                 elif self._recursed and self.max_recursion > MIN_RECURSION:
                     self.max_recursion -= 1
+                    self._deep_free_form = self._recursed = False
+                    # a node whose $refs were all expanded fewer times than the new cut is the
+                    # same node: kept (Kubernetes kb_1161 built 46,000 sub-values again)
+                    self._values = {key: built for key, built in self._values.items()
+                                    if built.facts.deepest_expansion < self.max_recursion}
+                    continue
                 else:
                     raise
                 self._deep_free_form = self._recursed = False
@@ -362,16 +392,32 @@ class SchemaCompiler:
         key = (id(schema), depth, refs, self.free_form_depth)
         hit = self._values.get(key)
         if hit is not None:
-            return hit[1]
+            self._depended_on(hit.facts.deepest_expansion, hit.facts.deep_free_form)
+            return hit.node
+        facts = _SubtreeFacts()
+        self._building.append(facts)
         self._nesting += 1
         try:
             with self._eager(pointer):
                 node = self._value(schema, pointer, depth, refs)
         finally:
             self._nesting -= 1
+            self._building.pop()
+        self._depended_on(facts.deepest_expansion, facts.deep_free_form)
         self.check_size(node, pointer)
-        self._values[key] = (schema, node)  # the schema kept alive: its id stays unique
+        self._values[key] = _Built(schema, node, facts)
         return node
+
+    def _depended_on(self, expansion: int, deep_free_form: bool) -> None:
+        """Record that the node being built expanded a ``$ref`` already expanded ``expansion``
+        times on its path (``-1``: none) or built a deep free-form value: in the flags the
+        budget fallbacks read and in the facts of the sub-value being built."""
+        self._recursed |= expansion > 0
+        self._deep_free_form |= deep_free_form
+        if self._building:
+            facts = self._building[-1]
+            facts.deepest_expansion = max(facts.deepest_expansion, expansion)
+            facts.deep_free_form |= deep_free_form
 
     @contextlib.contextmanager
     def _built_whole(self) -> Iterator[None]:
@@ -683,7 +729,7 @@ class SchemaCompiler:
         expanded = sum(r == ref for r, _ in refs)
         if expanded >= self.max_recursion:
             return False, target_pointer, refs
-        self._recursed |= expanded > 0
+        self._depended_on(expanded, False)
         return target, target_pointer, refs + ((ref, depth),)
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
@@ -1814,7 +1860,7 @@ class SchemaCompiler:
         (:func:`_free_form`; one node per depth and budget, shared by every use)."""
         key = depth * 1000 + budget
         hit = self._any_cache.get(key)
-        self._deep_free_form |= budget > FREE_FORM_FALLBACK_DEPTH
+        self._depended_on(-1, budget > FREE_FORM_FALLBACK_DEPTH)
         if hit is None:
             widths = tuple(min(self.options.indent_width * (depth + k), self.options.max_indent)
                            for k in range(budget + 1))
