@@ -43,16 +43,16 @@ epsilons and the per-state slices made from them)."""
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_AUTOMATON_BYTES = 512 << 20
 """Decode-time budget of one lazy automaton: its NFA, its subsets, its table and rows."""
-def states_exceeded(max_states: int) -> SchemaTooComplexError:
-    """The error of an automaton built eagerly past ``max_states`` states (``SchemaOptions.max_states``),
-    without a pointer: the schema compiler names the sub-schema and keyword it was building."""
-    return SchemaTooComplexError(f"automaton exceeds {max_states:,} states", budget=f"max_states={max_states}")
-
-
 MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
 path visits one state per byte whether or not equivalent states were merged (masks are computed
 lazily per visited state), so minimising them buys little and costs most of a compile."""
+
+
+def states_exceeded(max_states: int) -> SchemaTooComplexError:
+    """The error of an automaton built eagerly past ``max_states`` states (``SchemaOptions.max_states``),
+    without a pointer: the schema compiler names the sub-schema and keyword it was building."""
+    return SchemaTooComplexError(f"automaton exceeds {max_states:,} states", budget=f"max_states={max_states}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -88,6 +88,8 @@ class _Alternative:
 
     def both(self, other: "_Alternative") -> "_Alternative":
         return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
+
+
 @dataclass
 class _SubtreeFacts:
     """What building one sub-value's node depended on, besides the schema and its cache key:
