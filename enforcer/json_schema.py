@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -90,7 +90,7 @@ class _Alternative:
         return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
 
 
-@dataclass
+@dataclass(slots=True)
 class _SubtreeFacts:
     """What building one sub-value's node depended on, besides the schema and its cache key:
     the most times one ``$ref`` had been expanded on the path when it was expanded again
@@ -102,14 +102,23 @@ class _SubtreeFacts:
     deep_free_form: bool = False
 
 
-@dataclass(frozen=True)
-class _Built:
+class _Built(NamedTuple):
     """A cached sub-value: the schema (kept alive, so that its id stays unique), its node, and
     what the node depended on."""
 
     schema: Any
     node: Node
     facts: _SubtreeFacts
+
+
+def _located(exc: SchemaTooComplexError, pointer: str, keyword: str) -> SchemaTooComplexError:
+    """``exc`` located at ``pointer`` and ``keyword`` when it is an automaton's, built eagerly past
+    ``max_states`` (:func:`~enforcer.automaton.states_exceeded`: checked state by state, so the
+    refusal costs at most that many states) and not located yet by a sub-schema inside; else
+    ``exc`` itself."""
+    if exc.pointer or exc.keyword or not exc.budget.startswith("max_states="):
+        return exc
+    return SchemaTooComplexError(exc.reason, pointer, exc.budget, keyword)
 
 
 # keywords whose value makes them no-ops (spec defaults), so they need no support
@@ -396,16 +405,24 @@ class SchemaCompiler:
         if hit is not None:
             self._depended_on(hit.facts.deepest_expansion, hit.facts.deep_free_form)
             return hit.node
+        building = self._building
         facts = _SubtreeFacts()
-        self._building.append(facts)
+        building.append(facts)
         self._nesting += 1
         try:
-            with self._eager(pointer):
-                node = self._value(schema, pointer, depth, refs)
+            node = self._value(schema, pointer, depth, refs)
+        except SchemaTooComplexError as exc:
+            located = _located(exc, pointer, "")
+            if located is exc:
+                raise
+            raise located from None
         finally:
             self._nesting -= 1
-            self._building.pop()
-        self._depended_on(facts.deepest_expansion, facts.deep_free_form)
+            building.pop()
+        if building:  # the flags were set where the facts were found: only the parent learns them
+            parent = building[-1]
+            parent.deepest_expansion = max(parent.deepest_expansion, facts.deepest_expansion)
+            parent.deep_free_form |= facts.deep_free_form
         self.check_size(node, pointer)
         self._values[key] = _Built(schema, node, facts)
         return node
@@ -435,17 +452,16 @@ class SchemaCompiler:
 
     @staticmethod
     @contextlib.contextmanager
-    def _eager(pointer: str, keyword: str = "") -> Iterator[None]:
-        """Around automata built whole (determinised, intersected): an automaton that passes
-        ``max_states`` while it is built (:func:`~enforcer.automaton.states_exceeded`, checked
-        state by state, so the refusal costs at most that many states) is refused as the
-        sub-schema at ``pointer``'s, naming ``keyword`` (the innermost one that knows it)."""
+    def _eager(pointer: str, keyword: str) -> Iterator[None]:
+        """Around automata built whole (determinised, intersected) for ``keyword`` at
+        ``pointer``: see :func:`_located` (every sub-value is located so too, without a keyword)."""
         try:
             yield
         except SchemaTooComplexError as exc:
-            if exc.pointer or exc.keyword or not exc.budget.startswith("max_states="):
+            located = _located(exc, pointer, keyword)
+            if located is exc:
                 raise
-            raise SchemaTooComplexError(exc.reason, pointer, exc.budget, keyword) from None
+            raise located from None
 
     def _counted_string(self, raw: bool, min_len: int, max_len: int) -> Node:
         """A string body of ``min_len..max_len`` characters as one counted table, built once
