@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -88,6 +88,39 @@ class _Alternative:
 
     def both(self, other: "_Alternative") -> "_Alternative":
         return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
+
+
+@dataclass(slots=True)
+class _SubtreeFacts:
+    """What building one sub-value's node depended on, besides the schema and its cache key:
+    the most times one ``$ref`` had been expanded on the path when it was expanded again
+    (``-1``: no expansion; the node is the same under any recursion cut above it) and whether a
+    free-form value deeper than ``FREE_FORM_FALLBACK_DEPTH`` was built. Filled while the
+    sub-value is built (its own and its children's), then kept with its cached node."""
+
+    deepest_expansion: int = -1
+    deep_free_form: bool = False
+
+
+class _Built(NamedTuple):
+    """A cached sub-value: the schema (kept alive, so that its id stays unique), its node, and
+    what the node depended on."""
+
+    schema: Any
+    node: Node
+    facts: _SubtreeFacts
+
+
+def _located(exc: SchemaTooComplexError, pointer: str, keyword: str) -> SchemaTooComplexError:
+    """``exc`` located at ``pointer`` and ``keyword`` when it is an automaton's, built eagerly past
+    ``max_states`` (:func:`~enforcer.automaton.states_exceeded`: checked state by state, so the
+    refusal costs at most that many states) and not located yet by a sub-schema inside; else
+    ``exc`` itself."""
+    if exc.pointer or exc.keyword or not exc.budget.startswith("max_states="):
+        return exc
+    return SchemaTooComplexError(exc.reason, pointer, exc.budget, keyword)
+
+
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
@@ -236,10 +269,16 @@ class SchemaCompiler:
         self._nesting = 0
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
-        self._values: dict[tuple[int, int, Refs, int], tuple[Any, Node]] = {}
-        """(id(schema), depth, refs, free-form depth) -> (schema, its node): a sub-schema met again at the same
+        self._string_products: dict[tuple[bool, Any, Any, int, int | None], Node] = {}
+        """(raw, pattern, asserted format, minLength, maxLength) -> the string body their product
+        makes, built once per compile (the same pattern and bounds in several places: a product
+        of 166,000 states took 0.8 s each time in Github_hard o62065)."""
+        self._values: dict[tuple[int, int, Refs, int], _Built] = {}
+        """(id(schema), depth, refs, free-form depth) -> its node: a sub-schema met again at the same
         depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
-        properties) is one node, built once (the NFA builder then copies its states)."""
+        properties) is one node, built once (the NFA builder then copies its states). A value
+        compiled again with recursion cut earlier keeps the nodes that no cut changes."""
+        self._building: list[_SubtreeFacts] = []  # one per sub-value being built, innermost last
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -344,6 +383,12 @@ class SchemaCompiler:
                     self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
                 elif self._recursed and self.max_recursion > MIN_RECURSION:
                     self.max_recursion -= 1
+                    self._deep_free_form = self._recursed = False
+                    # a node whose $refs were all expanded fewer times than the new cut is the
+                    # same node: kept (Kubernetes kb_1161 built 46,000 sub-values again)
+                    self._values = {key: built for key, built in self._values.items()
+                                    if built.facts.deepest_expansion < self.max_recursion}
+                    continue
                 else:
                     raise
                 self._deep_free_form = self._recursed = False
@@ -358,15 +403,40 @@ class SchemaCompiler:
         key = (id(schema), depth, refs, self.free_form_depth)
         hit = self._values.get(key)
         if hit is not None:
-            return hit[1]
+            self._depended_on(hit.facts.deepest_expansion, hit.facts.deep_free_form)
+            return hit.node
+        building = self._building
+        facts = _SubtreeFacts()
+        building.append(facts)
         self._nesting += 1
         try:
             node = self._value(schema, pointer, depth, refs)
+        except SchemaTooComplexError as exc:
+            located = _located(exc, pointer, "")
+            if located is exc:
+                raise
+            raise located from None
         finally:
             self._nesting -= 1
+            building.pop()
+        if building:  # the flags were set where the facts were found: only the parent learns them
+            parent = building[-1]
+            parent.deepest_expansion = max(parent.deepest_expansion, facts.deepest_expansion)
+            parent.deep_free_form |= facts.deep_free_form
         self.check_size(node, pointer)
-        self._values[key] = (schema, node)  # the schema kept alive: its id stays unique
+        self._values[key] = _Built(schema, node, facts)
         return node
+
+    def _depended_on(self, expansion: int, deep_free_form: bool) -> None:
+        """Record that the node being built expanded a ``$ref`` already expanded ``expansion``
+        times on its path (``-1``: none) or built a deep free-form value: in the flags the
+        budget fallbacks read and in the facts of the sub-value being built."""
+        self._recursed |= expansion > 0
+        self._deep_free_form |= deep_free_form
+        if self._building:
+            facts = self._building[-1]
+            facts.deepest_expansion = max(facts.deepest_expansion, expansion)
+            facts.deep_free_form |= deep_free_form
 
     @contextlib.contextmanager
     def _built_whole(self) -> Iterator[None]:
@@ -379,6 +449,19 @@ class SchemaCompiler:
             yield
         finally:
             self.free_form_depth = saved
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _eager(pointer: str, keyword: str) -> Iterator[None]:
+        """Around automata built whole (determinised, intersected) for ``keyword`` at
+        ``pointer``: see :func:`_located` (every sub-value is located so too, without a keyword)."""
+        try:
+            yield
+        except SchemaTooComplexError as exc:
+            located = _located(exc, pointer, keyword)
+            if located is exc:
+                raise
+            raise located from None
 
     def _counted_string(self, raw: bool, min_len: int, max_len: int) -> Node:
         """A string body of ``min_len..max_len`` characters as one counted table, built once
@@ -664,7 +747,7 @@ class SchemaCompiler:
         expanded = sum(r == ref for r, _ in refs)
         if expanded >= self.max_recursion:
             return False, target_pointer, refs
-        self._recursed |= expanded > 0
+        self._depended_on(expanded, False)
         return target, target_pointer, refs + ((ref, depth),)
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
@@ -753,7 +836,7 @@ class SchemaCompiler:
             if t == "object":
                 current, *shared = self._sharing_keys([current, *(part_t for part_t, _ in pending)], pointer)
                 pending = [(part_t, ptr) for part_t, (_, ptr) in zip(shared, pending)]
-            with self._built_whole():
+            with self._built_whole(), self._eager(pointer, "allOf"):
                 dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
                 for part_t, ptr in pending:
                     dfa = dfa.intersect(compile_node(self.value(part_t, ptr, depth, refs), self.options.max_states),
@@ -1163,10 +1246,11 @@ class SchemaCompiler:
         if keys <= {"enum", "const"} and len(keys) == 1:
             values = negated["enum"] if "enum" in negated else [negated["const"]]
             if all(isinstance(v, (str, bool)) or v is None for v in values):
-                with self._built_whole():
+                with self._built_whole(), self._eager(pointer, "not"):
                     base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
-                excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)), self.options.max_states)
-                dfa = base.difference(excluded, self.options.max_states)
+                    excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)),
+                                            self.options.max_states)
+                    dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
         failures = _condition_failures(negated, self.dialect)  # the values failing it, one way each
         if failures and self.options.strict and not self._declares_keys(rest, pointer):
@@ -1400,7 +1484,9 @@ class SchemaCompiler:
             mult = numbers.multiple_of(step, integer)
             if mult is None:
                 raise UnsupportedSchemaError("multipleOf", pointer, "step too fine to enforce exactly")
-            dfa = compile_node(node, self.options.max_states).intersect(compile_node(mult, self.options.max_states))
+            with self._eager(pointer, "multipleOf"):
+                dfa = compile_node(node, self.options.max_states).intersect(compile_node(mult, self.options.max_states),
+                                                                            self.options.max_states)
             node = Embedded(dfa) if not dfa.is_empty else NOTHING
         return node
 
@@ -1443,10 +1529,18 @@ class SchemaCompiler:
         if len(constraints) == 1:
             body = constraints[0]
         else:
-            dfa = compile_node(constraints[0], self.options.max_states)
-            for c in constraints[1:]:
-                dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
-            body = Embedded(dfa) if not dfa.is_empty else NOTHING
+            fmt_key = fmt if self.options.assert_formats else None
+            key = (raw, schema.get("pattern"), fmt_key, min_len, max_len) \
+                if isinstance(schema.get("pattern", ""), str) and isinstance(fmt_key, (str, type(None))) else None
+            body = self._string_products.get(key) if key is not None else None
+            if body is None:
+                with self._eager(pointer, "pattern" if "pattern" in schema else "format"):
+                    dfa = compile_node(constraints[0], self.options.max_states)
+                    for c in constraints[1:]:
+                        dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+                body = Embedded(dfa) if not dfa.is_empty else NOTHING
+                if key is not None:
+                    self._string_products[key] = body
         return body if raw else seq(literal('"'), body, literal('"'))
 
     def _array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
@@ -1784,7 +1878,7 @@ class SchemaCompiler:
         (:func:`_free_form`; one node per depth and budget, shared by every use)."""
         key = depth * 1000 + budget
         hit = self._any_cache.get(key)
-        self._deep_free_form |= budget > FREE_FORM_FALLBACK_DEPTH
+        self._depended_on(-1, budget > FREE_FORM_FALLBACK_DEPTH)
         if hit is None:
             widths = tuple(min(self.options.indent_width * (depth + k), self.options.max_indent)
                            for k in range(budget + 1))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from enforcer import SchemaTooComplexError, compile_json_schema
-from enforcer.automaton import _NFA, nfa_size
+from enforcer.automaton import DFA, _NFA, compile_node, nfa_size
 from enforcer.json_schema import SchemaCompiler, SchemaOptions
 from enforcer.matcher import clear_cache
 from enforcer.tools import compile_tools
@@ -143,3 +143,69 @@ def test_a_k2_section_past_the_budget_ends_with_the_error(kimi_vocab: Vocabulary
     else:
         pytest.fail("the budget of 1,000 states was never reached")
     assert "max_states" in matcher.error
+
+
+def test_an_eager_product_past_max_states_names_the_sub_schema_keyword_and_budget() -> None:
+    """A pattern times a counted maxLength is built whole at compile time: past ``max_states``
+    the refusal names where and which limit (it said "(root)" and no budget before)."""
+    schema = {"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "^[a-z]*x[a-z]{12}$", "maxLength": 60}}}
+    with pytest.raises(SchemaTooComplexError) as caught:
+        SchemaCompiler(schema, SchemaOptions(max_states=500)).compile()
+    assert (caught.value.pointer, caught.value.keyword, caught.value.budget) == \
+        ("/properties/code", "pattern", "max_states=500")
+    conjunction = {"allOf": [{"type": "string", "pattern": "^[a-z]*x[a-z]{12}$"},
+                             {"type": "string", "pattern": "^[a-z]*y[a-z]{12}$"}]}
+    with pytest.raises(SchemaTooComplexError) as caught:
+        SchemaCompiler({"type": "array", "items": conjunction}, SchemaOptions(max_states=500)).compile()
+    assert (caught.value.pointer, caught.value.keyword, caught.value.budget) == ("/items", "allOf", "max_states=500")
+
+
+def test_one_pattern_and_length_product_is_built_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same pattern and bounds in several places share one eager product (each of 166,000
+    states took 0.8 s in Github_hard o62065)."""
+    products = []
+    original = DFA.intersect
+
+    def counting(self: DFA, other: DFA, max_states: int = 200_000) -> DFA:
+        products.append((self.num_states, other.num_states))
+        return original(self, other, max_states)
+
+    monkeypatch.setattr(DFA, "intersect", counting)
+    code = {"type": "string", "pattern": "^[a-z]+$", "maxLength": 20}
+    schema = {"type": "object", "properties": {"a": code, "b": {"type": "array", "items": dict(code)},
+                                               "c": {**code, "maxLength": 21}}}
+    SchemaCompiler(schema, SchemaOptions()).compile()
+    assert len(products) == 2  # maxLength 20 once (a and b's items), 21 once
+
+
+def test_a_value_compiled_again_with_recursion_cut_earlier_keeps_the_nodes_no_cut_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over ``max_nfa_states`` with recursion expanded three times, the value is compiled again
+    with two: sub-values whose ``$ref``s were all expanded fewer times are not built again
+    (Kubernetes kb_1161 built 46,000 of them twice), and the result is the node a compile with
+    ``max_recursion=2`` builds."""
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(6)}}
+    tree = {"type": "object", "properties": {"tag": {"type": "string"},
+                                             "kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}}}
+    schema = {"$defs": {"big": big, "tree": tree}, "type": "object",
+              "properties": {"meta": {"$ref": "#/$defs/big"}, "tree": {"$ref": "#/$defs/tree"}}}
+    built: list[int] = []
+    original = SchemaCompiler._value
+
+    def counting(self: SchemaCompiler, sub: Any, pointer: str, depth: int, refs: Any) -> Any:
+        built.append(id(sub))
+        return original(self, sub, pointer, depth, refs)
+
+    monkeypatch.setattr(SchemaCompiler, "_value", counting)
+    options = SchemaOptions(max_nfa_states=1_500)  # three expansions: 2,172 NFA states; two: 1,048
+    compiler = SchemaCompiler(schema, options)
+    node = compiler.compile()
+    assert compiler.max_recursion == 2
+    leaf, recursive_leaf = id(big["properties"]["p0"]), id(tree["properties"]["tag"])
+    assert built.count(leaf) == 1
+    assert built.count(recursive_leaf) == 3  # one per expansion of the first attempt, none again
+    monkeypatch.setattr(SchemaCompiler, "_value", original)
+    direct = SchemaCompiler(schema, SchemaOptions(max_nfa_states=1_500, max_recursion=2)).compile()
+    assert nfa_size(node) == nfa_size(direct) == 1_048
+    assert compile_node(node).content_key == compile_node(direct).content_key
