@@ -1326,8 +1326,10 @@ class LazyDFA(_Reading):
     def _rows_added(self) -> None:
         """After rows were built: room for the states they created, and the budget checked."""
         n = self._det.num_states
-        self._grow(n)
-        self.rows.extend([None] * (n - len(self.rows)))
+        if n > self._table.shape[0]:
+            self._grow(n)
+        if n > len(self.rows):
+            self.rows.extend([None] * (n - len(self.rows)))
         if self.exhausted is None:
                 if n > self.max_states:
                     self.exhausted = f"{self.max_states:,} states (max_states)"
@@ -1371,7 +1373,7 @@ class LazyDFA(_Reading):
         Raises :class:`AutomatonBudgetError` once :attr:`exhausted`."""
         if not self._built[state]:
             self._build_rows((state,))
-        builder = self._determiniser().kernel
+        builder = self._det.kernel  # built by the row of ``state``
         nodes = states = None
         while True:
             with self._lock:
@@ -1391,7 +1393,7 @@ class LazyDFA(_Reading):
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist)."""
-        return self._determiniser().embedding(state)
+        return (self._det or self._determiniser()).embedding(state)
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
         """Build the rows of ``states``; returns the (possibly reallocated) table. Raises
