@@ -1166,7 +1166,14 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
 
 
 def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
-    """Every row of ``det``'s automaton, built breadth first (the table before trimming)."""
+    """Every row of ``det``'s automaton, built breadth first (the table before trimming): one
+    compiled call when built, else row by row in Python."""
+    if det.kernel is not None:
+        table = det.kernel.table(-1 if max_states is None else max_states)
+        if table is None:
+            raise states_exceeded(max_states)
+        det.sync_accepting()
+        return table
     table = np.full((64, 256), DEAD, dtype=np.int32)
     i = 0
     while i < det.num_states:

@@ -186,6 +186,32 @@ def test_compiled_subset_construction_is_the_reference_state_for_state() -> None
             subset_table(_Determiniser(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40), False, compiled), 50)
 
 
+def test_compiled_subset_table_is_the_reference() -> None:
+    """The whole eager table in one compiled call (what every eager automaton and format
+    automaton is built from) against the Python construction row by row: same table, same
+    accepting states, on random expressions and a UTF-8 repeat of 30; the same refusal past
+    ``max_states`` (an off-by-one in the count or a missed row changes these)."""
+    from enforcer.automaton import SubsetConstruction, _Determiniser, subset_table
+
+    if SubsetConstruction is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(5)
+    nodes = [_random_node(rng) for _ in range(200)] + [repeat(alt(literal("ab"), codepoints([(0x20, 0x10FFFF)])), 0, 30)]
+    for node in nodes:
+        fast, slow = _Determiniser(node, False, compiled=True), _Determiniser(node, False, compiled=False)
+        assert np.array_equal(subset_table(fast, None), subset_table(slow, None))
+        assert fast.accepting == slow.accepting
+    for limit in (1, 2, 40, 41):
+        node = repeat(codepoints([(0x61, 0x7A)]), 0, 40)  # 41 states
+        outcomes = []
+        for compiled in (True, False):
+            try:
+                outcomes.append(subset_table(_Determiniser(node, False, compiled), limit).shape[0])
+            except SchemaTooComplexError:
+                outcomes.append(None)
+        assert outcomes[0] == outcomes[1] == (41 if limit >= 41 else None)
+
+
 def test_compiled_reaching_is_the_reference() -> None:
     # the trim's reverse reachability (Cython) against the numpy breadth-first pass, on random
     # graphs from sparse to dense, with self-loops, parallel edges and unreachable parts
