@@ -246,7 +246,8 @@ cdef object _int32_table(const int32_t* items, Py_ssize_t count, Py_ssize_t widt
 cdef class SubsetConstruction:
     """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
     and epsilon edges) plus embedded DFA blocks (states ``base..base+size`` whose edges are the
-    rows of a DFA table, and whose accepting states have an epsilon edge to ``end``). DFA
+    rows of a DFA table, or of a counted repeat's unit shifted to the unit's copy, and whose
+    accepting states have an epsilon edge to ``end``). DFA
     states are created the first time a :meth:`row` reaches them, numbered in the order found
     with bytes in increasing order; subset 0 is the closure of ``start``. The same states, in
     the same order, as :class:`enforcer.automaton._Determiniser`'s Python construction.
@@ -267,6 +268,8 @@ cdef class SubsetConstruction:
     cdef int32_t* block_of
     cdef int32_t* block_base
     cdef int32_t* block_end
+    cdef int32_t* block_period
+    cdef int32_t* block_size
     cdef const int32_t** block_table
     cdef const uint8_t** block_acc
     # closures, computed on first use
@@ -302,6 +305,8 @@ cdef class SubsetConstruction:
         self.block_of = NULL
         self.block_base = NULL
         self.block_end = NULL
+        self.block_period = NULL
+        self.block_size = NULL
         self.block_table = NULL
         self.block_acc = NULL
         self.closure_at = NULL
@@ -324,7 +329,7 @@ cdef class SubsetConstruction:
 
     def __dealloc__(self):
         free(self.block_of); free(self.block_base); free(self.block_end)
-        free(<void*>self.block_table); free(<void*>self.block_acc)
+        free(self.block_period); free(self.block_size); free(<void*>self.block_table); free(<void*>self.block_acc)
         free(self.closure_at); free(self.closure_len); free(self.closure_buf)
         free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
         free(self.slots); free(self.stamp); free(self.visit); free(self.gather); free(self.stack)
@@ -335,8 +340,11 @@ cdef class SubsetConstruction:
                  const int32_t[::1] edge_dst, const int64_t[::1] eps_start, const int32_t[::1] eps_dst,
                  const uint8_t[::1] important, list blocks):
         """``important``: the NFA states a subset keeps (uint8[n]; the others pass epsilon edges
-        on only). ``blocks``: (base, table int32[size, 256], accepting uint8[size], end) per
-        embedded DFA."""
+        on only). ``blocks``: (base, rows int32[r, 256], accepting uint8[size], period, end) per
+        embedded automaton: with period 0 the rows are the table (``r = size``); with period
+        ``q`` they are a counted repeat's ``q`` unit rows (targets within a unit, ``q`` on its
+        completion), state ``k * q + s`` reading row ``s`` shifted by ``k * q``, and the last
+        state (``size - 1``, after the last unit) reading nothing."""
         cdef Py_ssize_t n = num_nfa_states, k, s
         cdef const int32_t[:, ::1] table
         cdef const uint8_t[::1] acc
@@ -356,11 +364,14 @@ cdef class SubsetConstruction:
         self.closure_len = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
         self.block_base = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         self.block_end = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
+        self.block_period = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
+        self.block_size = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         self.block_table = <const int32_t**>malloc(max(self.n_blocks, 1) * sizeof(int32_t*))
         self.block_acc = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
         if (self.block_of == NULL or self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
                 or self.closure_at == NULL or self.closure_len == NULL or self.block_base == NULL
-                or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL):
+                or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL
+                or self.block_period == NULL or self.block_size == NULL):
             raise MemoryError()
         for s in range(n):
             self.block_of[s] = -1
@@ -370,12 +381,17 @@ cdef class SubsetConstruction:
         self.current_stamp = 0
         self.current_visit = 0
         for k in range(self.n_blocks):
-            base, table, acc, block_end = blocks[k]
+            base, table, acc, period, block_end = blocks[k]
+            if period < 0 or table.shape[0] != (period if period else acc.shape[0]) or \
+                    (period and (acc.shape[0] - 1) % period):
+                raise ValueError("a block's rows do not match its size and period")
             self.block_base[k] = base
             self.block_end[k] = block_end
+            self.block_period[k] = period
+            self.block_size[k] = <int32_t>acc.shape[0]
             self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
             self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
-            for s in range(base, base + table.shape[0]):
+            for s in range(base, base + acc.shape[0]):
                 self.block_of[s] = <int32_t>k
         self.slot_cap = 1024
         self.slots = <int32_t*>malloc(self.slot_cap * sizeof(int32_t))
@@ -390,6 +406,18 @@ cdef class SubsetConstruction:
         for k in range(count):
             self.gather[k] = first[k]
         self._intern(count, -1)
+
+    cdef inline const int32_t* _block_row(self, int32_t blk, int32_t local, int32_t* shift) noexcept nogil:
+        """The row of state ``local`` of block ``blk``, its targets to be shifted by ``shift``
+        (NULL: a counted repeat's last state, which reads nothing)."""
+        cdef int32_t period = self.block_period[blk]
+        if period == 0:
+            shift[0] = 0
+            return self.block_table[blk] + <Py_ssize_t>local * 256
+        if local == self.block_size[blk] - 1:
+            return NULL
+        shift[0] = local - local % period
+        return self.block_table[blk] + <Py_ssize_t>(local % period) * 256
 
     cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
         """The important states of the epsilon closure of ``state`` (cached); ``out`` points
@@ -543,14 +571,16 @@ cdef class SubsetConstruction:
             raise IndexError(i)
         cdef const int32_t* members = self.set_buf + self.set_at[i]
         cdef Py_ssize_t m = self.set_len[i], k, b
-        cdef int32_t s, blk, inside = -1
+        cdef int32_t s, blk, shift, inside = -1
         cdef const int32_t* trow
         for k in range(m):
             s = members[k]
             blk = self.block_of[s]
             if blk < 0:
                 continue
-            trow = self.block_table[blk] + <Py_ssize_t>(s - self.block_base[blk]) * 256
+            trow = self._block_row(blk, s - self.block_base[blk], &shift)
+            if trow == NULL:
+                continue
             for b in range(256):
                 if trow[b] >= 0:
                     if inside >= 0:
@@ -610,7 +640,7 @@ cdef class SubsetConstruction:
     cdef Py_ssize_t _row(self, Py_ssize_t i, int32_t* out, Py_ssize_t max_states) except -2:
         """:meth:`row` into ``out`` (256 entries; ``i`` an existing state)."""
         cdef Py_ssize_t n_edges = 0, m, k, p, n_pieces, count, total, c
-        cdef int32_t s, blk, local, t, lo, hi, target, stamp_now
+        cdef int32_t s, blk, local, t, lo, hi, target, stamp_now, shift
         cdef int64_t a, b
         cdef const int32_t* members
         cdef const int32_t* trow
@@ -630,7 +660,9 @@ cdef class SubsetConstruction:
             blk = self.block_of[s]
             if blk >= 0:
                 local = s - self.block_base[blk]
-                trow = self.block_table[blk] + <Py_ssize_t>local * 256
+                trow = self._block_row(blk, local, &shift)
+                if trow == NULL:
+                    continue
                 lo = 0
                 while lo < 256:
                     t = trow[lo]
@@ -638,7 +670,7 @@ cdef class SubsetConstruction:
                     while hi + 1 < 256 and trow[hi + 1] == t:
                         hi += 1
                     if t >= 0:
-                        self._add_edge(&n_edges, lo, hi, self.block_base[blk] + t)
+                        self._add_edge(&n_edges, lo, hi, self.block_base[blk] + shift + t)
                     lo = hi + 1
             else:
                 a = self.edge_start[s]

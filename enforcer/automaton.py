@@ -137,9 +137,9 @@ class Repeat(Node):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Embedded(Node):
-    """An already compiled :class:`DFA` used as a sub-expression (for intersections)."""
+    """An already compiled :class:`DFA` (or a :class:`CountedDFA`) used as a sub-expression."""
 
-    dfa: "DFA"
+    dfa: "DFA | CountedDFA"
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
 
@@ -404,7 +404,7 @@ class Block(NamedTuple):
     its accepting states lead (by epsilon) to NFA state ``end``."""
 
     base: int
-    dfa: "DFA"
+    dfa: "DFA | CountedDFA"
     end: int
 
 
@@ -611,16 +611,14 @@ class DFA(_Reading):
     state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.
     """
 
-    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "counted", "_content_key",
+    __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "_content_key",
                  "_read_bytes", "_built_flags")
 
     exhausted = None
     """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
 
-    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, counted: "CountedRepeat | None" = None) -> None:
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
         self.transitions = transitions
-        self.counted = counted
-        """Set by :func:`counted_repeat`: the unit and how many units each state may still read."""
         self._content_key: bytes | None = None
         self._read_bytes: np.ndarray | None = None
         self._built_flags: np.ndarray | None = None  # every row is built: all ones, for the walks
@@ -678,12 +676,9 @@ class DFA(_Reading):
     @property
     def read_bytes(self) -> np.ndarray:
         """The bytes some state reads (bool[256], read-only; computed once, one pass over the
-        table; a counted repeat of at least one unit reads what its unit reads)."""
+        table)."""
         if self._read_bytes is None:
-            if self.counted is not None and self.num_states > 1:
-                read = self.counted.unit.read_bytes
-            else:
-                read = (self.transitions >= 0).any(axis=0) if self.num_states else np.zeros(256, dtype=bool)
+            read = (self.transitions >= 0).any(axis=0) if self.num_states else np.zeros(256, dtype=bool)
             read.setflags(write=False)
             self._read_bytes = read
         return self._read_bytes
@@ -803,50 +798,127 @@ class DFA(_Reading):
 
 
 def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
-    """``unit{minimum,maximum}`` built directly as a table (no subset construction, no trim:
-    every state it makes is live and reachable), for a prefix-free ``unit`` (no accepted string
-    extends another, e.g. one encoded character). State ``k * q + s`` has read ``k`` units and
-    stands at inner state ``s`` of the next (``q`` inner states, ``s = 0`` between units); after
-    ``maximum`` units only the state between units is left. Cost: one pass over the
-    ``maximum * q * 256`` table entries."""
-    acc = unit.accepting
-    if unit.is_empty or acc[0]:
-        raise ValueError("counted_repeat needs a non-empty unit that does not accept the empty string")
-    if (unit.transitions[acc] >= 0).any():
-        raise ValueError("counted_repeat needs a prefix-free unit")
+    """``unit{minimum,maximum}`` as a table (:meth:`CountedDFA.dense`: no subset construction,
+    no trim), for a prefix-free ``unit``; the empty automaton when ``minimum > maximum``."""
     if minimum > maximum:
         return _empty_dfa()
-    order = _live_order(unit.transitions, acc)
-    if order is not None and len(order) < unit.num_states:  # trimmed: every inner state leads somewhere
-        unit = _renumbered(unit.transitions, acc, order)
+    return CountedDFA(unit, minimum, maximum).dense()
+
+
+class CountedDFA:
+    """``unit{minimum,maximum}`` for a prefix-free ``unit`` (no accepted string extends
+    another, e.g. one encoded character), kept without its table. State ``k * q + s`` has read
+    ``k`` units and stands at inner state ``s`` of the next (``q`` inner states, ``s = 0``
+    between units); after ``maximum`` units only the state between units is left. The row of
+    ``k * q + s`` is the unit's row ``s`` (:attr:`step`: an inner state, ``q`` on a completed
+    unit, or dead) shifted by ``k * q``, so an embedding NFA reads ``q`` rows whatever the bound
+    (:meth:`kernel_block`) and a lazy automaton builds only the positions a walk reaches: a
+    ``maxLength: 8192`` string is 20 rows of 1 KiB instead of a 168 MB table. Cost to make: the
+    unit's trim and rows (the accepting flags, ``maximum * q + 1`` bytes, on first use).
+    Immutable."""
+
+    __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key")
+
+    def __init__(self, unit: DFA, minimum: int, maximum: int) -> None:
         acc = unit.accepting
-    inner = np.flatnonzero(~acc)  # start (0) first
-    q = len(inner)
-    local = np.full(unit.num_states, DEAD, dtype=np.int32)
-    local[inner] = np.arange(q, dtype=np.int32)
-    t = unit.transitions[inner]  # (q, 256)
-    safe = np.where(t >= 0, t, 0)
-    # within one copy: the inner target, q (the next copy's start) on a completed unit, or dead
-    step = np.where(t < 0, DEAD, np.where(acc[safe], q, local[safe])).astype(np.int32)
-    table = np.empty((maximum * q + 1, 256), dtype=np.int32)
-    copies = table[: maximum * q].reshape(maximum, q, 256)  # written in place: two passes, no temporary
-    np.add(step, (np.arange(maximum, dtype=np.int32) * q)[:, None, None], out=copies)
-    np.copyto(copies, DEAD, where=(step < 0)[None])
-    table[maximum * q] = DEAD
-    between = np.arange(maximum + 1, dtype=np.int64) * q
-    accepting = np.zeros(maximum * q + 1, dtype=bool)
-    accepting[between[minimum:]] = True
-    remaining = np.full(maximum * q + 1, -1, dtype=np.int32)
-    remaining[between] = maximum - np.arange(maximum + 1, dtype=np.int32)
-    return DFA(table, accepting, CountedRepeat(unit, remaining))
+        if unit.is_empty or acc[0]:
+            raise ValueError("a counted repeat needs a non-empty unit that does not accept the empty string")
+        if (unit.transitions[acc] >= 0).any():
+            raise ValueError("a counted repeat needs a prefix-free unit")
+        if not 0 <= minimum <= maximum:
+            raise ValueError(f"a counted repeat needs 0 <= minimum <= maximum, not {minimum}..{maximum}")
+        order = _live_order(unit.transitions, acc)
+        if order is not None and len(order) < unit.num_states:  # trimmed: every inner state leads somewhere
+            unit = _renumbered(unit.transitions, acc, order)
+            acc = unit.accepting
+        inner = np.flatnonzero(~acc)  # start (0) first
+        q = len(inner)
+        local = np.full(unit.num_states, DEAD, dtype=np.int32)
+        local[inner] = np.arange(q, dtype=np.int32)
+        t = unit.transitions[inner]  # (q, 256)
+        safe = np.where(t >= 0, t, 0)
+        step = np.where(t < 0, DEAD, np.where(acc[safe], q, local[safe])).astype(np.int32)
+        step.setflags(write=False)
+        self.unit = unit
+        """The unit, trimmed (its string bodies' masks are judged from it)."""
+        self.minimum = minimum
+        self.maximum = maximum
+        self.period = q
+        """States per unit (``q``)."""
+        self.step = step
+        """int32[q, 256]: within one unit, the inner state reached, ``q`` on completing it, or -1."""
+        self._accepting: np.ndarray | None = None
+        self._content_key: bytes | None = None
 
+    @property
+    def num_states(self) -> int:
+        return self.maximum * self.period + 1
 
-class CountedRepeat(NamedTuple):
-    """How a :func:`counted_repeat` automaton is made: state ``s`` stands between two units
-    with ``remaining[s]`` more units allowed (``-1``: inside a unit)."""
+    is_empty = False
+    """A counted repeat accepts ``minimum`` units at least."""
 
-    unit: "DFA"
-    remaining: np.ndarray
+    @property
+    def accepting(self) -> np.ndarray:
+        """Whether each state accepts: between units, after ``minimum`` of them (made once)."""
+        if self._accepting is None:
+            accepting = np.zeros(self.num_states, dtype=bool)
+            accepting[self.period * self.minimum::self.period] = True
+            accepting.setflags(write=False)
+            self._accepting = accepting
+        return self._accepting
+
+    @property
+    def accepting_list(self) -> list[bool]:
+        return self.accepting.tolist()
+
+    def array_row(self, state: int) -> np.ndarray:
+        """The row of ``state`` (a new int32[256] array)."""
+        copy, inner = divmod(state, self.period)
+        if copy == self.maximum:
+            return np.full(256, DEAD, dtype=np.int32)
+        row = self.step[inner]
+        return np.where(row >= 0, row + copy * self.period, DEAD).astype(np.int32)
+
+    def remaining(self, state: int) -> int:
+        """Units ``state`` may still read when it stands between two units, else -1."""
+        copy, inner = divmod(state, self.period)
+        return self.maximum - copy if inner == 0 else -1
+
+    @property
+    def read_bytes(self) -> np.ndarray:
+        """The bytes some state reads (the unit's; none without a unit to read)."""
+        return self.unit.read_bytes if self.maximum else np.zeros(256, dtype=bool)
+
+    @property
+    def content_key(self) -> bytes:
+        """A digest of the unit and the bounds: equal keys, equal automata."""
+        if self._content_key is None:
+            digest = hashlib.blake2b(b"counted", digest_size=16)
+            digest.update(self.unit.content_key)
+            digest.update(np.array([self.minimum, self.maximum], dtype=np.int64).tobytes())
+            self._content_key = digest.digest()
+        return self._content_key
+
+    def kernel_block(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(:attr:`step`, :attr:`accepting` as uint8, :attr:`period`): the block as the
+        compiled subset construction reads it."""
+        return self.step, self.accepting.view(np.uint8), self.period
+
+    def dense(self, max_states: int | None = None) -> DFA:
+        """The whole table (``num_states`` rows of 1 KiB: for intersections, which read every
+        row); past ``max_states`` states :class:`SchemaTooComplexError`."""
+        if max_states is not None and self.num_states > max_states:
+            raise states_exceeded(max_states)
+        q, maximum = self.period, self.maximum
+        table = np.empty((maximum * q + 1, 256), dtype=np.int32)
+        copies = table[: maximum * q].reshape(maximum, q, 256)  # written in place: two passes, no temporary
+        np.add(self.step, (np.arange(maximum, dtype=np.int32) * q)[:, None, None], out=copies)
+        np.copyto(copies, DEAD, where=(self.step < 0)[None])
+        table[maximum * q] = DEAD
+        return DFA(table, self.accepting.copy())
+
+    def __repr__(self) -> str:
+        return f"CountedDFA({self.minimum}..{self.maximum} units of {self.period} states)"
 
 
 def concat_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -940,12 +1012,11 @@ class _Determiniser:
             + 8 * (len(self._edge_start) + len(self._eps_start)) + important.nbytes
         self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
         self._kernel = None
-        if compiled and SubsetConstruction is not None and all(isinstance(b.dfa, DFA) for b in self.blocks):
+        if compiled and SubsetConstruction is not None:
             self._kernel = SubsetConstruction(
                 self.num_nfa_states, start, self.end, self._edge_start,
                 self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start,
-                self._eps_dst, self._important, [(b.base, np.ascontiguousarray(b.dfa.transitions, dtype=np.int32),
-                                 np.ascontiguousarray(b.dfa.accepting, dtype=np.uint8), b.end) for b in self.blocks])
+                self._eps_dst, self._important, [(b.base, *_kernel_block(b.dfa), b.end) for b in self.blocks])
             self.accepting: list[bool] = self._kernel.accepting(0)
             return
         first = self.closure(start)
@@ -1004,7 +1075,7 @@ class _Determiniser:
             hit = tuple(zip(self._edge_lo[a:b].tolist(), self._edge_hi[a:b].tolist(), self._edge_dst[a:b].tolist()))
         else:
             block, local = at
-            row = block.dfa.transitions[local]
+            row = block.dfa.array_row(local)
             starts = np.flatnonzero(np.diff(row, prepend=DEAD - 1))
             ends = np.append(starts[1:] - 1, 255)
             targets = row[starts]
@@ -1154,13 +1225,22 @@ class _Determiniser:
         return row
 
 
+def _kernel_block(dfa: "DFA | CountedDFA") -> tuple[np.ndarray, np.ndarray, int]:
+    """(rows, accepting as uint8, period) of an embedded automaton for the compiled subset
+    construction: a table's every row (period 0), or a counted repeat's unit rows."""
+    if isinstance(dfa, CountedDFA):
+        return dfa.kernel_block()
+    return (np.ascontiguousarray(dfa.transitions, dtype=np.int32),
+            np.ascontiguousarray(dfa.accepting, dtype=np.uint8), 0)
+
+
 def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     """Thompson NFA, subset construction, trimming and (for small automata) minimisation; an
     embedded automaton is its own DFA."""
     if node is NOTHING:
         return _empty_dfa()
     if isinstance(node, Embedded):
-        return node.dfa
+        return node.dfa.dense(max_states) if isinstance(node.dfa, CountedDFA) else node.dfa
     det = _Determiniser(node, trim=False)
     return _finalise(subset_table(det, max_states), np.array(det.accepting, dtype=bool))
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 import numpy as np
 
 from . import numbers
-from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, counted_repeat, nfa_size, alt, byte_chars, codepoints,
+from .automaton import (DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
@@ -463,12 +463,15 @@ class SchemaCompiler:
                 raise
             raise located from None
 
-    def _counted_string(self, raw: bool, min_len: int, max_len: int) -> Node:
-        """A string body of ``min_len..max_len`` characters as one counted table, built once
-        per bounds in this compile (a schema with many such strings shares it)."""
+    def _counted_string(self, raw: bool, min_len: int, max_len: int, pointer: str) -> Node:
+        """A string body of ``min_len..max_len`` characters as one counted repeat (its unit's
+        rows, not a table: see :class:`~enforcer.automaton.CountedDFA`), made once per bounds
+        in this compile; its states count against ``max_nfa_states``."""
         key = (raw, min_len, max_len)
         if key not in self._counted:
-            self._counted[key] = Embedded(counted_repeat(_string_char_dfa(raw), min_len, max_len))
+            counted = CountedDFA(_string_char_dfa(raw), min_len, max_len)
+            self._within_budget(counted.num_states, pointer, f"maxLength {max_len}", "maxLength")
+            self._counted[key] = Embedded(counted)
         return self._counted[key]
 
     def _check_repeat(self, unit: Node, copies: int, pointer: str, keyword: str) -> None:
@@ -1513,16 +1516,12 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if min_len or max_len is not None or not constraints:
             char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
-            if max_len is not None and max_len > MAX_COUNTED_LENGTH:
-                if constraints:  # a pattern or format to intersect with: that product is eager
+            if max_len is not None:
+                if constraints and max_len > MAX_COUNTED_LENGTH:  # the product with a pattern or format is eager
                     raise SchemaTooComplexError(f"maxLength {max_len} with a pattern or format needs a counted "
                                                 f"table of about {20 * max_len:,} states", pointer,
                                                 f"MAX_COUNTED_LENGTH={MAX_COUNTED_LENGTH}", "maxLength")
-                # alone: one NFA copy per character, the lazy automaton builds the lengths written
-                self._check_repeat(char, max_len, pointer, "maxLength")
-                constraints.append(repeat(char, min_len, max_len))
-            elif max_len is not None:
-                constraints.append(self._counted_string(raw, min_len, max_len))
+                constraints.append(self._counted_string(raw, min_len, max_len, pointer))
             else:  # one NFA copy per counted character, built lazily
                 self._check_repeat(char, min_len, pointer, "minLength")
                 constraints.append(repeat(char, min_len, None))
@@ -2360,11 +2359,10 @@ def _no_exponent_dfa() -> DFA:
 
 
 MAX_COUNTED_LENGTH = 2048
-"""Largest ``maxLength`` enforced by a dense counted table (about 20 states per character, 1 KiB
-each: 42 MB at 2048, shared by every string of the same bounds in a schema). A longer bound on
-a plain string is an NFA repeat (one copy of the character per position, within
-``max_nfa_states``; the lazy automaton builds the lengths a walk reaches); with a pattern or
-format it raises :class:`SchemaTooComplexError`."""
+"""Largest ``maxLength`` beside a ``pattern`` or ``format``: their intersection is a table of
+about 20 states per character, 1 KiB each (42 MB at 2048); past it
+:class:`SchemaTooComplexError`. A plain string's bound is a counted repeat built lazily, within
+``max_nfa_states`` (20 states per character)."""
 
 
 def _count(schema: dict, key: str, pointer: str) -> int | None:

@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .automaton import DFA, AutomatonBudgetError, Block, LazyDFA, codepoints, compile_node, concat_ranges, star
+from .automaton import (DFA, AutomatonBudgetError, Block, CountedDFA, LazyDFA, codepoints, compile_node, concat_ranges,
+                        counted_repeat, star)
 from .lru import LRU
 from .vocabulary import Vocabulary
 
@@ -284,6 +285,7 @@ def clear_shared_masks() -> None:
     bodies, embedded automata); the vocabularies' token tables themselves stay."""
     for index in _INDEX_CACHE.values():
         index.shared.clear()
+    _WINDOWS.clear()
 
 
 def token_index(vocabulary: Vocabulary) -> TokenIndex:
@@ -356,14 +358,37 @@ def _is_raw_char_unit(unit: DFA) -> bool:
     return _RAW_UNITS.put(key, same)
 
 
-def safe_part(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
+_WINDOWS: LRU[DFA] = LRU(8)
+
+
+def counted_window(index: TokenIndex, counted: CountedDFA, state: int) -> tuple[DFA, int]:
+    """A table that reads every token from one of its states exactly as ``counted`` does from
+    ``state``: a token of ``L`` bytes (``index.max_length`` at most) completes ``L`` units at
+    most, so ``L + 1`` units of the repeat (or all of them, when fewer) are enough, entered
+    where as many units are left as from ``state`` (or ``L + 1``). One table per unit and
+    vocabulary length (``(L + 1) * q`` rows: ~2.6 MB for 128 bytes and a JSON character),
+    kept for the 8 most recent; its masks are shared by every counted repeat of that unit."""
+    copies = min(counted.maximum, index.max_length + 1)
+    key = (counted.unit.content_key, copies)
+    window = _WINDOWS.get(key)
+    if window is None:
+        window = _WINDOWS.put(key, counted_repeat(counted.unit, 0, copies))
+    q = counted.period
+    copy, inner = divmod(state, q)
+    return window, max(0, copies - (counted.maximum - copy)) * q + inner
+
+
+def safe_part(index: TokenIndex, dfa: DFA | CountedDFA, state: int) -> np.ndarray:
     """Packed mask of the safe tokens (no quote, backslash or control byte) that ``dfa`` reads
     from ``state`` without dying. Between two characters of a counted raw-character repeat
     (``maxLength``), the per-vocabulary mask of its remaining length; otherwise walked once per
-    (automaton content, state) and shared by every compiled object of the vocabulary."""
-    counted = dfa.counted
-    if counted is not None and counted.remaining[state] >= 0 and _is_raw_char_unit(counted.unit):
-        return index.bounded_body_mask(int(counted.remaining[state]))
+    (automaton content, state) and shared by every compiled object of the vocabulary (a
+    counted repeat's state through its :func:`counted_window`)."""
+    if isinstance(dfa, CountedDFA):
+        remaining = dfa.remaining(state)
+        if remaining >= 0 and _is_raw_char_unit(dfa.unit):
+            return index.bounded_body_mask(remaining)
+        dfa, state = counted_window(index, dfa, state)
     key = ("embedded", dfa.content_key, state)
     hit = index.shared.get(key)
     if hit is None:

@@ -343,8 +343,9 @@ def test_an_empty_embedded_automaton_adds_no_state(compiled: bool) -> None:
 
 def test_counted_repeat_is_the_bounded_repeat() -> None:
     # the directly built counting table against the subset construction of unit{min,max}: the
-    # same language (both differences empty), and "remaining" counts the units still allowed
-    from enforcer.automaton import counted_repeat
+    # same language (both differences empty); the table-less CountedDFA has the table's rows,
+    # accepting states and read bytes, and "remaining" counts the units still allowed
+    from enforcer.automaton import CountedDFA, counted_repeat
     from enforcer.json_schema import RAW_CHAR_ANY, _string_char_dfa
     from enforcer.regex import JSON_STRING_CHAR_ANY
 
@@ -356,16 +357,50 @@ def test_counted_repeat_is_the_bounded_repeat() -> None:
             assert counted.difference(generic).is_empty and generic.difference(counted).is_empty, (minimum, maximum)
             if minimum > maximum:
                 assert counted.is_empty
+                with pytest.raises(ValueError):
+                    CountedDFA(unit, minimum, maximum)
                 continue
-            # the bytes it reads (taken from the unit) are those its table reads
-            assert np.array_equal(counted.read_bytes, (counted.transitions >= 0).any(axis=0)), (minimum, maximum)
+            lazy = CountedDFA(unit, minimum, maximum)
+            assert lazy.num_states == counted.num_states
+            assert np.array_equal(np.array([lazy.array_row(s) for s in range(lazy.num_states)]), counted.transitions)
+            assert np.array_equal(lazy.accepting, counted.accepting)
+            assert np.array_equal(lazy.read_bytes, (counted.transitions >= 0).any(axis=0)), (minimum, maximum)
+            assert compile_node(Embedded(lazy)).content_key == counted.content_key
             state = 0
             for k in range(maximum + 1):
-                assert counted.counted.remaining[state] == maximum - k
+                assert lazy.remaining(state) == maximum - k
+                assert all(lazy.remaining(state + inner) == -1 for inner in range(1, lazy.period) if k < maximum)
                 assert bool(counted.accepting[state]) == (k >= minimum)
                 if k < maximum:
                     state = counted.walk(state, "é".encode())
             assert counted.walk(state, b"a") < 0
+
+
+def test_counted_repeat_embedded_builds_the_tables_rows() -> None:
+    # a lazy automaton around a table-less counted repeat builds the same states, numbered
+    # alike, as around its table: the compiled subset construction (unit rows shifted per
+    # copy, nothing read after the last unit) against the table, and the Python construction
+    # (the fallback) against both
+    from enforcer.automaton import CountedDFA, counted_repeat, subset_table
+    from enforcer.json_schema import _string_char_dfa
+
+    unit = _string_char_dfa(False)
+    for minimum, maximum in ((0, 0), (0, 3), (2, 7), (5, 5)):
+        nodes = [seq(literal('"'), Embedded(dfa), literal('"'), optional(literal("x")))
+                 for dfa in (counted_repeat(unit, minimum, maximum), CountedDFA(unit, minimum, maximum))]
+        tables = []
+        for node, compiled in ((nodes[0], True), (nodes[1], True), (nodes[1], False)):
+            det = _Determiniser(node, trim=True, compiled=compiled)
+            assert (det.kernel is not None) == compiled
+            tables.append((subset_table(det, None), np.array(det.accepting, dtype=bool)))
+        for table, accepting in tables[1:]:
+            assert np.array_equal(table, tables[0][0]), (minimum, maximum)
+            assert np.array_equal(accepting, tables[0][1]), (minimum, maximum)
+        dfa = compile_node(nodes[1])
+        for k in range(maximum + 2):
+            text = '"' + "é" * k + '"'
+            assert dfa.matches(text) == (minimum <= k <= maximum), (minimum, maximum, k)
+            assert dfa.matches(text + "x") == (minimum <= k <= maximum)
 
 
 def _random_tree_with_empty_parts(rng: random.Random, depth: int):

@@ -236,21 +236,33 @@ def test_bounded_strings_share_per_length_masks(kimi_vocab) -> None:
     assert assert_table_matches_reference(compiled.masks) == 2
 
 
-def test_long_bounded_string_is_a_string_body(kimi_vocab) -> None:
-    """A maxLength past the counted limit is one lazy state per position: within a token's
-    length it reads like a free string, so the string-body shortcut takes it (compiled and
-    Python checks agree), and its masks equal the plain walk; near the bound it is not one."""
+def test_long_bounded_string_is_a_counted_repeat(kimi_vocab) -> None:
+    """A long maxLength is a counted repeat without its table: every position inside the string
+    stands at one state of the embedded repeat (the shared-work path: safe tokens by remaining
+    length between characters, through a window of the repeat inside a character), and the
+    masks equal the plain walk at the start, inside a character, and within a token's length of
+    the bound, where the window is entered past its first unit."""
+    from enforcer.automaton import CountedDFA
+
     clear_cache()
     compiled = compile_json_schema({"type": "object", "properties": {"url": {"type": "string", "maxLength": 5000}},
                                     "required": ["url"]}, kimi_vocab)
     table = compiled.masks
-    state = compiled.dfa.walk(0, b'{"url": "')
-    assert table._is_string_body(state) and table._is_string_body_reference(state)
-    near_end = compiled.dfa.walk(state, b"x" * 4990)
-    assert not table._is_string_body(near_end) and not table._is_string_body_reference(near_end)
-    for s in (state, compiled.dfa.walk(state, "é日".encode()), near_end):
+    index = table.index
+    start = compiled.dfa.walk(0, b'{"url": "')
+    states = [start]
+    for prefix in (b"", b"x" * 4990, b"x" * (4999 - index.max_length // 2), b"x" * 4999):
+        for tail in (b"", "é".encode()[:1], "日".encode()[:2]):
+            states.append(compiled.dfa.walk(start, prefix + tail))
+    assert all(s >= 0 for s in states)
+    for s in states:
+        block, inner, _ = compiled.dfa.embedding(s)
+        assert isinstance(block.dfa, CountedDFA)
         table.mask(s)
-    assert assert_table_matches_reference(table) == 3
+    full = compiled.dfa.walk(states[-3], b"x")  # 5000 characters written: only the quote follows
+    assert compiled.dfa.walk(full, b"x") < 0 and compiled.dfa.walk(full, "é".encode()[:1]) < 0
+    assert compiled.dfa.accepting_list[compiled.dfa.walk(full, b'"}')]
+    assert assert_table_matches_reference(table) == len(set(states))
 
 
 def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
