@@ -167,13 +167,32 @@ class Graph(Node):
         _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end())
         object.__setattr__(self, "trim", self._every_state_reaches_an_end())
 
-    def _every_state_reaches_an_end(self) -> bool:
-        """:attr:`trim`: walked back from the accepting states over the edges other than NOTHING."""
+    def trimmed(self) -> Node:
+        """The same language without the states that reach no accepting one, nor their edges
+        (a graph built state by state, such as an object's members, may leave some): a trim
+        graph, whose NFA needs no liveness pass when built; NOTHING when the start is such a
+        state. Cost: one backward pass over the edges."""
+        if self.trim:
+            return self
+        live = self._live_states()
+        if not live[self.start]:
+            return NOTHING
+        number = {s: k for k, s in enumerate(s for s in range(self.num_states) if live[s])}
+        edges = tuple((number[a], sub, number[b]) for a, sub, b in self.edges
+                      if sub is not NOTHING and live[a] and live[b])
+        return Graph(len(number), number[self.start], frozenset(number[s] for s in self.accepting), edges)
+
+    def _live_states(self) -> list[bool]:
+        """Per state, whether it reaches an accepting state over the edges other than NOTHING."""
         reverse: list[list[int]] = [[] for _ in range(self.num_states)]
         for src, sub, dst in self.edges:
             if sub is not NOTHING:
                 reverse[dst].append(src)
-        return all(_reaching(reverse, self.accepting))
+        return _reaching(reverse, self.accepting)
+
+    def _every_state_reaches_an_end(self) -> bool:
+        """:attr:`trim`: walked back from the accepting states over the edges other than NOTHING."""
+        return all(self._live_states())
 
     def _reaches_no_end(self) -> bool:
         """No path of non-empty edges from the start reaches an accepting state (depth first,

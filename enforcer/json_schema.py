@@ -1577,7 +1577,7 @@ class SchemaCompiler:
             if lo > 0:
                 accepting.discard(k)
         open_ws, close_ws = self.ws(inner), self.ws(depth)
-        non_empty = seq(literal("["), open_ws, Graph(k + 2, 0, frozenset(accepting - {0}), tuple(edges)),
+        non_empty = seq(literal("["), open_ws, Graph(k + 2, 0, frozenset(accepting - {0}), tuple(edges)).trimmed(),
                         close_ws, literal("]"))
         empty = seq(literal("["), open_ws, literal("]")) if 0 in accepting else NOTHING
         return alt(non_empty, empty)
@@ -1698,7 +1698,7 @@ class SchemaCompiler:
                     edges.append((state(n, c), seq(sep, other), state(nxt, c)))
         start = state(0, 0)
         open_ws, close_ws = self.ws(inner), self.ws(depth)
-        graph = Graph(positions * counts, start, frozenset(accepting - {start}), tuple(edges))
+        graph = Graph(positions * counts, start, frozenset(accepting - {start}), tuple(edges)).trimmed()
         non_empty = seq(literal("["), open_ws, graph, close_ws, literal("]"))
         empty = seq(literal("["), open_ws, literal("]")) if start in accepting else NOTHING
         return alt(non_empty, empty)
@@ -1821,7 +1821,7 @@ class SchemaCompiler:
         graph_edges = tuple((src, sub, states - 1 - dst if dst < 0 else dst) for src, sub, dst in edges)
         graph_edges += tuple((states + k, member, target) for (target, _), (k, member) in entries.items())
         non_empty_accepting = frozenset(index[k] for k in order if k[1] and index[k] in accepting)
-        body = Graph(states + len(entries), 0, non_empty_accepting, graph_edges)
+        body = Graph(states + len(entries), 0, non_empty_accepting, graph_edges).trimmed()
         empty_ok = any(index[k] in accepting and not k[1] for k in order)
         open_ws, close_ws = self.ws(inner), self.ws(depth)
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),

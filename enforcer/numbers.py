@@ -312,5 +312,5 @@ def multiple_of(step: Decimal, integer: bool) -> Node | None:
                 accepting.add(frac_state(j, r))
                 if j == s:  # before the last digit, zeros go on through the frac states
                     edges.append((frac_state(j, r), plus(literal("0")), trailing))
-    graph = Graph(trailing + 1, start, frozenset(accepting), tuple(edges))
+    graph = Graph(trailing + 1, start, frozenset(accepting), tuple(edges)).trimmed()
     return seq(optional(literal("-")), graph)

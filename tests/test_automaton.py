@@ -61,6 +61,35 @@ def test_graph_node():
     assert dfa.matches("") and dfa.matches("abcc") and dfa.matches("cc") and not dfa.matches("a")
 
 
+def test_graph_trimmed_drops_dead_states_only():
+    # states 2 and 3 reach no accepting state (3 only through NOTHING): trimmed keeps the
+    # language, renumbers the live states, and is trim; a dead start is NOTHING
+    g = Graph(5, 0, frozenset({4}), ((0, literal("a"), 1), (1, literal("b"), 4), (0, literal("c"), 2),
+                                     (1, EPSILON, 3), (3, NOTHING, 4), (4, literal("d"), 4)))
+    assert not g.trim
+    t = g.trimmed()
+    assert t.trim and t.num_states == 3 and len(t.edges) == 3
+    for text in ("ab", "abd", "abdd", "c", "a", "acb", ""):
+        assert compile_node(t).matches(text) == compile_node(g).matches(text), text
+    assert Graph(2, 0, frozenset({1}), ((1, literal("x"), 1),)).trimmed() is NOTHING
+    assert t.trimmed() is t
+
+
+def test_object_with_optional_members_builds_a_trim_nfa() -> None:
+    # an object whose members are all optional leaves a member-graph state with nothing after
+    # it (the empty object is another branch): trimmed, its NFA needs no liveness pass
+    from enforcer.automaton import new_nfa
+    from enforcer.json_schema import SchemaCompiler, SchemaOptions
+
+    for schema in ({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}},
+                   {"type": "string", "pattern": "^(a|b)+c?$"},
+                   {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}):
+        node = SchemaCompiler(schema, SchemaOptions()).compile()
+        nfa = new_nfa()
+        nfa.build(node, nfa.new(), nfa.new())
+        assert not nfa.may_dead_end, schema
+
+
 def test_minimisation_merges_equivalent_states():
     dfa = compile_node(alt(literal("abc"), literal("xbc")))
     assert dfa.num_states == 4
