@@ -34,6 +34,11 @@ ROW_BYTES = 1_180
 """A row as an int array of 256 entries (the form byte-by-byte walks read)."""
 ROW_VIEW_BYTES = 200
 """A lazy automaton's row as a view into its table (the same form, no copy)."""
+FIRST_TABLE_ROWS = (256, 1 << 16)
+"""Bounds on a lazy automaton's first table capacity, which is its NFA's state count: room for
+the rows a walk builds without stopping to grow the table (a 512-row copy took ~50 us inside
+first passes). Allocated uninitialised (memory is touched only where rows are built), counted
+whole."""
 SUBSET_BYTES = 300
 """About what one lazily built state's NFA subset (its key and index entry) takes, besides its members."""
 SUBSET_ITEM_BYTES = 24
@@ -1330,8 +1335,9 @@ class LazyDFA(_Reading):
         self._node: Node | None = node
         self._det: _Determiniser | None = None
         self.rows: list[Sequence[int] | None] = [None]
-        self._table = np.empty((64, 256), dtype=np.int32)  # see _grow
-        self._built = np.zeros(64, dtype=bool)
+        capacity = min(max(nfa_states, FIRST_TABLE_ROWS[0]), FIRST_TABLE_ROWS[1], max_states + 1)
+        self._table = np.empty((capacity, 256), dtype=np.int32)  # see _grow
+        self._built = np.zeros(capacity, dtype=bool)
         self._built_flags = self._built.view(np.uint8)  # the form compiled walks take
         self._num_built = 0
         self._flat: memoryview | None = None  # the table as one int sequence, sliced into rows
@@ -1421,7 +1427,8 @@ class LazyDFA(_Reading):
             # first), and building writes all 256 entries; memory is touched row by row as
             # rows are built, not all at once by a fill (the p99 spikes of first passes)
             table = np.empty((size, 256), dtype=np.int32)
-            table[: self._table.shape[0]] = self._table
+            known = min(len(self.rows), self._table.shape[0])  # rows past the states known are unused
+            table[:known] = self._table[:known]
             built = np.zeros(size, dtype=bool)
             built[: self._built.shape[0]] = self._built
             if self._flat is not None:  # rows handed out keep viewing the former table
@@ -1445,9 +1452,9 @@ class LazyDFA(_Reading):
                     self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
 
     def memory_size_bytes(self) -> int:
-        """Bytes held (estimate for the Python parts): the table (and former tables that rows
-        still view), the rows built so far as views, the subsets of the states created and the
-        NFA once built."""
+        """Bytes held (estimate for the Python parts): the table as allocated (and former
+        tables that rows still view), the rows built so far as views, the subsets of the states
+        created and the NFA once built."""
         det = self._det
         nfa = det.memory_size_bytes() if det is not None else 0
         return (int(self._table.nbytes + self._built.nbytes) + self._retired_bytes

@@ -474,13 +474,20 @@ def test_lazy_rows_stay_right_when_the_table_grows() -> None:
     copies the table into a larger one, and every row handed out before still reads what the
     table holds (a built row never changes), while the former tables count in the memory
     estimate for as long as rows view them."""
-    lazy = LazyDFA(repeat(codepoints([(0x61, 0x7A)]), 0, 300))  # a state per position
+    from enforcer.automaton import FIRST_TABLE_ROWS
+
+    # the 11th letter from the end is an "a": 36 NFA states, 2,048 DFA states (the last 11 letters)
+    lazy = LazyDFA(seq(star(byte_chars(b"ab")), literal("a"), repeat(byte_chars(b"ab"), 10, 10)))
+    first = lazy.transitions.shape[0]
+    assert first == FIRST_TABLE_ROWS[0]  # the NFA is smaller than the least first capacity
+    rng = random.Random(5)
+    text = bytes(rng.choice(b"ab") for _ in range(1500))
     views = [lazy.row(0)]
     state = 0
-    for _ in range(200):  # past the first table's 64 rows, twice
-        state = lazy.row(state)[0x61]
+    for byte in text:
+        state = lazy.row(state)[byte]
         views.append(lazy.row(state))
-    assert lazy.transitions.shape[0] > 128 and lazy._retired_bytes >= 64 * 256 * 4
+    assert lazy.transitions.shape[0] >= 4 * first and lazy._retired_bytes >= 3 * first * 256 * 4  # grown twice
     for k, view in enumerate(views):
-        assert list(view) == lazy.array_row(lazy.walk(0, b"a" * k)).tolist()
+        assert list(view) == lazy.array_row(lazy.walk(0, text[:k])).tolist()
     assert lazy.memory_size_bytes() >= lazy.transitions.nbytes + lazy._retired_bytes
