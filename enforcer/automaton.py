@@ -1427,7 +1427,9 @@ class LazyDFA(_Reading):
             # first), and building writes all 256 entries; memory is touched row by row as
             # rows are built, not all at once by a fill (the p99 spikes of first passes)
             table = np.empty((size, 256), dtype=np.int32)
-            known = min(len(self.rows), self._table.shape[0])  # rows past the states known are unused
+            # the rows of every state created so far (a walk builds rows of states it created,
+            # which ``rows`` does not list yet); the rest of the capacity is unused
+            known = min(self._det.num_states if self._det is not None else 0, self._table.shape[0])
             table[:known] = self._table[:known]
             built = np.zeros(size, dtype=bool)
             built[: self._built.shape[0]] = self._built

@@ -469,6 +469,30 @@ def test_node_emptiness_known_at_construction_matches_the_automaton():
     assert 50 < empties < 550  # both verdicts are exercised
 
 
+def test_rows_built_in_one_walk_survive_the_table_growing() -> None:
+    """A trie walk builds rows of states it creates on the way, past the table's capacity: the
+    table grows after the walk, and every row the walk built is carried over (the lazy
+    automaton then reads exactly as the eager one)."""
+    from itertools import product
+
+    from enforcer.masks import TokenIndex, trie_mask
+    from enforcer.vocabulary import Vocabulary
+
+    words = [bytes(p) for p in product(b"ab", repeat=12)]
+    index = TokenIndex(Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + words, {}))
+    if index.trie is None:
+        pytest.skip("the compiled kernels are not built")
+    node = seq(star(byte_chars(b"ab")), literal("a"), repeat(byte_chars(b"ab"), 9, 9))  # 1,024 DFA states
+    lazy, eager = LazyDFA(node), compile_node(node)
+    capacity = lazy.transitions.shape[0]
+    assert trie_mask(index, lazy, 0).any()
+    assert lazy.num_states > capacity  # created (and most rows built) within one walk
+    rng = random.Random(3)
+    for _ in range(300):
+        text = bytes(rng.choice(b"ab") for _ in range(rng.randrange(1, 40)))
+        assert lazy.matches(text) == eager.matches(text), text
+
+
 def test_lazy_rows_stay_right_when_the_table_grows() -> None:
     """A lazy automaton hands out its rows as views into its table; building more states
     copies the table into a larger one, and every row handed out before still reads what the
