@@ -111,6 +111,19 @@ def _distinct_scalars(items: list) -> bool:
     return len(keys) == len(items)
 
 
+@lru_cache(maxsize=None)
+def _join(base: str, ref: str) -> str:
+    """``urljoin``, cached for the process: the meta-schemas repeat a few dozen (base,
+    reference) pairs."""
+    return urljoin(base, ref)
+
+
+@lru_cache(maxsize=None)
+def _resolve(base: str, ref: str) -> tuple[str, str]:
+    """``ref`` resolved against ``base`` as (document URI, fragment); cached like :func:`_join`."""
+    return urldefrag(_join(base, ref))
+
+
 class _Compiler:
     """Compiles the meta-schema of one jsonschema validator class (its resources come from
     jsonschema's registry of specifications)."""
@@ -131,11 +144,11 @@ class _Compiler:
         except LookupError:
             raise _Unsupported(f"no resource {uri}") from None
 
-    def reference(self, base: str, ref: str) -> _Check:
-        uri, fragment = urldefrag(urljoin(base, ref))
+    def reference(self, key: tuple[str, str]) -> _Check:
+        """The check of the schema at ``key`` (document URI, JSON pointer fragment)."""
+        uri, fragment = key
         if fragment and not fragment.startswith("/"):
-            raise _Unsupported(f"anchor reference {ref}")
-        key = (uri, fragment)
+            raise _Unsupported(f"anchor reference #{fragment}")
         hit = self.done.get(key)
         if hit is not None:
             return hit
@@ -165,7 +178,7 @@ class _Compiler:
                     else value == "#" and self.root_doc.get("$recursiveAnchor") is True)
         if not anchored:
             raise _Unsupported(f"{keyword} {value!r}")
-        return self.reference(self.root_uri, "")
+        return self.reference((self.root_uri, ""))
 
     def compile(self, schema: Any, base: str) -> _Check:
         check = _Check()
@@ -173,7 +186,7 @@ class _Compiler:
             return check
         if not isinstance(schema, dict):
             raise _Unsupported(f"schema {schema!r}")
-        base = urljoin(base, schema.get("$id", "")) if isinstance(schema.get("$id"), str) else base
+        base = _join(base, schema["$id"]) if isinstance(schema.get("$id"), str) else base
         keywords = {"$ref": schema["$ref"]} if self.legacy and "$ref" in schema else schema
         for keyword, value in keywords.items():
             if keyword in _ANNOTATIONS:
@@ -187,8 +200,8 @@ class _Compiler:
     # ---- keywords (each adds its constraint to ``check``) ----------------------------------
 
     def _ref(self, check: _Check, value: Any, schema: dict, base: str) -> None:
-        uri, fragment = urldefrag(urljoin(base, value))
-        self.refer(check, self.reference(base, value), (uri, fragment))
+        key = _resolve(base, value)
+        self.refer(check, self.reference(key), key)
 
     def _dynamicRef(self, check: _Check, value: Any, schema: dict, base: str) -> None:
         self.refer(check, self.dynamic_root("$dynamicRef", value), (self.root_uri, ""))
@@ -289,7 +302,7 @@ def _predicate(cls: type) -> Callable[[Any], bool] | None:
     """The compiled predicate of ``cls``'s meta-schema (None: not compilable, use jsonschema)."""
     try:
         compiler = _Compiler(cls)
-        return compiler.reference(compiler.root_uri, "").ok
+        return compiler.reference((compiler.root_uri, "")).ok
     except (_Unsupported, KeyError, IndexError, ValueError, TypeError, re.error):
         return None
 
