@@ -34,7 +34,7 @@ ROW_BYTES = 1_180
 """A row as an int array of 256 entries (the form byte-by-byte walks read)."""
 ROW_VIEW_BYTES = 200
 """A lazy automaton's row as a view into its table (the same form, no copy)."""
-FIRST_TABLE_ROWS = (256, 1 << 16)
+FIRST_TABLE_ROWS = (256, 4096)
 """Bounds on a lazy automaton's first table capacity, which is its NFA's state count: room for
 the rows a walk builds without stopping to grow the table (a 512-row copy took ~50 us inside
 first passes). Allocated uninitialised (memory is touched only where rows are built), counted
