@@ -725,6 +725,8 @@ def _same_automaton(a, b):
     trimmed, of the same language, and as small as each other)."""
     if a.num_states != b.num_states:
         return False
+    if a.num_states == 0:
+        return True  # both empty
     pairs = {0: 0}
     todo = [0]
     while todo:
