@@ -21,8 +21,8 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 import numpy as np
 
 from . import numbers
-from .automaton import (DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
-                        compile_node, literal, optional, repeat, separated, seq)
+from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
+                        compile_node, literal, optional, repeat, separated, seq, states_exceeded)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
@@ -1937,17 +1937,96 @@ _CANONICAL_KEY_CHAR = alt(
 )
 
 
+@lru_cache(maxsize=None)
+def _any_key_dfa() -> DFA:
+    """Every canonically written quoted key (15 states). A constant of the library: built once
+    per process at first use (0.2 ms) and kept across ``clear_cache``, like the format automata."""
+    return compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')))
+
+
+def _canonical_keys(max_states: int) -> DFA:
+    """:func:`_any_key_dfa`, refused when ``max_states`` cannot hold it."""
+    keys = _any_key_dfa()
+    if keys.num_states > max_states:
+        raise states_exceeded(max_states)
+    return keys
+
+
 @lru_cache(maxsize=256)
 def _extra_key_dfa(declared: tuple[str, ...], max_states: int) -> DFA:
     """Quoted keys that are none of the declared names. Extra keys are written in canonical
     form: raw characters except where JSON requires an escape (so that a declared name cannot
-    sneak in through ``\\u`` escapes)."""
-    body = compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')), max_states)
-    if declared:
-        names = compile_node(alt(*(seq(literal('"'), *(_canonical_char(c) for c in name), literal('"'))
-                                   for name in declared)), max_states)
-        body = body.difference(names, max_states)
-    return body
+    sneak in through ``\\u`` escapes). Cached by the names (256 sets), cleared by nothing: a
+    set of names costs ~20 us per name to build (:func:`_keys_except`)."""
+    keys = _canonical_keys(max_states)
+    return _keys_except(keys, declared, max_states) if declared else keys
+
+
+def _keys_except(keys: DFA, declared: tuple[str, ...], max_states: int) -> DFA:
+    """The minimal automaton of ``keys`` (:func:`_any_key_dfa`) less the canonical writings of
+    ``declared``, built directly: the trie of the writings (one state per character prefix and
+    per partial writing of its next character) lies over ``keys``, each trie state taking the
+    row of the ``keys`` state its bytes reach with the trie's own edges written over it, the
+    writing of a whole name leading nowhere; trie states with the same ``keys`` state and the
+    same edges are merged bottom-up (the minimal acyclic part), then come the states of
+    ``keys`` but its start (never entered again). Cost: a Python step per byte of the names
+    and a numpy row per state (0.05 ms for 15 names, against 1.3 ms for determinising the
+    names, the product and its minimisation)."""
+    rows = keys.rows
+    children: list[dict[int, int]] = [{}]  # the trie; node 0: before the opening quote
+    reached = [0]  # the state of ``keys`` each trie node's bytes reach
+    rank = [(0, 0)]  # (characters read, bytes of the next one): children rank higher
+    ends: set[int] = set()  # nodes past a whole name
+    after: dict[tuple[int, str], int] = {}  # (node, character) -> the node past its writings
+
+    def node(parent: int, byte: int, depth: tuple[int, int]) -> int:
+        children.append({})
+        reached.append(rows[reached[parent]][byte])
+        rank.append(depth)
+        children[parent][byte] = len(reached) - 1
+        return len(reached) - 1
+
+    for name in declared:
+        at = 0
+        for depth, char in enumerate(("", *name, "")):
+            whole = after.get((at, char))
+            if whole is None:
+                for writing in _canonical_writings(char):
+                    step = at
+                    for i, byte in enumerate(writing[:-1]):
+                        step = children[step].get(byte) or node(step, byte, (depth, i + 1))
+                    if whole is None:
+                        whole = node(step, writing[-1], (depth + 1, 0))
+                    else:
+                        children[step][writing[-1]] = whole
+                after[at, char] = whole
+            at = whole
+        ends.add(at)
+    merged: dict[tuple, int] = {}
+    number = [DEAD] * len(reached)
+    for x in sorted(range(len(reached)), key=rank.__getitem__, reverse=True):
+        if x not in ends:
+            edges = tuple(sorted((byte, number[child]) for byte, child in children[x].items()))
+            number[x] = merged.setdefault((reached[x], edges), len(merged))
+    trie = len(merged)
+    if trie + keys.num_states - 1 > max_states:
+        raise states_exceeded(max_states)
+    # trie states count down from the root (numbered last, so state 0); keys' state s is trie + s - 1
+    shifted = np.where(keys.transitions >= 0, keys.transitions + (trie - 1), DEAD).astype(np.int32)
+    table = np.empty((trie + keys.num_states - 1, 256), dtype=np.int32)
+    table[trie:] = shifted[1:]
+    accepting = np.concatenate([np.zeros(trie, dtype=bool), keys.accepting[1:]])
+    done = [False] * trie
+    for x, k in enumerate(number):
+        if k == DEAD or done[k]:
+            continue
+        done[k] = True
+        state = trie - 1 - k
+        table[state] = shifted[reached[x]]
+        accepting[state] = keys.accepting[reached[x]]
+        for byte, child in children[x].items():
+            table[state, byte] = DEAD if number[child] == DEAD else trie - 1 - number[child]
+    return DFA(table, accepting)
 
 
 @lru_cache(maxsize=256)
@@ -1956,7 +2035,7 @@ def _quoted_key_dfa(pattern: str, max_states: int) -> DFA:
     JSON-string bodies, kept to canonical writings (raw text, with ``"``, ``\\`` and control
     characters escaped)."""
     body = pattern_node(pattern, "", escapes="all")
-    canonical = compile_node(seq(literal('"'), repeat(_CANONICAL_KEY_CHAR, 0, None), literal('"')), max_states)
+    canonical = _canonical_keys(max_states)
     return canonical.intersect(compile_node(seq(literal('"'), body, literal('"')), max_states), max_states)
 
 
@@ -2110,19 +2189,24 @@ def _all_of_schema(parts: list[Any]) -> Any:
     return parts[0] if len(parts) == 1 else {"allOf": parts}
 
 
-def _canonical_char(c: str) -> Node:
-    code = ord(c)
-    escapes = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    forms: list[Node] = []
-    if c in escapes:
-        forms.append(literal(escapes[c]))
+_KEY_ESCAPES = {'"': b'\\"', "\\": b"\\\\", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n", "\r": b"\\r", "\t": b"\\t"}
+
+
+def _canonical_writings(char: str) -> tuple[bytes, ...]:
+    """Every canonical writing of ``char`` in a key (the language of :data:`_CANONICAL_KEY_CHAR`
+    for this one character): its short escape where JSON has one, ``\\u00XX`` (either case of
+    the last digit) for a control character, else its raw UTF-8; ``""`` (a key's opening or
+    closing quote): ``"``."""
+    if char == "":
+        return (b'"',)
+    code = ord(char)
+    writings = [_KEY_ESCAPES[char]] if char in _KEY_ESCAPES else []
     if code < 0x20:
-        hexes = f"{code:04x}"
-        forms.append(seq(literal("\\u00"), byte_chars(hexes[2].encode()),
-                         byte_chars(bytes({ord(hexes[3]), ord(hexes[3].upper())}))))
-    elif c not in escapes:
-        forms.append(literal(c))
-    return alt(*forms)
+        digits = f"{code:04x}"
+        writings += dict.fromkeys((f"\\u{digits}".encode(), f"\\u{digits[:3]}{digits[3].upper()}".encode()))
+    elif char not in _KEY_ESCAPES:
+        writings.append(char.encode())
+    return tuple(writings)
 
 
 @lru_cache(maxsize=4096)

@@ -697,3 +697,77 @@ def test_a_condition_that_requires_a_forbidden_key():
     with pytest.raises(InvalidSchemaError, match="no JSON value"):
         compile_schema_dfa({"if": {"required": ["a"], "properties": {"a": False}}, "then": {"type": "object"},
                             "else": {"type": "string"}}, SchemaOptions())
+
+
+def _subset_construction_keys_except(names):
+    """The reference of ``json_schema._keys_except``: the declared names' canonical writings
+    determinised from an expression and taken from the any-key automaton by the product."""
+    from enforcer.automaton import alt, byte_chars, compile_node, literal, seq
+
+    escapes = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+    def char(c):
+        forms = [literal(escapes[c])] if c in escapes else []
+        if ord(c) < 0x20:
+            hexes = f"{ord(c):04x}"
+            forms.append(seq(literal("\\u00"), byte_chars(hexes[2].encode()),
+                             byte_chars(bytes({ord(hexes[3]), ord(hexes[3].upper())}))))
+        elif c not in escapes:
+            forms.append(literal(c))
+        return alt(*forms)
+
+    written = compile_node(alt(*(seq(literal('"'), *(char(c) for c in name), literal('"')) for name in names)))
+    return json_schema._any_key_dfa().difference(written)
+
+
+def _same_automaton(a, b):
+    """True when ``a`` and ``b`` are the same automaton up to state numbering (so, both being
+    trimmed, of the same language, and as small as each other)."""
+    if a.num_states != b.num_states:
+        return False
+    if a.num_states == 0:
+        return True  # both empty
+    pairs = {0: 0}
+    todo = [0]
+    while todo:
+        x = todo.pop()
+        if a.accepting[x] != b.accepting[pairs[x]]:
+            return False
+        for ta, tb in zip(a.transitions[x].tolist(), b.transitions[pairs[x]].tolist()):
+            if (ta < 0) != (tb < 0):
+                return False
+            if ta >= 0 and ta not in pairs:
+                pairs[ta] = tb
+                todo.append(ta)
+            elif ta >= 0 and pairs[ta] != tb:
+                return False
+    return len(set(pairs.values())) == len(pairs) == a.num_states
+
+
+_KEY_ALPHABET = "ab\"\\\n\t\x01\x1f\x7f é€😀"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_declared_keys_complement_is_the_subset_construction_automaton(seed):
+    """The directly built "none of these names" automaton is the minimal automaton the
+    subset construction and the product give (shared prefixes and suffixes, escapes, control
+    characters with their three writings, multi-byte characters, the empty name)."""
+    import random
+
+    rng = random.Random(seed)
+    letters = _KEY_ALPHABET[:rng.randint(2, len(_KEY_ALPHABET))]
+    names = tuple(dict.fromkeys("".join(rng.choice(letters) for _ in range(rng.randint(0, 7)))
+                                for _ in range(rng.randint(1, 12))))
+    built = json_schema._extra_key_dfa.__wrapped__(names, SchemaOptions().max_states)
+    assert _same_automaton(built, _subset_construction_keys_except(names))
+    for name in names:
+        assert not built.matches(json.dumps(name, ensure_ascii=False))
+    assert built.matches(json.dumps("".join(names) + "z", ensure_ascii=False))
+
+
+def test_declared_keys_complement_is_refused_past_max_states():
+    names = tuple(f"key{i}" for i in range(50))
+    states = json_schema._extra_key_dfa.__wrapped__(names, SchemaOptions().max_states).num_states
+    assert json_schema._extra_key_dfa.__wrapped__(names, states).num_states == states
+    with pytest.raises(SchemaTooComplexError):
+        json_schema._extra_key_dfa.__wrapped__(names, states - 1)

@@ -372,6 +372,19 @@ def test_random_anchored_patterns_on_all_short_strings(tree: tuple[str, str]) ->
             assert dfa.matches(json.dumps(s)[1:-1]) == (oracle.search(s) is not None), (ecma, s)
 
 
+@settings(max_examples=100, deadline=None)
+@given(regex_trees(), st.sampled_from(["all", "raw", "common"]))
+def test_a_whole_anchored_pattern_is_the_language_of_the_general_search(tree: tuple[str, str], escapes: str) -> None:
+    """``^X$`` is lifted as X alone; the same pattern written ``^(?:X)$|^(?:X)$`` takes the
+    general search with its anchor graphs: both are the same minimal automaton."""
+    from test_json_schema import _same_automaton
+
+    ecma = tree[0]
+    direct = compile_node(pattern_node(f"^{ecma}$", "", escapes=escapes))
+    general = compile_node(pattern_node(f"^(?:{ecma})$|^(?:{ecma})$", "", escapes=escapes))
+    assert _same_automaton(direct, general), ecma
+
+
 # --------------------------------------------------------------------------------------------
 # ECMA-262 specifics that Python does not share
 

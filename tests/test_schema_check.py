@@ -116,3 +116,28 @@ def test_meta_schema_check_does_not_judge_patterns_by_python_re():
     """``\\p{Letter}`` is ECMA-262, not Python ``re``: the pattern compiler decides it."""
     dfa = compile_schema_dfa({"type": "string", "pattern": "^\\p{Letter}+$"}, SchemaOptions())
     assert dfa.matches('"é"') and not dfa.matches('"1"')
+
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ("a", "a")}, {"type": "object", "required": ()}, {"type": ("string", "string")},
+    {"enum": ()}, {"enum": (1, 1)}, {"items": ()}, {"allOf": ()}, {"examples": ()}, {"const": ()},
+    {"dependentRequired": {"a": ("b", "b")}}, {"$schema": "http://json-schema.org/draft-04/schema#", "required": ()},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ("b", "b")}},
+])
+def test_a_document_in_memory_gets_the_verdict_of_its_json(schema):
+    """The compiled meta-schema predicate reads the document as given (no JSON round trip):
+    tuples where the JSON has lists get jsonschema's verdict on that JSON."""
+    import json
+
+    import jsonschema
+
+    from enforcer.schema_check import check_schema, validator_class
+
+    cls = validator_class(schema)
+    as_json = json.loads(json.dumps(schema))
+    if next(iter(cls(cls.META_SCHEMA).iter_errors(as_json)), None) is None:
+        check_schema(schema)
+    else:
+        with pytest.raises(InvalidSchemaError):
+            check_schema(schema)
