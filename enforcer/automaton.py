@@ -891,10 +891,6 @@ class CountedDFA:
             self._accepting = accepting
         return self._accepting
 
-    @property
-    def accepting_list(self) -> list[bool]:
-        return self.accepting.tolist()
-
     def array_row(self, state: int) -> np.ndarray:
         """The row of ``state`` (a new int32[256] array)."""
         copy, inner = divmod(state, self.period)

@@ -1930,9 +1930,11 @@ def _container(open_: str, close: str, item: Node, widths: tuple[int, ...]) -> N
     return Graph(5, 0, frozenset({4}), edges)
 
 
+_KEY_ESCAPES = {'"': b'\\"', "\\": b"\\\\", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n", "\r": b"\\r", "\t": b"\\t"}
+"""The short escapes JSON has, by character: the writings of these characters in a canonical key."""
 _CANONICAL_KEY_CHAR = alt(
     codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]),
-    literal('\\"'), literal("\\\\"), *(literal("\\" + c) for c in "bfnrt"),
+    *(literal(escape) for escape in _KEY_ESCAPES.values()),
     seq(literal("\\u00"), byte_chars(b"01"), byte_chars(b"0123456789abcdefABCDEF")),
 )
 
@@ -2187,9 +2189,6 @@ def _validated_constants(schema: dict) -> bool:
 def _all_of_schema(parts: list[Any]) -> Any:
     """One schema for the conjunction of ``parts`` (the single part itself)."""
     return parts[0] if len(parts) == 1 else {"allOf": parts}
-
-
-_KEY_ESCAPES = {'"': b'\\"', "\\": b"\\\\", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n", "\r": b"\\r", "\t": b"\\t"}
 
 
 def _canonical_writings(char: str) -> tuple[bytes, ...]:
