@@ -128,7 +128,8 @@ class ResourceIndex:
         self._keep: list[Any] = []  # the objects whose ids key _bases stay alive
         self._id_keyword, self._ref_siblings_ignored = id_keyword, ref_siblings_ignored
         self._external = dict(external or {})
-        root_id = root.get(id_keyword) if isinstance(root, dict) else None
+        root_id = root.get(id_keyword) if isinstance(root, dict) and not (ref_siblings_ignored and "$ref" in root) \
+            else None
         self.root_base = _split(join(DEFAULT_BASE, root_id))[0] if isinstance(root_id, str) else DEFAULT_BASE
         self.resources[self.root_base] = (root, "")
         self._walk(root, "", DEFAULT_BASE)

@@ -1,6 +1,8 @@
 """``$ref`` resolved against base URIs (nested ``$id``), resources and scoped anchors, checked
 against jsonschema on a value pool; references outside the document refused, named."""
 
+import json
+
 import jsonschema
 import pytest
 
@@ -16,7 +18,6 @@ POOL = [None, True, 0, 1, 2.5, -3, "", "a", "abc", [], [1], [1, "a"], ["a", "b"]
 def check(schema, strict=False):
     dfa = compile_schema_dfa(schema, SchemaOptions(strict=strict, free_form_depth=3))
     validator = jsonschema.Draft202012Validator(schema)
-    import json
     for value in POOL:
         valid = validator.is_valid(value)
         text = json.dumps(value)
@@ -62,6 +63,20 @@ def test_draft7_id_beside_ref_is_ignored():
               "properties": {"name": {"$ref": "#/definitions/b"}}}
     dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
     assert dfa.matches('{"name": 1}') and not dfa.matches('{"name": "x"}')
+
+
+@pytest.mark.parametrize("dialect, id_keyword", [("http://json-schema.org/draft-07/schema#", "$id"),
+                                                ("http://json-schema.org/draft-04/schema#", "id")])
+def test_draft7_root_id_beside_ref_is_ignored(dialect, id_keyword):
+    """The root's own ``$id`` beside a root ``$ref`` is ignored as well (drafts 4-7; JsonSchemaStore
+    writes its schemas this way): ``#/definitions/...`` names the document itself."""
+    schema = {"$schema": dialect, id_keyword: "https://json.schemastore.org/x.json", "$ref": "#/definitions/a",
+              "definitions": {"a": {"type": "object", "properties": {"n": {"$ref": "#/definitions/n"}}},
+                              "n": {"type": "integer"}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for text in ('{"n": 1}', '{"n": "x"}', '{}', '1'):
+        assert dfa.matches(text) == validator.is_valid(json.loads(text)), text
 
 
 def test_reference_outside_the_document_is_refused_with_its_uri():
