@@ -9,8 +9,9 @@ step) for the caller to build and resume. Cost: about one table lookup per trie 
 """
 
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
+from cython.view cimport array as cython_array
 
 import numpy as np
 
@@ -234,13 +235,20 @@ cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t need
     return <int32_t*>out
 
 
-cdef object _int32_table(const int32_t* items, Py_ssize_t count, Py_ssize_t width):
-    """A copy of ``count`` int32 ``items`` as an int32[count // width, width] array."""
-    out = np.empty((count // width, width), dtype=np.int32)
-    cdef int32_t[:, ::1] view = out
-    if count:
-        memcpy(&view[0, 0], items, count * sizeof(int32_t))
-    return out
+cdef object _int32_table(int32_t* items, Py_ssize_t count, Py_ssize_t width):
+    """``count`` int32 ``items`` (a malloc'd buffer, handed over: freed with the array) as an
+    int32[count // width, width] array, without a copy."""
+    if count == 0:
+        free(items)
+        return np.empty((0, width), dtype=np.int32)
+    cdef int32_t* exact = <int32_t*>realloc(items, count * sizeof(int32_t))  # shrink to size
+    if exact == NULL:
+        exact = items
+    cdef cython_array out = cython_array(shape=(count // width, width), itemsize=sizeof(int32_t), format="i",
+                                         mode="c", allocate_buffer=False)
+    out.data = <char*>exact
+    out.callback_free_data = free
+    return np.asarray(out)
 
 
 cdef class SubsetConstruction:
@@ -254,18 +262,19 @@ cdef class SubsetConstruction:
     Cost per row: the member states' edges, one closure union per distinct byte range, one
     sort and one hash probe per target subset. Lifetime: that of its automaton."""
 
-    cdef const int64_t[::1] edge_start
-    cdef const int32_t[::1] edge_lo
-    cdef const int32_t[::1] edge_hi
+    cdef const int32_t[::1] edge_start
+    cdef const uint8_t[::1] edge_lo
+    cdef const uint8_t[::1] edge_hi
     cdef const int32_t[::1] edge_dst
-    cdef const int64_t[::1] eps_start
+    cdef const int32_t[::1] eps_start
     cdef const int32_t[::1] eps_dst
     cdef Py_ssize_t n_nfa
     cdef int32_t end
     cdef const uint8_t[::1] important
     cdef object keep
     cdef Py_ssize_t n_blocks
-    cdef int32_t* block_of
+    # per NFA state, zero-filled by calloc: pages the walks never touch take no memory
+    cdef int32_t* block_of  # 1 + the block holding the state, 0 outside blocks
     cdef int32_t* block_base
     cdef int32_t* block_end
     cdef int32_t* block_period
@@ -273,7 +282,7 @@ cdef class SubsetConstruction:
     cdef const int32_t** block_table
     cdef const uint8_t** block_acc
     # closures, computed on first use
-    cdef int64_t* closure_at
+    cdef int64_t* closure_at  # 1 + where the closure starts in closure_buf, 0 until computed
     cdef int32_t* closure_len
     cdef int32_t* closure_buf
     cdef Py_ssize_t closure_used, closure_cap
@@ -336,8 +345,8 @@ cdef class SubsetConstruction:
         free(self.e_lo); free(self.e_hi); free(self.e_dst); free(self.piece_items)
 
     def __init__(self, Py_ssize_t num_nfa_states, int32_t start, int32_t end,
-                 const int64_t[::1] edge_start, const int32_t[::1] edge_lo, const int32_t[::1] edge_hi,
-                 const int32_t[::1] edge_dst, const int64_t[::1] eps_start, const int32_t[::1] eps_dst,
+                 const int32_t[::1] edge_start, const uint8_t[::1] edge_lo, const uint8_t[::1] edge_hi,
+                 const int32_t[::1] edge_dst, const int32_t[::1] eps_start, const int32_t[::1] eps_dst,
                  const uint8_t[::1] important, list blocks):
         """``important``: the NFA states a subset keeps (uint8[n]; the others pass epsilon edges
         on only). ``blocks``: (base, rows int32[r, 256], accepting uint8[size], period, end) per
@@ -355,13 +364,13 @@ cdef class SubsetConstruction:
         self.important = important
         self.keep = blocks
         self.n_blocks = len(blocks)
-        self.block_of = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
-        self.stamp = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
-        self.visit = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.block_of = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+        self.stamp = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+        self.visit = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
         self.stack = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
-        self.closure_at = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
-        self.closure_len = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.closure_at = <int64_t*>calloc(max(n, 1), sizeof(int64_t))
+        self.closure_len = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.block_base = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         self.block_end = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         self.block_period = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
@@ -373,11 +382,6 @@ cdef class SubsetConstruction:
                 or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL
                 or self.block_period == NULL or self.block_size == NULL):
             raise MemoryError()
-        for s in range(n):
-            self.block_of[s] = -1
-            self.stamp[s] = 0
-            self.visit[s] = 0
-            self.closure_at[s] = -1
         self.current_stamp = 0
         self.current_visit = 0
         for k in range(self.n_blocks):
@@ -392,7 +396,7 @@ cdef class SubsetConstruction:
             self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
             self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
             for s in range(base, base + acc.shape[0]):
-                self.block_of[s] = <int32_t>k
+                self.block_of[s] = <int32_t>k + 1
         self.slot_cap = 1024
         self.slots = <int32_t*>malloc(self.slot_cap * sizeof(int32_t))
         if self.slots == NULL:
@@ -422,7 +426,7 @@ cdef class SubsetConstruction:
     cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
         """The important states of the epsilon closure of ``state`` (cached); ``out`` points
         at them."""
-        cdef int64_t at = self.closure_at[state]
+        cdef int64_t at = self.closure_at[state] - 1
         cdef Py_ssize_t top, count = 0, k
         cdef int32_t s, t, blk, local
         cdef int64_t a, b
@@ -443,7 +447,7 @@ cdef class SubsetConstruction:
                                                        sizeof(int32_t))
                     self.closure_buf[at + count] = s
                     count += 1
-                blk = self.block_of[s]
+                blk = self.block_of[s] - 1
                 if blk >= 0:
                     local = s - self.block_base[blk]
                     if self.block_acc[blk][local]:
@@ -463,9 +467,9 @@ cdef class SubsetConstruction:
                         top += 1
                     a += 1
             self.closure_used = at + count
-            self.closure_at[state] = at
+            self.closure_at[state] = at + 1
             self.closure_len[state] = <int32_t>count
-        out[0] = self.closure_buf + self.closure_at[state]
+        out[0] = self.closure_buf + self.closure_at[state] - 1
         return self.closure_len[state]
 
     cdef int32_t _intern(self, Py_ssize_t count, Py_ssize_t max_states) except -2:
@@ -575,7 +579,7 @@ cdef class SubsetConstruction:
         cdef const int32_t* trow
         for k in range(m):
             s = members[k]
-            blk = self.block_of[s]
+            blk = self.block_of[s] - 1
             if blk < 0:
                 continue
             trow = self._block_row(blk, s - self.block_base[blk], &shift)
@@ -590,7 +594,7 @@ cdef class SubsetConstruction:
         if inside < 0:
             return -1, None
         others = [members[k] for k in range(m)
-                  if self.block_of[members[k]] < 0 and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
+                  if self.block_of[members[k]] == 0 and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
         return inside, others
 
     def accepting(self, Py_ssize_t first):
@@ -657,7 +661,7 @@ cdef class SubsetConstruction:
         # the members' edges, in member order (a block state's from its DFA row)
         for k in range(m):
             s = members[k]
-            blk = self.block_of[s]
+            blk = self.block_of[s] - 1
             if blk >= 0:
                 local = s - self.block_base[blk]
                 trow = self._block_row(blk, local, &shift)
@@ -883,16 +887,18 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
     """The edges of an ``n``-state NFA grouped by source (CSR), each group in the order the
     edges were added: ``edges`` int32[E, 4] (source, lo, hi, target), ``eps`` int32[M, 2]
     (source, target); an edge whose target is not ``alive`` (uint8[n], or None: keep all) is
-    dropped. Returns (edge starts int64[n + 1], lo, hi, target int32[E'], epsilon starts
-    int64[n + 1], epsilon targets int32[M']). Cost: two counting passes, linear."""
+    dropped. Returns (edge starts int32[n + 1], lo, hi uint8[E'], target int32[E'], epsilon
+    starts int32[n + 1], epsilon targets int32[M']). Cost: two counting passes, linear."""
     cdef Py_ssize_t m = edges.shape[0], q = eps.shape[0], k, kept = 0, kept_eps = 0
     cdef bint trim = alive is not None
     cdef int32_t src
-    cdef int64_t at
-    edge_start_arr = np.zeros(n + 1, dtype=np.int64)
-    eps_start_arr = np.zeros(n + 1, dtype=np.int64)
-    cdef int64_t[::1] edge_start = edge_start_arr
-    cdef int64_t[::1] eps_start = eps_start_arr
+    cdef int32_t at
+    if m >= INT32_MAX or q >= INT32_MAX:
+        raise ValueError("an NFA with 2**31 edges or more")
+    edge_start_arr = np.zeros(n + 1, dtype=np.int32)
+    eps_start_arr = np.zeros(n + 1, dtype=np.int32)
+    cdef int32_t[::1] edge_start = edge_start_arr
+    cdef int32_t[::1] eps_start = eps_start_arr
     with nogil:
         for k in range(m):
             if not trim or alive[edges[k, 3]]:
@@ -905,16 +911,16 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
         for k in range(n):
             edge_start[k + 1] += edge_start[k]
             eps_start[k + 1] += eps_start[k]
-    lo_arr = np.empty(kept, dtype=np.int32)
-    hi_arr = np.empty(kept, dtype=np.int32)
+    lo_arr = np.empty(kept, dtype=np.uint8)
+    hi_arr = np.empty(kept, dtype=np.uint8)
     dst_arr = np.empty(kept, dtype=np.int32)
     eps_dst_arr = np.empty(kept_eps, dtype=np.int32)
-    fill_arr = np.empty(max(n, 1), dtype=np.int64)
-    cdef int32_t[::1] lo = lo_arr
-    cdef int32_t[::1] hi = hi_arr
+    fill_arr = np.empty(max(n, 1), dtype=np.int32)
+    cdef uint8_t[::1] lo = lo_arr
+    cdef uint8_t[::1] hi = hi_arr
     cdef int32_t[::1] dst = dst_arr
     cdef int32_t[::1] eps_dst = eps_dst_arr
-    cdef int64_t[::1] fill = fill_arr
+    cdef int32_t[::1] fill = fill_arr
     with nogil:
         for k in range(n):
             fill[k] = edge_start[k]
@@ -922,8 +928,8 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
             if not trim or alive[edges[k, 3]]:
                 src = edges[k, 0]
                 at = fill[src]
-                lo[at] = edges[k, 1]
-                hi[at] = edges[k, 2]
+                lo[at] = <uint8_t>edges[k, 1]
+                hi[at] = <uint8_t>edges[k, 2]
                 dst[at] = edges[k, 3]
                 fill[src] = at + 1
         for k in range(n):
@@ -987,13 +993,15 @@ cdef class ThompsonNFA:
         """Add ``node`` between NFA states ``start`` and ``end``."""
         self._build_shared(node, start, end)
 
-    def edge_array(self):
-        """The byte edges, int32[n, 4] (a copy)."""
-        return _int32_table(self.edges, self.n_edges, 4)
-
-    def eps_array(self):
-        """The epsilon edges, int32[n, 2] (a copy)."""
-        return _int32_table(self.eps, self.n_eps, 2)
+    def take_arrays(self):
+        """The byte edges int32[n, 4] (source, lo, hi, target) and the epsilon edges int32[m, 2]
+        (source, target), handed over without a copy: call once, when the NFA is built (the
+        builder holds no edges afterwards)."""
+        edges = _int32_table(self.edges, self.n_edges, 4)
+        self.edges, self.n_edges, self.edges_cap = NULL, 0, 0
+        eps = _int32_table(self.eps, self.n_eps, 2)
+        self.eps, self.n_eps, self.eps_cap = NULL, 0, 0
+        return edges, eps
 
     cdef inline int _edge(self, int32_t src, int32_t lo, int32_t hi, int32_t dst) except -1:
         if self.n_edges + 4 > self.edges_cap:

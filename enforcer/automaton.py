@@ -44,9 +44,10 @@ SUBSET_BYTES = 300
 SUBSET_ITEM_BYTES = 24
 """About what each NFA state in a subset or a closure adds (4 bytes in its key, a slot in its
 closure tuple, a share of the int objects and of the sets a row is built from)."""
-NFA_STATE_BYTES = 100
-"""About what one NFA state takes at the peak of building a lazy automaton's NFA (its edges,
-epsilons and the per-state slices made from them)."""
+NFA_STATE_BYTES = 50
+"""About what one NFA state takes at the peak of building a lazy automaton's NFA (its edges and
+epsilons, handed over to the per-state slices made from them: 49-50 bytes measured on 5-6
+million-state NFAs); the subset construction's per-state arrays are zero pages until touched."""
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_AUTOMATON_BYTES = 512 << 20
 """Decode-time budget of one lazy automaton: its NFA, its subsets, its table and rows."""
@@ -474,13 +475,12 @@ class _NFA:
     def _edge(self, src: int, lo: int, hi: int, dst: int) -> None:
         self.edges.extend((src, lo, hi, dst))
 
-    def edge_array(self) -> np.ndarray:
-        """The byte edges, int32[n, 4] (a view)."""
-        return np.frombuffer(self.edges, dtype=np.int32).reshape(-1, 4)
-
-    def eps_array(self) -> np.ndarray:
-        """The epsilon edges, int32[n, 2] (a view)."""
-        return np.frombuffer(self.eps, dtype=np.int32).reshape(-1, 2)
+    def take_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The byte edges int32[n, 4] (source, lo, hi, target) and the epsilon edges int32[m, 2]
+        (source, target), as :meth:`enforcer._kernels.ThompsonNFA.take_arrays` hands them over
+        (here views of the builder's arrays)."""
+        return (np.frombuffer(self.edges, dtype=np.int32).reshape(-1, 4),
+                np.frombuffer(self.eps, dtype=np.int32).reshape(-1, 2))
 
     def _eps(self, src: int, dst: int) -> None:
         self.eps.extend((src, dst))
@@ -985,13 +985,16 @@ def _nfa_csr_reference(n: int, edges: np.ndarray, eps: np.ndarray, alive: np.nda
     and a running sum."""
     if alive is not None:
         edges, eps = edges[alive[edges[:, 3]].astype(bool)], eps[alive[eps[:, 1]].astype(bool)]
-    out = []
-    for table, columns in ((edges, (1, 2, 3)), (eps, (1,))):
-        starts = np.zeros(n + 1, dtype=np.int64)
+
+    def grouped(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        starts = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(np.bincount(table[:, 0], minlength=n), out=starts[1:])
-        order = np.argsort(table[:, 0], kind="stable")
-        out += [starts] + [np.ascontiguousarray(table[order, k]) for k in columns]
-    return tuple(out)
+        return starts, table[np.argsort(table[:, 0], kind="stable")]
+
+    edge_start, by_source = grouped(edges)
+    eps_start, eps_by_source = grouped(eps)
+    return (edge_start, by_source[:, 1].astype(np.uint8), by_source[:, 2].astype(np.uint8),
+            np.ascontiguousarray(by_source[:, 3]), eps_start, np.ascontiguousarray(eps_by_source[:, 1]))
 
 
 class _Determiniser:
@@ -1009,12 +1012,13 @@ class _Determiniser:
         self.blocks = nfa.blocks
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
-        edges, eps = nfa.edge_array(), nfa.eps_array()
+        edges, eps = nfa.take_arrays()
         alive = self._alive(edges[:, 0], edges[:, 3], eps[:, 0], eps[:, 1]) if trim and nfa.may_dead_end else None
         # per-state slices (CSR), in the order the edges were added
         self._edge_start, self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start, self._eps_dst = (
             nfa_csr if nfa_csr is not None else _nfa_csr_reference)(self.num_nfa_states, edges, eps,
                                                                     None if alive is None else alive.view(np.uint8))
+        del nfa, edges, eps, alive  # the builder's arrays, freed before the construction's own
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
@@ -1029,7 +1033,7 @@ class _Determiniser:
         important[np.asarray(keep, dtype=np.int64)] = True
         self._important = important.view(np.uint8)
         self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
-            + 8 * (len(self._edge_start) + len(self._eps_start)) + important.nbytes
+            + self._edge_start.nbytes + self._eps_start.nbytes + important.nbytes
         self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate
         self._kernel = None
         if compiled and SubsetConstruction is not None:

@@ -46,7 +46,7 @@ class SchemaTooComplexError(UnsupportedSchemaError):
     ``pointer`` is the JSON pointer of the sub-schema where the budget was first exceeded
     (``""``: the root, or not known), ``keyword`` the keyword responsible where one is (``""``
     for structure: nesting, ``$ref`` fan-out), ``budget`` the limit that was exceeded, as
-    ``"<option>=<value>"`` (for example ``"max_nfa_states=2000000"``), or ``""``.
+    ``"<option>=<value>"`` (for example ``"max_nfa_states=4000000"``), or ``""``.
     """
 
     def __init__(self, reason: str, pointer: str = "", budget: str = "", keyword: str = "") -> None:

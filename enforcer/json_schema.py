@@ -124,10 +124,11 @@ def _located(exc: SchemaTooComplexError, pointer: str, keyword: str) -> SchemaTo
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
-DEFAULT_MAX_NFA_STATES = 2_000_000
-"""Default budget: NFA states per compiled value automaton. The largest expression of the
-7,491 shared corpus schemas is far below it (see ``tests/test_hostile.py``); an NFA this large
-takes about 0.5 s and 100 MB to build."""
+DEFAULT_MAX_NFA_STATES = 4_000_000
+"""Default budget: NFA states per compiled value automaton. An NFA this large takes about
+0.3 s and at most 200 MB (``NFA_STATE_BYTES`` each) to build when a walk first reaches it;
+GOV.UK's content schemas (jsonschemabench Github_hard, recursive link sets) need 2.5-3.1
+million."""
 MAX_COUNTED_PROPERTIES = 64
 """Largest ``minProperties``/``maxProperties`` bound counted exactly (each count is a copy of
 the object's states)."""

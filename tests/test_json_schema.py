@@ -14,7 +14,7 @@ import pytest
 
 from enforcer import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer import json_schema
-from enforcer.json_schema import SchemaOptions
+from enforcer.json_schema import DEFAULT_MAX_NFA_STATES, SchemaOptions
 from enforcer.matcher import compile_schema_dfa
 
 POOL = [None, True, False, 0, -1, 1, 2, 3, 7, 10, 14, 15, 100, -0.5, 0.5, 1.5, 2.0, 3.25, 1e-7, "", "a", "abc",
@@ -300,7 +300,7 @@ def test_invalid_and_unsatisfiable_schemas():
     with pytest.raises(InvalidSchemaError):
         compile_schema_dfa({"type": "wat"}, SchemaOptions())
     with pytest.raises(SchemaTooComplexError):
-        compile_schema_dfa({"type": "string", "maxLength": 100000}, SchemaOptions())
+        compile_schema_dfa({"type": "string", "maxLength": DEFAULT_MAX_NFA_STATES}, SchemaOptions())
 
 
 def test_bounded_numbers_have_no_exponent_form():
@@ -586,7 +586,7 @@ def test_budget_refuses_before_building_and_names_the_keyword():
     with pytest.raises(SchemaTooComplexError) as info:
         compile_schema_dfa({"type": "array", "items": {"type": "string", "maxLength": 2048}, "maxItems": 256},
                            SchemaOptions())
-    assert (info.value.keyword, info.value.budget) == ("maxItems", "max_nfa_states=2000000")
+    assert (info.value.keyword, info.value.budget) == ("maxItems", f"max_nfa_states={DEFAULT_MAX_NFA_STATES}")
     with pytest.raises(SchemaTooComplexError) as info:
         compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000, "pattern": "^a"}}},
                            SchemaOptions())
