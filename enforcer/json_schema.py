@@ -261,6 +261,7 @@ class SchemaCompiler:
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
                                               **_registry(self._external, self._validator_cls))
         self._any_cache: dict[int, Node] = {}
+        self._enums: dict[tuple[str, str, int], Node] = {}  # by members, the rest of the schema, depth
         self.free_form_depth = options.free_form_depth
         """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
         self._deep_free_form = False  # a free-form value deeper than the fallback was built
@@ -1309,14 +1310,24 @@ class SchemaCompiler:
     def _enum(self, schema: dict, pointer: str, depth: int) -> Node:
         """The ``enum``/``const`` members the rest of the schema admits: strings as one trie
         (shared prefixes written once), other values as alternatives. Linear in the members:
-        each is checked once against the schema without its ``enum``/``const``."""
-        if "const" in schema:
-            values = [schema["const"]]
-        else:
-            values = schema["enum"]
-            if not isinstance(values, list):
-                raise InvalidSchemaError(pointer, "'enum' must be an array")
+        each is checked once against the schema without its ``enum``/``const``; the same
+        members beside the same rest at the same depth are built once per compile (a schema
+        may repeat an enum thousands of times: Github_hard o69211, 7,109 tries)."""
+        keyword = "const" if "const" in schema else "enum"
+        values = [schema["const"]] if keyword == "const" else schema["enum"]
+        if not isinstance(values, list):
+            raise InvalidSchemaError(pointer, "'enum' must be an array")
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        key = (_json_key(values), _json_key(rest), depth)
+        if "$ref" in key[1] or "$dynamicRef" in key[1]:  # the rest's verdicts depend on where it is
+            return self._enum_node(values, rest, pointer, depth, keyword)
+        node = self._enums.get(key)
+        if node is None:
+            node = self._enums[key] = self._enum_node(values, rest, pointer, depth, keyword)
+        return node
+
+    def _enum_node(self, values: list[Any], rest: dict, pointer: str, depth: int, keyword: str) -> Node:
+        """:meth:`_enum` built (``keyword``: the one holding ``values``, for refusals)."""
         check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
         seen: set[str] = set()
         strings: list[str] = []
@@ -1340,7 +1351,7 @@ class SchemaCompiler:
             nodes.append(self._constant_trie(others, depth))
         if strings:
             raw = self.raw_strings and depth == 0
-            self._check_longest(strings, raw, pointer, "const" if "const" in schema else "enum")
+            self._check_longest(strings, raw, pointer, keyword)
             nodes.append(_string_trie(strings, raw=raw))
         if decimals:
             nodes.append(_number_trie(decimals))

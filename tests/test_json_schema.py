@@ -340,6 +340,18 @@ def test_enum_members_are_checked_against_the_rest_of_the_schema():
     check({"enum": ["a", "ab", "abc", "b", "ba", 2, [1]]})
 
 
+def test_one_enum_met_beside_other_keywords_and_at_other_depths_keeps_each_verdict():
+    """The compiler builds an enum once per members, rest of the schema and depth: the same
+    members filtered by different siblings, and object members written at other indentations,
+    each keep their own language."""
+    members = ["a", "abcd", 1, {"a": 1}, [1]]
+    deep = {"properties": {"m": {"properties": {"k": {"properties": {"t": {"enum": members}}}}}}}
+    check({"properties": {"s": {"type": "string", "maxLength": 3, "enum": members},
+                          "t": {"enum": members}, "o": {"type": "object", "enum": members}, "n": deep}},
+          extra=[{"s": "abcd"}, {"t": "abcd"}, {"o": "a"}, {"o": {"a": 1}}, {"s": 1}, {"t": [1]},
+                 {"n": {"m": {"k": {"t": {"a": 1}}}}}, {"n": {"m": {"k": {"t": "b"}}}}], strict=False)
+
+
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
