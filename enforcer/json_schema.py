@@ -658,11 +658,24 @@ class SchemaCompiler:
         return alternatives
 
     def _check_keywords(self, schema: dict, pointer: str) -> None:
+        """Refuse an unsupported keyword that applies here: one of a type ``type`` excludes
+        (``uniqueItems`` beside ``type: object``) constrains nothing."""
         for key, val in schema.items():
-            if key in UNSUPPORTED and _NO_OP.get(key, object()) != val:
+            if key in UNSUPPORTED and _NO_OP.get(key, object()) != val and not self._excluded_by_type(schema, key):
                 raise UnsupportedSchemaError(key, pointer)
         if isinstance(schema.get("items"), list) and "prefixItems" in schema:
             raise InvalidSchemaError(pointer, "'items' as an array together with 'prefixItems'")
+
+    @staticmethod
+    def _excluded_by_type(schema: dict, key: str) -> bool:
+        """Whether ``key`` is a keyword of a JSON type the schema's ``type`` rules out."""
+        if "type" not in schema:
+            return False
+        try:
+            types = _declared_types(schema)
+        except InvalidSchemaError:
+            return False  # reported where the type is read
+        return any(key in keywords and t not in types for t, keywords in _TYPE_KEYWORDS.items())
 
     # ---- references and combinators ------------------------------------------------------
 
@@ -2562,6 +2575,15 @@ def _active_conditional(schema: dict) -> dict:
     return {k: v for k, v in schema.items() if k not in idle} if any(k in schema for k in idle) else schema
 
 
+def _both(a: Any, b: Any) -> Any:
+    """``allOf: [a, b]``, or the one of them that says it all (equal, or the other true)."""
+    if b is True or b == {} or a == b:
+        return a
+    if a is True or a == {}:
+        return b
+    return {"allOf": [a, b]}
+
+
 def merge(a: Any, b: Any) -> Any:
     """One schema equivalent to ``allOf: [a, b]``, or ``None`` when that needs an automaton
     intersection. Exact: every keyword is combined by its meaning, never approximated."""
@@ -2596,8 +2618,17 @@ def merge(a: Any, b: Any) -> Any:
         a = {**{k: v for k, v in a.items() if k not in array_keys}, "prefixItems": prefix, "items": rest}
         b = {k: v for k, v in b.items() if k not in array_keys}
     for x, y in ((a, b), (b, a)):
-        if "patternProperties" in x and "additionalProperties" in y and x.get("patternProperties"):
+        if x.get("patternProperties") and "additionalProperties" in y and (y.get("properties")
+                                                                         or y.get("patternProperties")):
             return None  # y's additionalProperties would have to skip x's pattern keys
+    # an additionalProperties beside no properties holds for every key: the other side's
+    # pattern keys meet it too
+    if a.get("patternProperties") and "additionalProperties" in b:
+        a = {**a, "patternProperties": {p: _both(sub, b["additionalProperties"])
+                                        for p, sub in a["patternProperties"].items()}}
+    if b.get("patternProperties") and "additionalProperties" in a:
+        b = {**b, "patternProperties": {p: _both(sub, a["additionalProperties"])
+                                        for p, sub in b["patternProperties"].items()}}
     out = dict(a)
     for key, bv in b.items():
         if key not in out:

@@ -14,7 +14,7 @@ import pytest
 
 from enforcer import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer import json_schema
-from enforcer.json_schema import DEFAULT_MAX_NFA_STATES, SchemaOptions
+from enforcer.json_schema import DEFAULT_MAX_NFA_STATES, SchemaOptions, merge
 from enforcer.matcher import compile_schema_dfa
 
 POOL = [None, True, False, 0, -1, 1, 2, 3, 7, 10, 14, 15, 100, -0.5, 0.5, 1.5, 2.0, 3.25, 1e-7, "", "a", "abc",
@@ -157,6 +157,22 @@ def test_a_repeated_undeclared_key_counts_once_toward_min_properties(schema):
     assert dfa.matches(text) == validator.is_valid(json.loads(text)), text
 
 
+@pytest.mark.parametrize("every_key", [{"type": "integer"}, {"minimum": 2}, False, {"type": "string"}])
+def test_additional_properties_beside_no_properties_meets_the_other_parts_pattern_keys(every_key):
+    """``allOf`` of an object with ``patternProperties`` and one whose ``additionalProperties``
+    stands beside no properties (JsonSchemaStore's jreleaser writes each map this way): the
+    latter holds for every key, so each pattern's schema meets it and the parts merge into one
+    object schema (no automaton intersection), exact against jsonschema."""
+    parts = [{"type": "object", "patternProperties": {"^a": {"type": "integer"}},
+              "additionalProperties": {"type": "integer"}},
+             {"additionalProperties": every_key, "type": ["object", "null"]}]
+    assert merge(*parts) is not None and merge(*reversed(parts)) is not None
+    check({"allOf": parts}, extra=[{"a": 1}, {"ab": 3}, {"b": 1}, {"b": 5, "a": 2}, {"a": "x"}, {"a": 2.5}],
+          strict=False)
+    with_properties = [parts[0], {"properties": {"ab": {}}, "additionalProperties": every_key}]
+    assert merge(*with_properties) is None  # its additionalProperties skips 'ab', which '^a' matches
+
+
 def test_min_properties_that_needs_two_undeclared_keys_is_refused():
     """Two undeclared keys might be one key written twice: an automaton cannot count them."""
     corpus_case = {"type": "object", "minProperties": 4, "allOf": [
@@ -289,9 +305,16 @@ def test_a_keyword_never_enforced_is_refused_before_any_automaton_is_built(monke
                {"uniqueItems": True, "additionalProperties": {"type": "integer"}}]},  # restricted to objects
     {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}], "items": {"uniqueItems": True}}}},
     {"type": "object", "properties": {"a": {"enum": [1, 2], "items": {"uniqueItems": True}}}},
+    {"type": ["object", "string"], "uniqueItems": True, "unevaluatedItems": False},  # no array is admitted
 ])
 def test_a_keyword_never_enforced_where_the_compile_never_meets_it_is_no_refusal(schema):
     assert not compile_schema_dfa(schema, SchemaOptions()).is_empty
+
+
+def test_a_keyword_never_enforced_is_refused_where_its_type_is_admitted():
+    for schema in ({"uniqueItems": True}, {"type": ["object", "array"], "uniqueItems": True}):
+        with pytest.raises(UnsupportedSchemaError):
+            compile_schema_dfa(schema, SchemaOptions())
 
 
 def test_invalid_and_unsatisfiable_schemas():
