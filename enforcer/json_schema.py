@@ -1847,7 +1847,8 @@ class SchemaCompiler:
         max_states = self.options.max_states
         keys = _extra_key_dfa(tuple(named), max_states)
         if names_schema is not True:
-            names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", 0, refs)
+            # the key is a value of its own, nested in the object like the member's value
+            names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", inner, refs)
             if names is NOTHING:
                 return NOTHING
             keys = keys.intersect(compile_node(names, max_states), max_states)

@@ -11,6 +11,7 @@ from enforcer.errors import (EnforcerError, InvalidSchemaError, InvalidToolsErro
 from enforcer.json_schema import MAX_NESTING, SchemaOptions
 from enforcer.matcher import compile_schema_dfa
 from enforcer.schema_check import MAX_DOCUMENT_DEPTH
+from jsonschema_oracle import check_against_jsonschema
 
 
 @pytest.mark.parametrize("schema,pointer", [
@@ -98,6 +99,17 @@ def test_reference_cycle_without_descent_is_refused_with_the_cycle_named(keyword
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.keyword == "$ref" and "#/$defs/a -> #/$defs/a" in str(info.value)
+
+
+@pytest.mark.parametrize("definition", [
+    {"type": "object", "propertyNames": {"$ref": "#/$defs/a"}},
+    {"type": ["object", "string"], "maxLength": 1, "propertyNames": {"$ref": "#/$defs/a"}},
+])
+def test_property_names_are_values_nested_in_the_object(definition):
+    """A key is a value of its own: ``propertyNames`` naming the object's own definition is
+    recursion (cut by ``max_recursion``), not a cycle at the object's depth."""
+    pool = [{}, {"a": 1}, {"ab": 1}, {"a": {"b": 1}}, "a", "ab"]
+    check_against_jsonschema({"$defs": {"a": definition}, "$ref": "#/$defs/a"}, pool)
 
 
 def test_reference_cycle_through_all_of_under_properties_is_cut_by_max_recursion():
