@@ -862,7 +862,14 @@ class SchemaCompiler:
         merged: Any = rest
         leftovers: list[tuple[Any, str]] = []
         entry = refs
-        flat = self._all_of_parts(parts, pointer, depth, entry)
+        # X and X is X: a part reached again the same way (one definition met twice at this
+        # value, as a key under both properties and patternProperties) is compiled once
+        flat: list[tuple[Any, Any, str, Refs]] = []
+        met: set[tuple[int, Refs]] = set()
+        for raw, part, part_pointer, part_refs in self._all_of_parts(parts, pointer, depth, entry):
+            if (id(part), part_refs) not in met:
+                met.add((id(part), part_refs))
+                flat.append((raw, part, part_pointer, part_refs))
         if sum(isinstance(part, dict) and "if" in part for _, part, _, _ in flat) > 1:
             # conditions that cannot merge: as unions, distributed (lazily) rather than intersected
             for k, (raw, part, ptr, part_refs) in enumerate(flat):
