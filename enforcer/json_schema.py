@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
@@ -281,6 +281,9 @@ class SchemaCompiler:
         properties) is one node, built once (the NFA builder then copies its states). A value
         compiled again with recursion cut earlier keeps the nodes that no cut changes."""
         self._building: list[_SubtreeFacts] = []  # one per sub-value being built, innermost last
+        self._cycles: dict[str, list[str]] = {}
+        """``$ref`` name -> a cycle back to it that never descends (``[]``: none; see
+        :meth:`_cycle_back_to`)."""
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -742,8 +745,14 @@ class SchemaCompiler:
         """The target of ``holder``'s ``$ref`` or ``$dynamicRef`` (``keyword``) met at value
         ``depth``, its pointer and the path's expansions (with the resources entered); the
         target is ``False`` once it was expanded ``max_recursion`` times on this path
-        (recursion cut: the branch is not generated deeper). A cycle that comes back to the
-        same ``$ref`` without descending into the value would expand forever: refused, named."""
+        (recursion cut: the branch is not generated deeper). A ``$ref`` the path already
+        expanded at this depth is met again at the same value, beside that expansion (a
+        sibling, a later ``allOf`` part, a union over the same definitions under both
+        ``properties`` and ``patternProperties``) or through it. Through it is a cycle that
+        never descends (:meth:`_cycle_back_to`): it would expand forever (validators loop on
+        it), so it is refused, named. Else it is expanded again, not counted again (it is no
+        recursion): nothing its target leads to at this value leads back to it, so expanding
+        ends, and expanding a ``$ref`` is exact."""
         if keyword == "$dynamicRef":
             target, target_pointer = self._dynamic_target(holder[keyword], pointer, refs, holder)
         else:
@@ -758,15 +767,82 @@ class SchemaCompiler:
                 known.add(_SCOPE + base)
         ref = "#" + target_pointer  # one name per target, however (and wherever) the reference spells it
         if (ref, depth) in refs:
-            cycle = [r for r, d in refs if d == depth]
-            cycle = cycle[cycle.index(ref):] + [ref]
-            raise UnsupportedSchemaError("$ref", pointer, f"reference cycle {' -> '.join(cycle)} never descends into "
-                                         "the value, so it expands forever")
+            cycle = self._cycle_back_to(ref, target)
+            if cycle:
+                raise UnsupportedSchemaError("$ref", pointer, f"reference cycle {' -> '.join(cycle)} never descends "
+                                             "into the value, so it expands forever")
+            return target, target_pointer, refs  # counted once at this depth
         expanded = sum(r == ref for r, _ in refs)
         if expanded >= self.max_recursion:
             return False, target_pointer, refs
         self._depended_on(expanded, False)
         return target, target_pointer, refs + ((ref, depth),)
+
+    def _cycle_back_to(self, ref: str, target: Any) -> list[str]:
+        """The references on a path from ``target`` (what ``ref`` names) back to ``ref`` that
+        never descends into the value, ``ref`` first and last (``[]``: there is none): through
+        the keywords the compile follows at one value (:meth:`_in_place_subschemas`), beside a
+        ``$ref`` too. A superset of the paths the compile can take, so no cycle it could
+        follow is missed. Cost: one visit per schema object so reached, once per ``ref`` in a
+        compile."""
+        if ref in self._cycles:
+            return self._cycles[ref]
+        came_from: dict[int, tuple[int, str | None]] = {}  # id -> (id of the schema it was met in, via which $ref)
+        queue: deque[Any] = deque([target])
+        cycle: list[str] = []
+        while queue and not cycle:
+            schema = queue.popleft()
+            for sub, via in self._in_place_subschemas(schema):
+                if via == ref:
+                    at, path = id(schema), []
+                    while at != id(target):
+                        at, via = came_from[at]
+                        path += [via] if via is not None else []
+                    cycle = [ref, *reversed(path), ref]
+                    break
+                if id(sub) not in came_from and sub is not target:
+                    came_from[id(sub)] = (id(schema), via)
+                    queue.append(sub)
+        self._cycles[ref] = cycle
+        return cycle
+
+    def _in_place_subschemas(self, schema: Any) -> Iterator[tuple[Any, str | None]]:
+        """The sub-schemas that apply to the same value as ``schema`` (``allOf``/``anyOf``/
+        ``oneOf``, ``not``, ``if``/``then``/``else``, dependent schemas, what its ``$ref`` or
+        ``$dynamicRef`` may name), each with the reference that names it (None: written in
+        place)."""
+        if not isinstance(schema, dict):
+            return
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(schema.get(key), list):
+                yield from ((sub, None) for sub in schema[key])
+        for key in ("not", "if", "then", "else"):
+            if key in schema:
+                yield schema[key], None
+        yield from ((sub, None) for sub in _schema_dependencies(schema).values())
+        for keyword in _REFERENCES:
+            if keyword in schema:
+                yield from ((sub, "#" + pointer) for sub, pointer in self._possible_targets(keyword, schema))
+
+    def _possible_targets(self, keyword: str, holder: dict) -> list[tuple[Any, str]]:
+        """What ``holder``'s ``$ref`` or ``$dynamicRef`` (``keyword``) may name on some path, with
+        pointers: a ``$dynamicRef`` to a dynamic anchor names the root resource's anchor of that
+        name where there is one (the root is the outermost resource of every scope), else its
+        own target or any resource's (:meth:`_dynamic_target`); none where the compile refuses
+        the reference."""
+        try:
+            target, target_pointer = self.resolve(holder[keyword], "", holder)
+        except (InvalidSchemaError, UnsupportedSchemaError):
+            return []
+        name = holder[keyword].partition("#")[2]
+        if keyword != "$dynamicRef" or not isinstance(target, dict) or target.get("$dynamicAnchor") != name:
+            return [(target, target_pointer)]
+        assert self._resources is not None  # set by the resolve
+        anchors = self._resources.dynamic_anchors
+        outermost = anchors.get((self._resources.root_base, name))
+        if outermost is not None:
+            return [outermost]
+        return [(target, target_pointer), *(found for (_, anchor), found in anchors.items() if anchor == name)]
 
     def _ref(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         keyword = "$ref" if "$ref" in schema else "$dynamicRef"
@@ -801,7 +877,14 @@ class SchemaCompiler:
         merged: Any = rest
         leftovers: list[tuple[Any, str]] = []
         entry = refs
-        flat = self._all_of_parts(parts, pointer, depth, entry)
+        # X and X is X: a part reached again the same way (one definition met twice at this
+        # value, as a key under both properties and patternProperties) is compiled once
+        flat: list[tuple[Any, Any, str, Refs]] = []
+        met: set[tuple[int, Refs]] = set()
+        for raw, part, part_pointer, part_refs in self._all_of_parts(parts, pointer, depth, entry):
+            if (id(part), part_refs) not in met:
+                met.add((id(part), part_refs))
+                flat.append((raw, part, part_pointer, part_refs))
         if sum(isinstance(part, dict) and "if" in part for _, part, _, _ in flat) > 1:
             # conditions that cannot merge: as unions, distributed (lazily) rather than intersected
             for k, (raw, part, ptr, part_refs) in enumerate(flat):
@@ -1872,7 +1955,8 @@ class SchemaCompiler:
         max_states = self.options.max_states
         keys = _extra_key_dfa(tuple(named), max_states)
         if names_schema is not True:
-            names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", 0, refs)
+            # the key is a value of its own, nested in the object like the member's value
+            names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", inner, refs)
             if names is NOTHING:
                 return NOTHING
             keys = keys.intersect(compile_node(names, max_states), max_states)

@@ -134,6 +134,21 @@ def test_object_keywords_against_oracle(schema, strict):
                 assert accepted, f"rejected valid {text!r}"
 
 
+def test_property_names_of_an_argument_value_are_quoted_keys():
+    """An argument value (K2/K3 argument formats) is compiled with raw top-level strings; its
+    keys stay quoted JSON, so ``propertyNames`` is compiled as a nested value (compiled at
+    depth 0 it was raw text, and no key matched it)."""
+    from enforcer.arguments import split_arguments
+    from enforcer.vocabulary import Vocabulary
+
+    vocabulary = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)], {})
+    params = {"type": "object", "properties": {"tags": {"type": "object", "propertyNames": {"pattern": "^x"}}}}
+    (key,) = split_arguments(params, vocabulary, SchemaOptions()).keys
+    (value,) = key.values
+    assert value.dfa.matches('{"xy": 1}') and value.dfa.matches("{}")
+    assert not value.dfa.matches('{"y": 1}') and not value.dfa.matches("{xy: 1}")
+
+
 @pytest.mark.parametrize("schema", [
     {"type": "object", "minProperties": 1},
     {"type": "object", "properties": {"a": {}}, "required": ["a"], "minProperties": 2,

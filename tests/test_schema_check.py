@@ -8,9 +8,10 @@ import pytest
 from enforcer import compile_json_schema, compile_tools
 from enforcer.errors import (EnforcerError, InvalidSchemaError, InvalidToolsError, SchemaTooComplexError,
                              UnsupportedSchemaError)
-from enforcer.json_schema import MAX_NESTING, SchemaOptions
+from enforcer.json_schema import MAX_NESTING, SchemaCompiler, SchemaOptions
 from enforcer.matcher import compile_schema_dfa
 from enforcer.schema_check import MAX_DOCUMENT_DEPTH
+from jsonschema_oracle import check_against_jsonschema
 
 
 @pytest.mark.parametrize("schema,pointer", [
@@ -98,6 +99,72 @@ def test_reference_cycle_without_descent_is_refused_with_the_cycle_named(keyword
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.keyword == "$ref" and "#/$defs/a -> #/$defs/a" in str(info.value)
+
+
+_DEFINITIONS = {"content": {"type": "object", "properties": {"id": {"type": "string"}}},
+                "reference": {"type": "object", "properties": {"referent": {"type": "string"}}, "required": ["referent"]}}
+_ONE_OF = {"oneOf": [{"$ref": "#/$defs/content"}, {"$ref": "#/$defs/reference"}, {"type": "string"}]}
+_MEMBERS = [None, 1, "x", {}, {"id": "a"}, {"id": 1}, {"referent": "r"}, {"referent": 1}, {"id": "a", "referent": "r"},
+            {"id": "a", "referent": 1}, {"referent": "r", "id": 1}]  # keys in the order the matching branch writes
+
+
+@pytest.mark.parametrize("schema", [
+    # jsonschemabench WashingtonPost wp_78: a key both properties and patternProperties describe
+    {"$defs": _DEFINITIONS, "type": "object", "properties": {"basic": _ONE_OF}, "patternProperties": {"^b": _ONE_OF}},
+    {"$defs": _DEFINITIONS, "allOf": [_ONE_OF, _ONE_OF]},
+    {"$defs": _DEFINITIONS, "allOf": [_ONE_OF, {"anyOf": [{"$ref": "#/$defs/content"}, {"maxLength": 1}]}]},
+    {"$defs": _DEFINITIONS, "$ref": "#/$defs/content", "anyOf": [{"$ref": "#/$defs/content"}, {"type": "null"}]},
+])
+def test_a_definition_met_again_beside_its_expansion_is_no_cycle(schema):
+    """Unions over the same definitions met at one value (the branch of one is compiled with
+    the other beside it, so the other's branches meet the same ``$ref`` again without
+    descending): no cycle in the schema, so exact, not refused."""
+    pool = [*_MEMBERS, *({key: m} for key in ("basic", "bx", "other") for m in _MEMBERS),
+            *({"basic": m, "bb": n} for m in _MEMBERS[3:] for n in _MEMBERS[2:6])]
+    check_against_jsonschema(schema, pool)
+
+
+def test_a_definition_met_twice_the_same_way_is_compiled_once():
+    """``allOf: [$ref x, $ref x, ...]`` is x: its sub-values are built once, as for x alone
+    (JsonSchemaStore theme.json distributed such a union over its own copy at every style
+    value: 750,000 sub-values, 40 s before its refusal)."""
+    definitions = {"x": {"oneOf": [{"type": "string"}, {"$ref": "#/$defs/y"}]},
+                   "y": {"type": "object", "properties": {"ref": {"type": "string"}}}}
+
+    def built(copies: int) -> int:
+        compiler = SchemaCompiler({"$defs": definitions, "allOf": [{"$ref": "#/$defs/x"}] * copies}, SchemaOptions())
+        compiler.compile()
+        return len(compiler._values)
+
+    assert built(3) == built(1)
+    check_against_jsonschema({"$defs": definitions, "allOf": [{"$ref": "#/$defs/x"}] * 3},
+                             ["a", 1, None, {}, {"ref": "r"}, {"ref": 1}])
+
+
+@pytest.mark.parametrize("definitions,cycle", [
+    ({"a": {"allOf": [{"$ref": "#/$defs/b"}, {"type": "object"}]}, "b": {"anyOf": [{"$ref": "#/$defs/a"}, True]}},
+     "#/$defs/a -> #/$defs/b -> #/$defs/a"),
+    ({"a": {"if": {"type": "object"}, "then": {"$ref": "#/$defs/a"}}}, "#/$defs/a -> #/$defs/a"),
+])
+def test_a_cycle_through_a_definition_met_twice_at_one_value_is_refused_with_the_cycle_named(definitions, cycle):
+    """The definition is met twice at one value (a key under ``properties`` and
+    ``patternProperties``): its own cycle, through its body, is still refused and named."""
+    ref = {"$ref": "#/$defs/a"}
+    schema = {"$defs": definitions, "type": "object", "properties": {"x": ref}, "patternProperties": {"^x": ref}}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword == "$ref" and cycle in str(info.value)
+
+
+@pytest.mark.parametrize("definition", [
+    {"type": "object", "propertyNames": {"$ref": "#/$defs/a"}},
+    {"type": ["object", "string"], "maxLength": 1, "propertyNames": {"$ref": "#/$defs/a"}},
+])
+def test_property_names_are_values_nested_in_the_object(definition):
+    """A key is a value of its own: ``propertyNames`` naming the object's own definition is
+    recursion (cut by ``max_recursion``), not a cycle at the object's depth."""
+    pool = [{}, {"a": 1}, {"ab": 1}, {"a": {"b": 1}}, "a", "ab"]
+    check_against_jsonschema({"$defs": {"a": definition}, "$ref": "#/$defs/a"}, pool)
 
 
 def test_reference_cycle_through_all_of_under_properties_is_cut_by_max_recursion():
