@@ -24,7 +24,7 @@ from . import numbers
 from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq, states_exceeded)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
-from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
+from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
 from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource,
                                normalise_resources, resource_documents)
@@ -269,10 +269,10 @@ class SchemaCompiler:
         self._nesting = 0
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
-        self._string_products: dict[tuple[bool, Any, Any, int, int | None], Node] = {}
-        """(raw, pattern, asserted format, minLength, maxLength) -> the string body their product
-        makes, built once per compile (the same pattern and bounds in several places: a product
-        of 166,000 states took 0.8 s each time in Github_hard o62065)."""
+        self._string_products: dict[tuple[bool, bool, Any, Any, int, int | None], Node] = {}
+        """(raw, every writing, pattern, asserted format, minLength, maxLength) -> the string body
+        their product makes, built once per compile (the same pattern and bounds in several
+        places: a product of 166,000 states took 0.8 s each time in Github_hard o62065)."""
         self._values: dict[tuple[int, int, Refs, int], _Built] = {}
         """(id(schema), depth, refs, free-form depth) -> its node: a sub-schema met again at the same
         depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
@@ -589,7 +589,7 @@ class SchemaCompiler:
         (non-recursive) into the product of their parts' alternatives; ``anyOf``/``oneOf`` of
         pairwise disjoint branches into one alternative per branch (exactly one branch matches,
         so exactly its evaluations count); ``if`` into (``if`` and ``then``) or, per way the
-        condition fails (:func:`_condition_failures`, a constraining part: a failed ``if``
+        condition fails (:meth:`_failures`, a constraining part: a failed ``if``
         evaluates nothing), ``else``. Nested ``unevaluated*`` fold first (they see their own
         evaluations). Anything else whose evaluations depend on the value is refused, named.
         Cost: the product of the branches, at most ``MAX_EVALUATION_ALTERNATIVES``."""
@@ -643,8 +643,7 @@ class SchemaCompiler:
                                                             path + (f"{pointer}/{key}/{i}",))])
         if "if" in schema:
             condition = self._deref(schema["if"], f"{pointer}/if")
-            failures = [] if condition is True or condition == {} else [True] if condition is False \
-                else _condition_failures(condition, self.dialect)
+            failures = self._failures(condition, f"{pointer}/if")
             if failures is None:
                 raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside 'if' at {pointer or '(root)'}: "
                                              "its condition is not negated exactly")
@@ -1006,7 +1005,7 @@ class SchemaCompiler:
         them, so that exactly one branch matches (``oneOf [A_i] = anyOf_i allOf [A_i, not A_j]``,
         ``j`` over the branches that may overlap ``A_i``; the others are excluded by ``A_i``
         itself). A negation is the union of the ways that branch fails
-        (:func:`_condition_failures`), exact for the conditions ``if`` and ``not`` negate; a
+        (:meth:`_failures`), exact for the conditions ``if`` and ``not`` negate; a
         ``oneOf`` needing any other negation is refused, naming both branches. Cost: one
         disjointness test per pair of branches."""
         exclusions: list[list[Any]] = [[] for _ in branches]
@@ -1028,8 +1027,7 @@ class SchemaCompiler:
                     if found is None:
                         raise UnsupportedSchemaError(
                             "oneOf", pointer, f"branches {i} and {j} may both match one value, and branch "
-                            f"{negated} is not negated exactly (only types, number bounds, string lengths, "
-                            "constants and object keys are)")
+                            f"{negated} is not negated exactly ({_NEGATED})")
                     if apart:  # a value of these types fails the other branch already: only the rest need
                         covered = set(apart) | ({"integer"} if "number" in apart else set())
                         found = [{"type": apart}] + [f for f in found if not self._types_of(f) <= covered]
@@ -1058,26 +1056,133 @@ class SchemaCompiler:
                 found.append(t)
         return found
 
-    def _failures(self, condition: Any, pointer: str) -> list[Any] | None:
+    def _failures(self, condition: Any, pointer: str, entered: frozenset[int] = frozenset()) -> list[Any] | None:
         """Schemas that together hold exactly the values failing ``condition`` (``[]``: none
-        fails; None: not negated exactly), :func:`_condition_failures` for schema objects."""
+        fails), or None when it is not of a form negated exactly. A value fails when it fails
+        one of the keywords, each negated as schemas the compiler enforces exactly: ``type``;
+        number bounds (draft 6 on); ``minLength``/``maxLength``, ``minItems``/``maxItems``;
+        ``pattern`` and asserted ``format`` (strings whose content fails them: a ``not`` of them
+        beside ``type: string``, see :meth:`_failing_content`); ``const``/``enum`` of strings,
+        booleans or null; ``required``; ``properties``, ``items`` and ``prefixItems`` whose
+        sub-schemas are negated so (a present key's value, an item, failing them: ``contains``
+        of the failures for ``items``); ``allOf`` (each part's failures); ``anyOf`` (failing
+        every branch at once); ``not X`` (``X``); ``$ref`` (its target's; a reference cycle is
+        not negated). Keys no validator reads are ignored. A keyword of one type fails only
+        values of that type. ``entered``: the schema objects being negated on this path."""
         condition = self._deref(condition, pointer)
-        if condition is True or condition == {}:
+        if condition is True or (isinstance(condition, dict) and not set(condition) & KEYWORDS):
             return []
         if condition is False:
             return [True]
-        return _condition_failures(condition, self.dialect)
+        if not isinstance(condition, dict) or id(condition) in entered or len(entered) >= MAX_NESTING:
+            return None
+        entered = entered | {id(condition)}
+        if isinstance(condition.get("$ref"), str) and self.dialect in DRAFTS_IGNORING_REF_SIBLINGS:
+            return self._failures(self.resolve(condition["$ref"], pointer, condition)[0], pointer, entered)
+        required = condition.get("required", [])
+        properties = condition.get("properties", {})
+        if not isinstance(required, list) or not isinstance(properties, dict):
+            return None
+        failures: list[Any] = []
+        for key, value in _active_conditional(condition).items():
+            if key in KEYWORDS and key not in ("properties", "required") and _NO_OP.get(key, object()) != value:
+                found = self._keyword_failures(key, value, condition, pointer, entered)
+                if found is None:
+                    return None
+                failures += found
+        for name, sub in properties.items():
+            values = _scalar_constants(sub)
+            if values is not None:
+                mismatch = {"type": "object", "properties": {name: {"not": {"enum": values}}}}
+                if name not in required:
+                    mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
+                failures.append(mismatch)
+                continue
+            inner = self._failures(sub, f"{pointer}/properties/{_escape(name)}", entered)
+            if inner is None:
+                return None
+            if inner:  # the key present, its value failing the sub-schema one of the ways it can
+                failures.append({"type": "object", "required": [name], "properties": {name: _any_of_schema(inner)}})
+        for name in required:  # the key absent (a constant's mismatch above already holds that case)
+            if _scalar_constants(properties.get(name)) is None:
+                failures.append({"type": "object", "properties": {name: False}})
+        return failures
+
+    def _keyword_failures(self, key: str, value: Any, condition: dict, pointer: str,
+                          entered: frozenset[int]) -> list[Any] | None:
+        """The failures of one keyword of ``condition`` (see :meth:`_failures`)."""
+        if key == "type":
+            return [{"not": {"type": value}}]
+        if key in _BOUND_FAILURES and self.dialect != "draft4" and numbers.to_decimal(value) is not None \
+                and not isinstance(value, bool):
+            return [{"type": "number", _BOUND_FAILURES[key]: value}]
+        if key in _COUNT_FAILURES and type(value) is int:
+            json_type, opposite, step = _COUNT_FAILURES[key]
+            return [{"type": json_type, opposite: value + step}] if value + step >= 0 else []
+        if key in ("const", "enum"):
+            values = _scalar_constants({key: value})
+            return None if values is None else [{"not": {"enum": values}}]
+        if key in ("pattern", "format"):
+            if key == "format" and not (self.options.assert_formats and (
+                    value in FORMAT_DOCS or value in UNENFORCED_FORMATS or self.options.unknown_formats == "error")):
+                return []  # an annotation
+            return [{"type": "string", "not": {key: value}}]
+        if key == "not":
+            return [value] if value is not False else []
+        if key == "$ref":
+            return self._failures(self.resolve(value, pointer, condition)[0], pointer, entered)
+        if key == "allOf" and isinstance(value, list):
+            failures: list[Any] = []
+            for i, part in enumerate(value):
+                found = self._failures(part, f"{pointer}/allOf/{i}", entered)
+                if found is None:
+                    return None
+                failures += found
+            return failures
+        if key == "anyOf" and isinstance(value, list) and value:
+            each = [self._failures(b, f"{pointer}/anyOf/{i}", entered) for i, b in enumerate(value)]
+            if any(found is None for found in each):
+                return None
+            if any(not found for found in each):
+                return []  # a branch every value matches
+            return [_all_of_schema([_any_of_schema(found) for found in each])]
+        prefix_key = "prefixItems" if self.dialect == "2020-12" else "items"
+        if key == prefix_key and isinstance(value, list):
+            failures = []
+            for index, item in enumerate(value):  # an array fails where item ``index`` is there and fails
+                found = self._failures(item, f"{pointer}/{key}/{index}", entered)
+                if found is None:
+                    return None
+                if found:
+                    failures.append({"type": "array", "minItems": index + 1,
+                                     "prefixItems": [True] * index + [_any_of_schema(found)]})
+            return failures
+        if key == "items" and _prefix(condition) is None:
+            found = self._failures(value, f"{pointer}/items", entered)
+            return None if found is None else [{"type": "array", "contains": _any_of_schema(found)}] if found else []
+        if key == "additionalItems" and not isinstance(condition.get("items"), list):
+            return []  # without a tuple of items it applies to nothing
+        if key == "additionalProperties" and (value is True or value == {}):
+            return []
+        return None
 
     def _negation(self, failures: list[Any], context: list[Any], pointer: str) -> Any:
-        """One schema for the union of ``failures`` met beside the ``context`` schemas: the
-        keys a failure names declare nothing, so in strict mode an object the context leaves
-        bare stays open (``additionalProperties: true`` on failures that name properties)."""
-        if self.options.strict and not any(self._declares_keys(part, pointer) for part in context):
-            failures = [{**f, "additionalProperties": True} if isinstance(f, dict) and "properties" in f else f
-                        for f in failures]
+        """One schema for the union of ``failures`` met beside the ``context`` schemas
+        (:meth:`_opened`)."""
+        failures = self._opened(failures, context, pointer)
         if not failures:
             return False
-        return failures[0] if len(failures) == 1 else {"anyOf": failures}
+        return _any_of_schema(failures)
+
+    def _opened(self, failures: list[Any], context: list[Any], pointer: str) -> list[Any]:
+        """``failures`` to be met beside the ``context`` schemas: the keys a failure names
+        declare nothing, so in strict mode an object the context leaves bare stays open
+        (``additionalProperties: true`` on failures that name properties and not it)."""
+        if not self.options.strict or any(self._declares_keys(part, pointer) for part in context):
+            return failures
+        return [{**f, "additionalProperties": True}
+                if isinstance(f, dict) and "properties" in f and "additionalProperties" not in f else f
+                for f in failures]
 
     def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
@@ -1170,7 +1275,7 @@ class SchemaCompiler:
 
     def _conditional_union(self, schema: dict, pointer: str) -> Any:
         """``schema`` without ``if``/``then``/``else``: a union of exact branches, (base,
-        ``then``, ``if``) and, for each way ``if`` can fail (:func:`_condition_failures`), (base,
+        ``then``, ``if``) and, for each way ``if`` can fail (:meth:`_failures`), (base,
         ``else``, that failure). Other conditions are refused (their complement is not built);
         an ``if`` with neither ``then`` nor ``else`` constrains nothing."""
         base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
@@ -1182,11 +1287,9 @@ class SchemaCompiler:
             return _all_of_schema([base, then_schema])
         if condition is False:
             return _all_of_schema([base, else_schema])
-        failures = _condition_failures(condition, self.dialect)
+        failures = self._failures(condition, f"{pointer}/if")
         if failures is None:
-            raise UnsupportedSchemaError("if", pointer, "only conditions of type, number bounds, minLength/maxLength, "
-                                         "const/enum of strings, booleans or null, and object keys (required, "
-                                         "properties with such constants) are negated exactly")
+            raise UnsupportedSchemaError("if", pointer, f"its condition is not negated exactly ({_NEGATED})")
         branches = [{"allOf": [base, then_schema, condition]}]
         branches += [{"allOf": [base, else_schema, failure]} for failure in failures]
         return {"anyOf": branches}
@@ -1255,15 +1358,21 @@ class SchemaCompiler:
                                             self.options.max_states)
                     dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
-        failures = _condition_failures(negated, self.dialect)  # the values failing it, one way each
-        if failures and self.options.strict and not self._declares_keys(rest, pointer):
-            # the keys a negated condition names declare nothing: a bare object stays open
-            failures = [{**f, "additionalProperties": True} if "properties" in f else f for f in failures]
-        if failures:
-            return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in failures]}, pointer, depth,
-                              refs)
-        raise UnsupportedSchemaError("not", pointer, "only 'not' of types, string/boolean/null constants and the "
-                                     "conditions 'if' negates exactly is exact")
+        if set(negated) & KEYWORDS <= {"pattern", "format"}:  # strings whose content fails them
+            strings = _restrict(rest, "string")
+            if isinstance(strings, dict) and set(strings) & KEYWORDS <= _TYPE_KEYWORDS["string"] | {"type"} \
+                    and _declared_types(strings) <= {"string"}:
+                if not _declared_types(strings):
+                    return NOTHING
+                return self._string(strings, pointer, raw=self.raw_strings and depth == 0, failing=negated)
+        failures = self._failures(negated, f"{pointer}/not")  # the values failing it, one way each
+        if failures is None:
+            raise UnsupportedSchemaError("not", pointer, f"its schema is not negated exactly ({_NEGATED})")
+        if not failures:
+            return NOTHING
+        return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in self._opened(failures, [rest],
+                                                                                                  pointer)]},
+                          pointer, depth, refs)
 
     def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
         """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
@@ -1493,8 +1602,16 @@ class SchemaCompiler:
             node = Embedded(dfa) if not dfa.is_empty else NOTHING
         return node
 
-    def _string(self, schema: dict, pointer: str, raw: bool = False) -> Node:
-        """A JSON string, or with ``raw`` the bare UTF-8 text of one."""
+    def _string(self, schema: dict, pointer: str, raw: bool = False, failing: dict | None = None) -> Node:
+        """A JSON string, or with ``raw`` the bare UTF-8 text of one; with ``failing`` (the
+        ``pattern``/``format`` of a ``not`` beside ``schema``), only those whose content fails it."""
+        body = self._string_body(schema, pointer, raw, failing=failing)
+        return body if raw else seq(literal('"'), body, literal('"'))
+
+    def _string_body(self, schema: dict, pointer: str, raw: bool, every_writing: bool = False,
+                     failing: dict | None = None) -> Node:
+        """The string bodies of :meth:`_string`. ``every_writing``: formats take every JSON
+        escape, as patterns do (else the common ones: see :data:`~enforcer.regex.Escapes`)."""
         min_len = _count(schema, "minLength", pointer) or 0
         max_len = _count(schema, "maxLength", pointer)
         if max_len is not None and min_len > max_len:
@@ -1509,11 +1626,13 @@ class SchemaCompiler:
             if fmt in UNENFORCED_FORMATS:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r}: {UNENFORCED_FORMATS[fmt]} "
                                              "(assert_formats=False treats formats as annotations)")
-            fnode = format_node(fmt, pointer, escapes="raw" if raw else "common")
+            fnode = format_node(fmt, pointer, escapes="raw" if raw else "all" if every_writing else "common")
             if fnode is not None:
                 constraints.append(fnode)
             elif self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
+        if failing is not None:
+            constraints.append(self._failing_content(failing, pointer, raw))
         if min_len or max_len is not None or not constraints:
             char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
             if max_len is not None:
@@ -1526,21 +1645,34 @@ class SchemaCompiler:
                 self._check_repeat(char, min_len, pointer, "minLength")
                 constraints.append(repeat(char, min_len, None))
         if len(constraints) == 1:
-            body = constraints[0]
-        else:
-            fmt_key = fmt if self.options.assert_formats else None
-            key = (raw, schema.get("pattern"), fmt_key, min_len, max_len) \
-                if isinstance(schema.get("pattern", ""), str) and isinstance(fmt_key, (str, type(None))) else None
-            body = self._string_products.get(key) if key is not None else None
-            if body is None:
-                with self._eager(pointer, "pattern" if "pattern" in schema else "format"):
-                    dfa = compile_node(constraints[0], self.options.max_states)
-                    for c in constraints[1:]:
-                        dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
-                body = Embedded(dfa) if not dfa.is_empty else NOTHING
-                if key is not None:
-                    self._string_products[key] = body
-        return body if raw else seq(literal('"'), body, literal('"'))
+            return constraints[0]
+        fmt_key = fmt if self.options.assert_formats else None
+        key = (raw, every_writing, schema.get("pattern"), fmt_key, min_len, max_len) \
+            if isinstance(schema.get("pattern", ""), str) and isinstance(fmt_key, (str, type(None))) \
+            and failing is None else None
+        body = self._string_products.get(key) if key is not None else None
+        if body is None:
+            with self._eager(pointer, "pattern" if "pattern" in schema else "format" if fmt_key else "not"):
+                dfa = compile_node(constraints[0], self.options.max_states)
+                for c in constraints[1:]:
+                    dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+            body = Embedded(dfa) if not dfa.is_empty else NOTHING
+            if key is not None:
+                self._string_products[key] = body
+        return body
+
+    def _failing_content(self, negated: dict, pointer: str, raw: bool) -> Node:
+        """The bodies of the strings whose content fails ``negated`` (its ``pattern`` and
+        ``format``): every body (raw: text) minus every writing of the strings it admits, its
+        format lifted with all escapes like its pattern, so that no writing of an admitted
+        string is left. Exact: a body spells one content, and the content languages are
+        regular, so their complement is. Built whole, within ``max_states``."""
+        admitted = self._string_body(negated, pointer, raw, every_writing=True)
+        limit = self.options.max_states
+        with self._eager(pointer, "not"):
+            anything = compile_node(repeat(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY, 0, None), limit)
+            dfa = anything.difference(compile_node(admitted, limit), limit)
+        return Embedded(dfa) if not dfa.is_empty else NOTHING
 
     def _array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         if "contains" in schema:
@@ -2046,73 +2178,17 @@ _BOUND_FAILURES = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 """A number fails ``key: v`` exactly when it meets ``_BOUND_FAILURES[key]: v`` (2020-12 bounds)."""
 
 
-def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
-    """Schemas that together hold exactly the values failing ``condition`` (an ``if``), or None
-    when ``condition`` is not of a form negated exactly: a value fails when it fails one of its
-    keywords, each negated as a schema the compiler enforces exactly: ``type``; number bounds
-    (draft 6 on); ``minLength``/``maxLength``; ``const``/``enum`` of strings, booleans or null;
-    object keys (``required`` names, ``properties`` that are ``const``/``enum`` of those or
-    ``false``); array items (``prefixItems`` of such constants). A keyword of one type fails only
-    values of that type."""
-    if not isinstance(condition, dict):
-        return None
-    required = condition.get("required", [])
-    properties = condition.get("properties", {})
-    if not isinstance(required, list) or not isinstance(properties, dict):
-        return None
-    failures: list[Any] = []
-    for key in set(condition) - ANNOTATIONS - {"properties", "required"}:
-        value = condition[key]
-        if key == "type":
-            failures.append({"not": {"type": value}})
-        elif key in _BOUND_FAILURES and dialect != "draft4" and numbers.to_decimal(value) is not None \
-                and not isinstance(value, bool):
-            failures.append({"type": "number", _BOUND_FAILURES[key]: value})
-        elif key == "maxLength" and type(value) is int:
-            failures.append({"type": "string", "minLength": value + 1})
-        elif key == "minLength" and type(value) is int:
-            if value > 0:
-                failures.append({"type": "string", "maxLength": value - 1})
-        elif key in ("const", "enum"):
-            values = _scalar_constants({key: value})
-            if values is None:
-                return None
-            failures.append({"not": {"enum": values}})
-        elif key == "prefixItems" and isinstance(value, list) and dialect == "2020-12":
-            for index, item in enumerate(value):  # an array fails where item ``index`` is there and fails
-                if item is True or item == {}:
-                    continue
-                values = _scalar_constants(item)
-                if values is None:
-                    return None
-                failures.append({"type": "array", "minItems": index + 1,
-                                 "prefixItems": [True] * index + [{"not": {"enum": values}}]})
-        else:
-            return None
-    for name, sub in properties.items():
-        if sub is True or sub == {}:
-            continue
-        if sub is False:
-            failures.append({"type": "object", "required": [name]})  # the key is there
-            continue
-        if not isinstance(sub, dict):
-            return None
-        values = _scalar_constants(sub)
-        if values is None:
-            # a present key whose value fails the sub-schema one of the ways it can fail
-            inner = _condition_failures(sub, dialect)
-            if inner is None:
-                return None
-            failures += [{"type": "object", "required": [name], "properties": {name: failure}} for failure in inner]
-            continue
-        mismatch = {"type": "object", "properties": {name: {"not": {"enum": values}}}}
-        if name not in required:
-            mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
-        failures.append(mismatch)
-    for name in required:  # the key absent (a constant's mismatch above already holds that case)
-        if _scalar_constants(properties.get(name)) is None:
-            failures.append({"type": "object", "properties": {name: False}})
-    return failures
+_COUNT_FAILURES = {"minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
+                   "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1)}
+"""A value fails ``key: n`` exactly when it is of ``type`` and meets ``opposite: n + step``."""
+_NEGATED = ("only types, number bounds, lengths, patterns, formats, constants, object keys and these "
+            "in properties, items, allOf, anyOf, not and $ref are")
+"""What :meth:`SchemaCompiler._failures` negates, for refusals."""
+
+
+def _any_of_schema(parts: list[Any]) -> Any:
+    """One schema for the union of ``parts`` (the single part itself)."""
+    return parts[0] if len(parts) == 1 else {"anyOf": parts}
 
 
 def _absent_key(schema: Any) -> str | None:
