@@ -23,7 +23,7 @@ import numpy as np
 from . import numbers
 from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq, states_exceeded)
-from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
 from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource,
@@ -1108,6 +1108,21 @@ class SchemaCompiler:
                 failures.append({"type": "object", "properties": {name: False}})
         return failures
 
+    def _one_of_failures(self, branches: list[Any], pointer: str, entered: frozenset[int]) -> list[Any] | None:
+        """The failures of ``oneOf: branches``: failing every branch at once, or matching two
+        that may overlap (each such pair as their conjunction; :meth:`_disjoint` pairs share no
+        value). Exact; None past ``MAX_DISTRIBUTED_BRANCHES`` overlapping pairs."""
+        each = [self._failures(b, f"{pointer}/oneOf/{i}", entered) for i, b in enumerate(branches)]
+        if any(found is None for found in each):
+            return None
+        plain = [self._deref(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(branches)]
+        both = [{"allOf": [branches[i], branches[j]]} for i in range(len(branches)) for j in range(i + 1, len(branches))
+                if not self._disjoint(plain[i], plain[j])]
+        if len(both) > MAX_DISTRIBUTED_BRANCHES:
+            return None
+        none = [_all_of_schema([_any_of_schema(found) for found in each])] if all(each) else []
+        return none + both
+
     def _keyword_failures(self, key: str, value: Any, condition: dict, pointer: str,
                           entered: frozenset[int]) -> list[Any] | None:
         """The failures of one keyword of ``condition`` (see :meth:`_failures`)."""
@@ -1116,6 +1131,13 @@ class SchemaCompiler:
         if key in _BOUND_FAILURES and self.dialect != "draft4" and numbers.to_decimal(value) is not None \
                 and not isinstance(value, bool):
             return [{"type": "number", _BOUND_FAILURES[key]: value}]
+        if self.dialect == "draft4" and key in ("minimum", "maximum") and numbers.to_decimal(value) is not None \
+                and not isinstance(value, bool):  # exclusiveMinimum/Maximum: booleans that modify the bound
+            opposite = "maximum" if key == "minimum" else "minimum"
+            exclusive = condition.get(f"exclusive{key.capitalize()}") is True
+            return [{"type": "number", opposite: value, f"exclusive{opposite.capitalize()}": not exclusive}]
+        if self.dialect == "draft4" and key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+            return []  # read with its bound
         if key in _COUNT_FAILURES and type(value) is int:
             json_type, opposite, step = _COUNT_FAILURES[key]
             return [{"type": json_type, opposite: value + step}] if value + step >= 0 else []
@@ -1146,6 +1168,8 @@ class SchemaCompiler:
             if any(not found for found in each):
                 return []  # a branch every value matches
             return [_all_of_schema([_any_of_schema(found) for found in each])]
+        if key == "oneOf" and isinstance(value, list) and value:
+            return self._one_of_failures(value, pointer, entered)
         prefix_key = "prefixItems" if self.dialect == "2020-12" else "items"
         if key == prefix_key and isinstance(value, list):
             failures = []
@@ -1164,6 +1188,14 @@ class SchemaCompiler:
             return []  # without a tuple of items it applies to nothing
         if key == "additionalProperties" and (value is True or value == {}):
             return []
+        if key == "patternProperties" and isinstance(value, dict) and all(
+                self._failures(sub, f"{pointer}/patternProperties", entered) == [] for sub in value.values()):
+            return []  # schemas every value meets
+        if key == "additionalProperties" and value is False:  # an object with a key outside those declared
+            names = [{"enum": list(condition.get("properties", {}))}] if condition.get("properties") else []
+            names += [{"pattern": p} for p in condition.get("patternProperties", {})]
+            return [{"type": "object", "not": {"propertyNames": _any_of_schema(names)}} if names
+                    else {"type": "object", "minProperties": 1}]
         return None
 
     def _negation(self, failures: list[Any], context: list[Any], pointer: str) -> Any:
@@ -1248,6 +1280,8 @@ class SchemaCompiler:
         tb_n = tb | ({"integer"} if "number" in tb else set())
         if not (ta_n & tb_n):
             return True
+        if ta_n & tb_n == {"string"} and self._strings_apart(a, b):
+            return True
         for x, y in ((a, b), (b, a)):
             if isinstance(x, dict) and ("enum" in x or "const" in x):
                 values = x["enum"] if "enum" in x else [x["const"]]
@@ -1269,6 +1303,25 @@ class SchemaCompiler:
                         if y.get("additionalProperties") is False and name not in y.get("properties", {}):
                             return True
         return False
+
+    def _strings_apart(self, a: Any, b: Any) -> bool:
+        """Whether no string meets both ``a`` and ``b``, each a plain string schema (lengths,
+        ``pattern``, ``format``; any other keyword: False) with a pattern or format: their raw
+        text automata share no string. Sound; False where an automaton is refused."""
+        texts = []
+        for schema in (a, b):
+            schema = _restrict(schema, "string")
+            if not isinstance(schema, dict) or set(schema) & KEYWORDS - _PLAIN_STRING_KEYWORDS \
+                    or not set(schema) & {"pattern", "format"}:
+                return False
+            try:
+                texts.append(compile_node(self._string_body(schema, "", raw=True), self.options.max_states))
+            except EnforcerError:
+                return False
+        try:
+            return texts[0].intersect(texts[1], self.options.max_states).is_empty
+        except SchemaTooComplexError:
+            return False
 
     def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         return self.value(self._conditional_union(schema, pointer), pointer, depth, refs)
@@ -1358,13 +1411,21 @@ class SchemaCompiler:
                                             self.options.max_states)
                     dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
-        if set(negated) & KEYWORDS <= {"pattern", "format"}:  # strings whose content fails them
+        if set(negated) & KEYWORDS and set(negated) & KEYWORDS <= {"pattern", "format"}:  # strings whose content fails them
             strings = _restrict(rest, "string")
-            if isinstance(strings, dict) and set(strings) & KEYWORDS <= _TYPE_KEYWORDS["string"] | {"type"} \
+            if isinstance(strings, dict) and set(strings) & KEYWORDS <= _PLAIN_STRING_KEYWORDS \
                     and _declared_types(strings) <= {"string"}:
                 if not _declared_types(strings):
                     return NOTHING
                 return self._string(strings, pointer, raw=self.raw_strings and depth == 0, failing=negated)
+        outside = _names_outside(negated)
+        if outside is not None:  # objects with a key outside the names and patterns
+            objects = _restrict(rest, "object")
+            if isinstance(objects, dict) and set(objects) & KEYWORDS <= _TYPE_KEYWORDS["object"] | {"type"} \
+                    and _declared_types(objects) <= {"object"}:
+                if not _declared_types(objects):
+                    return NOTHING
+                return self._object(objects, pointer, depth, refs, outside)
         failures = self._failures(negated, f"{pointer}/not")  # the values failing it, one way each
         if failures is None:
             raise UnsupportedSchemaError("not", pointer, f"its schema is not negated exactly ({_NEGATED})")
@@ -1839,13 +1900,16 @@ class SchemaCompiler:
         forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
         return alt(*(literal(f) for f in sorted(forms)))
 
-    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs,
+                outside: tuple[list[str], list[str]] | None = None) -> Node:
         """Declared properties in declared order, then keys the schema names elsewhere
         (``required``, ``dependentRequired``) in that order, then undeclared keys where allowed
         (values under the ``patternProperties`` their name matches, else
         ``additionalProperties``). A graph over (position, anything written, names written
-        that dependencies mention, properties counted) enforces ``required``,
-        ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly."""
+        that dependencies mention, properties counted, a key ``outside`` written) enforces
+        ``required``, ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly.
+        ``outside`` (names, patterns): only objects with a key that is none of the names and
+        matches none of the patterns (``not: {propertyNames: ...}``, see :meth:`_not`)."""
         properties = schema.get("properties", {})
         required = list(dict.fromkeys(schema.get("required", [])))
         dependent: dict[str, list[str]] = {}
@@ -1882,7 +1946,21 @@ class SchemaCompiler:
             if member is None and name in required:
                 return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
-        extra = self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs)
+        extras = [(self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs),
+                   False)]  # (undeclared members, whether their keys are outside)
+        witnesses: set[str] = set()  # the named keys outside
+        if outside is not None:
+            names, outside_patterns = outside
+            quoted = [_quoted_key_dfa(p, self.options.max_states) for p in outside_patterns]
+            raw = [self._key_pattern(p, pointer) for p in outside_patterns]
+            witnesses = {n for n in named if n not in names and not any(r.matches(n.encode("utf-8")) for r in raw)}
+            keys = _extra_key_dfa(tuple(dict.fromkeys([*named, *names])), self.options.max_states)
+            for dfa in quoted:
+                keys = keys.difference(dfa, self.options.max_states)
+            others = _extra_key_dfa(tuple(named), self.options.max_states).difference(keys, self.options.max_states)
+            extras = [(self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner,
+                                           refs, within), found) for within, found in ((others, False), (keys, True))]
+        extra = alt(*(node for node, _ in extras))
         min_props = _count(schema, "minProperties", pointer) or 0
         max_props = _count(schema, "maxProperties", pointer)
         if max_props is not None and extra is NOTHING and max_props >= len(members):
@@ -1901,14 +1979,14 @@ class SchemaCompiler:
                                          f"{MAX_COUNTED_PROPERTIES}")
         relevant = frozenset(n for n, deps in dependent.items() for n in (n, *deps))
         # states: (index, anything written yet, relevant names written, properties counted up to
-        # cap), built breadth first
-        start = (0, False, frozenset(), 0)
+        # cap, a key outside written or none needed), built breadth first
+        start = (0, False, frozenset(), 0, outside is None)
         index = {start: 0}
         order = [start]
         edges: list[tuple[int, Node, int]] = []
         accepting: set[int] = set()
 
-        def state(key: tuple[int, bool, frozenset, int]) -> int:
+        def state(key: tuple[int, bool, frozenset, int, bool]) -> int:
             if key not in index:
                 index[key] = len(order)
                 order.append(key)
@@ -1932,22 +2010,25 @@ class SchemaCompiler:
 
         i = 0
         while i < len(order):
-            pos, written, seen, count = order[i]
+            pos, written, seen, count, witnessed = order[i]
             src = i
-            complete = count >= min_props and all(set(dependent[n]) <= seen for n in seen if n in dependent)
+            complete = witnessed and count >= min_props and all(set(dependent[n]) <= seen for n in seen
+                                                                if n in dependent)
             if pos >= len(members):
                 if complete:
                     accepting.add(src)
                 nxt = counted(count)
-                if extra is not NOTHING and nxt is not None:
-                    enter(src, written, extra, state((len(members) + 1, True, seen, nxt)))
+                for node, found in extras:
+                    if node is not NOTHING and nxt is not None:
+                        enter(src, written, node, state((len(members) + 1, True, seen, nxt, witnessed or found)))
             else:
                 name, member = members[pos]
                 nxt = counted(count)
                 if member is not None and nxt is not None:
-                    enter(src, written, member, state((pos + 1, True, seen | ({name} & relevant), nxt)))
+                    enter(src, written, member, state((pos + 1, True, seen | ({name} & relevant), nxt,
+                                                       witnessed or name in witnesses)))
                 if name not in required:
-                    edges.append((src, EPSILON, state((pos + 1, written, seen, count))))
+                    edges.append((src, EPSILON, state((pos + 1, written, seen, count, witnessed))))
             i += 1
         states = len(order)
         graph_edges = tuple((src, sub, states - 1 - dst if dst < 0 else dst) for src, sub, dst in edges)
@@ -1966,11 +2047,13 @@ class SchemaCompiler:
         return compile_node(pattern_node(pattern, pointer, escapes="raw"), self.options.max_states)
 
     def _extra_members(self, named: list[str], pattern_dfas: list[tuple[str, DFA]], patterns: dict,
-                       additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs) -> Node:
+                       additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs,
+                       within: DFA | None = None) -> Node:
         """``key: value`` for keys none of ``named``: for each set of patterns a key matches
         (exactly those), the key texts of that set and values under those patterns' schemas;
         keys matching no pattern take ``additionalProperties``. Keys also obey
-        ``propertyNames``. NOTHING when no undeclared key may appear."""
+        ``propertyNames`` and, given, lie ``within`` those quoted key texts. NOTHING when no
+        undeclared key may appear."""
         if len(pattern_dfas) > MAX_KEY_PATTERNS:
             raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
                                          "(each set of matched patterns is a key language of its own)")
@@ -1978,6 +2061,8 @@ class SchemaCompiler:
             return NOTHING  # no undeclared key may appear (no key language to build)
         max_states = self.options.max_states
         keys = _extra_key_dfa(tuple(named), max_states)
+        if within is not None:
+            keys = keys.intersect(within, max_states)
         if names_schema is not True:
             names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", 0, refs)
             if names is NOTHING:
@@ -2178,12 +2263,37 @@ _BOUND_FAILURES = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 """A number fails ``key: v`` exactly when it meets ``_BOUND_FAILURES[key]: v`` (2020-12 bounds)."""
 
 
+_PLAIN_STRING_KEYWORDS = frozenset({"type", "minLength", "maxLength", "pattern", "format"})
 _COUNT_FAILURES = {"minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
                    "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1)}
 """A value fails ``key: n`` exactly when it is of ``type`` and meets ``opposite: n + step``."""
 _NEGATED = ("only types, number bounds, lengths, patterns, formats, constants, object keys and these "
             "in properties, items, allOf, anyOf, not and $ref are")
 """What :meth:`SchemaCompiler._failures` negates, for refusals."""
+
+
+def _names_outside(negated: Any) -> tuple[list[str], list[str]] | None:
+    """(names, patterns) when ``negated`` is ``propertyNames`` of an ``enum``/``const`` of
+    names, a ``pattern``, or an ``anyOf`` of those: what ``not`` of it makes an object with a
+    key that is none of the names and matches none of the patterns (None otherwise)."""
+    if not isinstance(negated, dict) or set(negated) & KEYWORDS != {"propertyNames"}:
+        return None
+    schema = negated["propertyNames"]
+    parts = schema.get("anyOf") if isinstance(schema, dict) and set(schema) & KEYWORDS == {"anyOf"} else [schema]
+    names: list[str] = []
+    patterns: list[str] = []
+    for part in parts if isinstance(parts, list) else [None]:
+        keys = set(part) & KEYWORDS if isinstance(part, dict) else None
+        if keys in ({"enum"}, {"const"}):
+            values = part["enum"] if "enum" in part else [part["const"]]
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                return None
+            names += values
+        elif keys == {"pattern"} and isinstance(part["pattern"], str):
+            patterns.append(part["pattern"])
+        else:
+            return None
+    return names, patterns
 
 
 def _any_of_schema(parts: list[Any]) -> Any:
