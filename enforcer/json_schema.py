@@ -1188,6 +1188,8 @@ class SchemaCompiler:
             return []  # without a tuple of items it applies to nothing
         if key == "additionalProperties" and (value is True or value == {}):
             return []
+        if key == "propertyNames" and _names_outside({key: value}) is not None:
+            return [{"type": "object", "not": {key: value}}]  # an object with a key outside them
         if key == "patternProperties" and isinstance(value, dict) and all(
                 self._failures(sub, f"{pointer}/patternProperties", entered) == [] for sub in value.values()):
             return []  # schemas every value meets
@@ -1311,7 +1313,7 @@ class SchemaCompiler:
         texts = []
         for schema in (a, b):
             schema = _restrict(schema, "string")
-            if not isinstance(schema, dict) or set(schema) & KEYWORDS - _PLAIN_STRING_KEYWORDS \
+            if not isinstance(schema, dict) or set(schema) & KEYWORDS - _TYPE_KEYWORDS["string"] - {"type"} \
                     or not set(schema) & {"pattern", "format"}:
                 return False
             try:
@@ -1411,21 +1413,13 @@ class SchemaCompiler:
                                             self.options.max_states)
                     dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
-        if set(negated) & KEYWORDS and set(negated) & KEYWORDS <= {"pattern", "format"}:  # strings whose content fails them
-            strings = _restrict(rest, "string")
-            if isinstance(strings, dict) and set(strings) & KEYWORDS <= _PLAIN_STRING_KEYWORDS \
-                    and _declared_types(strings) <= {"string"}:
-                if not _declared_types(strings):
-                    return NOTHING
-                return self._string(strings, pointer, raw=self.raw_strings and depth == 0, failing=negated)
+        if set(negated) & KEYWORDS and set(negated) & KEYWORDS <= {"pattern", "format"}:
+            strings = self._only(rest, "string", pointer)  # the strings whose content fails them
+            return self._string(strings, pointer, self.raw_strings and depth == 0, negated) if strings else NOTHING
         outside = _names_outside(negated)
-        if outside is not None:  # objects with a key outside the names and patterns
-            objects = _restrict(rest, "object")
-            if isinstance(objects, dict) and set(objects) & KEYWORDS <= _TYPE_KEYWORDS["object"] | {"type"} \
-                    and _declared_types(objects) <= {"object"}:
-                if not _declared_types(objects):
-                    return NOTHING
-                return self._object(objects, pointer, depth, refs, outside)
+        if outside is not None:  # the objects with a key outside the names and patterns
+            objects = self._only(rest, "object", pointer)
+            return self._object(objects, pointer, depth, refs, outside) if objects else NOTHING
         failures = self._failures(negated, f"{pointer}/not")  # the values failing it, one way each
         if failures is None:
             raise UnsupportedSchemaError("not", pointer, f"its schema is not negated exactly ({_NEGATED})")
@@ -1434,6 +1428,18 @@ class SchemaCompiler:
         return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in self._opened(failures, [rest],
                                                                                                   pointer)]},
                           pointer, depth, refs)
+
+    @staticmethod
+    def _only(rest: dict, json_type: str, pointer: str) -> dict | None:
+        """``rest`` for its values of ``json_type`` (None: it has none), beside a ``not`` that
+        only values of that type meet; refused where ``rest`` holds a keyword of no type
+        (``enum``, ``const``: compiled elsewhere, not beside such a negation)."""
+        typed = _restrict(rest, json_type)
+        other = set(typed) & KEYWORDS - _TYPE_KEYWORDS[json_type] - {"type", "nullable"} \
+            if isinstance(typed, dict) else {"$ref"}
+        if other:
+            raise UnsupportedSchemaError("not", pointer, f"the negated {json_type} keywords beside {sorted(other)[0]!r}")
+        return typed if _declared_types(typed) else None
 
     def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
         """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
@@ -2263,7 +2269,6 @@ _BOUND_FAILURES = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 """A number fails ``key: v`` exactly when it meets ``_BOUND_FAILURES[key]: v`` (2020-12 bounds)."""
 
 
-_PLAIN_STRING_KEYWORDS = frozenset({"type", "minLength", "maxLength", "pattern", "format"})
 _COUNT_FAILURES = {"minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
                    "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1)}
 """A value fails ``key: n`` exactly when it is of ``type`` and meets ``opposite: n + step``."""

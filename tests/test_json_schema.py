@@ -771,3 +771,114 @@ def test_declared_keys_complement_is_refused_past_max_states():
     assert json_schema._extra_key_dfa.__wrapped__(names, states).num_states == states
     with pytest.raises(SchemaTooComplexError):
         json_schema._extra_key_dfa.__wrapped__(names, states - 1)
+
+
+# ---- negations: patterns, formats and sub-schemas ---------------------------------------------
+
+
+NEGATION_EXTRA = ["ab", "ba", "DEADBEEF", "deadbeef", "DEADBEE", "2024-02-29", "2023-02-29", "a.b", "x@y.org",
+                  "host-name", "-bad", ["a", "b"], ["2024-01-31"], ["x", 1], [1, 2.5], {"a": "ab"}, {"a": "ba"},
+                  {"a": 1, "b": "x"}, {"b": "ab"}, {"a": "ab", "c": 1}, {"c": 1}, {"a": ["ab"]}, {"a": ["ba", "ab"]},
+                  {"a": {"b": "x"}}, {"a": {"b": 1}}, {"x1": 1}, {"a": "ab", "x1": 1}]
+
+
+def check_both_modes(schema, extra=NEGATION_EXTRA, exponents=True):
+    """Exactly jsonschema's verdict in spec mode; in strict mode (which closes the objects of
+    schemas that declare properties, the failures' too) nothing invalid. ``exponents=False``:
+    numbers are not written with exponents (bounded numbers never are)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    spec, strict = (compile_schema_dfa(schema, SchemaOptions(strict=mode, free_form_depth=3)) for mode in (False, True))
+    for value in [*POOL, *extra]:
+        valid = validator.is_valid(value)
+        for text in serialisations(value, {}):
+            if exponents or not isinstance(value, float) or "e" not in text:
+                assert spec.matches(text) == valid, (text, valid)
+                assert not strict.matches(text) or valid, f"accepted invalid {text!r}"
+
+
+@pytest.mark.parametrize("negated", [
+    {"pattern": "^a"}, {"pattern": "b"}, {"type": "string", "pattern": "^[0-9A-F]{8}$"}, {"format": "date"},
+    {"format": "email"}, {"type": "string", "format": "hostname", "minLength": 3}, {"pattern": "^a", "format": "ipv4"},
+])
+def test_not_of_patterns_and_formats_against_oracle(negated):
+    """A string fails a pattern (an asserted format) exactly when its content is outside the
+    pattern's (format's) language: the complement, every writing of it."""
+    check_both_modes({"not": negated})
+    check_both_modes({"type": ["string", "integer"], "maxLength": 4, "not": negated})
+    check_both_modes({"if": negated, "then": {"maxLength": 2}, "else": {"minLength": 3}})
+
+
+def test_a_negated_pattern_or_format_excludes_every_writing_of_a_matching_string():
+    dfa = compile_schema_dfa({"not": {"pattern": "^a"}}, SchemaOptions())
+    assert dfa.matches('"ba"') and dfa.matches('"\\u0062a"') and not dfa.matches("1")
+    assert not dfa.matches('"ab"') and not dfa.matches('"\\u0061b"') and dfa.matches('"\\u0041b"')
+    dates = compile_schema_dfa({"type": "string", "not": {"format": "date"}}, SchemaOptions())
+    assert dates.matches('"2023-02-29"') and dates.matches('"2024-01-3\\u0032"')
+    assert not dates.matches('"2024-01-31"') and not dates.matches('"2024-01-3\\u0031"')
+    with pytest.raises(InvalidSchemaError, match="no JSON value"):  # an annotation: every value meets it
+        compile_schema_dfa({"not": {"format": "date"}}, SchemaOptions(assert_formats=False))
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"pattern": "^[0-9A-F]{8}$"}, {"enum": ["DEADBEEF", "deadbeef", None]}]},
+    {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}, {"type": "integer"}]},
+    {"oneOf": [{"type": "string", "format": "hostname"}, {"type": "string", "maxLength": 3}]},
+    {"oneOf": [{"format": "date"}, {"type": "string", "pattern": "^2024"}]},
+    # apart by their patterns alone: no negation needed
+    {"type": "object", "oneOf": [{"properties": {"a": {"type": "string", "pattern": "^ab$"}}, "required": ["a"]},
+                                 {"properties": {"a": {"type": "string", "pattern": "^ba$"}}, "required": ["a"]}]},
+])
+def test_one_of_with_overlapping_pattern_and_format_branches_against_oracle(schema):
+    check_both_modes(schema)
+
+
+@pytest.mark.parametrize("negated", [
+    {"$ref": "#/$defs/ab"},
+    {"properties": {"a": {"$ref": "#/$defs/ab"}}},
+    {"allOf": [{"type": "object"}, {"properties": {"a": {"type": "string"}}}, {"required": ["a"]}]},
+    {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "array", "maxItems": 1}]},
+    {"oneOf": [{"type": "string"}, {"maxLength": 2}]},
+    {"not": {"type": "string", "pattern": "b"}},
+    {"type": "array", "items": {"type": "string", "pattern": "a"}},
+    {"properties": {"a": {"type": "array", "items": {"$ref": "#/$defs/ab"}, "minItems": 1}}},
+    {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+    {"properties": {"a": {"type": "string"}}, "patternProperties": {"^x": {}}, "additionalProperties": False},
+    {"additionalProperties": False},
+    {"properties": {"a": {"properties": {"b": {"type": "string"}}, "additionalProperties": False}}},
+    {"propertyNames": {"anyOf": [{"enum": ["a", "b"]}, {"pattern": "1$"}]}},
+    {"x-vendor": {"type": "string"}, "properties": {"a": {"name": "ignored", "type": "string"}}},
+])
+def test_not_and_if_of_sub_schemas_against_oracle(negated):
+    """Failures of references, parts, branches, items and closed objects, negated through
+    sub-schemas (keys no validator reads are ignored)."""
+    defs = {"ab": {"type": "string", "pattern": "^ab$"}}
+    check_both_modes({"$defs": defs, "not": negated})
+    check_both_modes({"$defs": defs, "if": negated, "then": {"type": ["array", "object"]}, "else": {"maxLength": 2}})
+    check_both_modes({"$defs": defs, "oneOf": [negated, {"type": ["object", "array"], "maxItems": 1,
+                                                         "required": ["a"]}]})
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": "http://json-schema.org/draft-04/schema#",
+     "oneOf": [{"maximum": 3}, {"minimum": 2, "exclusiveMinimum": True}]},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "not": {"minimum": 2, "maximum": 3, "exclusiveMaximum": True}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "not": {"items": [{"type": "string"}, {"const": "b"}]}},
+    {"$schema": "http://json-schema.org/draft-07/schema#",
+     "oneOf": [{"items": {"pattern": "a"}}, {"type": "array", "maxItems": 1}]},
+])
+def test_negations_in_earlier_drafts_against_oracle(schema):
+    check_both_modes(schema, extra=[*NEGATION_EXTRA, 2, 2.5, 3, 4, ["a", "b"], ["a", "c"], ["b", "b", 1]],
+                     exponents=False)
+
+
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}, "v": {"type": "string"}}}},
+     "not": {"$ref": "#/$defs/n"}},
+    {"$defs": {"n": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/$defs/n"}}]}},
+     "oneOf": [{"$ref": "#/$defs/n"}, {"type": "array", "maxItems": 1}]},
+])
+def test_a_negated_reference_cycle_is_refused(schema):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword in ("not", "oneOf") and "negated exactly" in str(info.value)
