@@ -90,6 +90,18 @@ class _Alternative:
         return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
 
 
+class _KeyWitness(NamedTuple):
+    """A member an object must hold (what fails a keyword on keys: see
+    :meth:`SchemaCompiler._key_witness`): its key none of ``names`` and matching none of
+    ``patterns`` (``outside``), else matching the one of ``patterns``; its value meeting
+    ``value`` as well (True: any)."""
+
+    outside: bool
+    names: tuple[str, ...]
+    patterns: tuple[str, ...]
+    value: Any
+
+
 @dataclass(slots=True)
 class _SubtreeFacts:
     """What building one sub-value's node depended on, besides the schema and its cache key:
@@ -1186,19 +1198,48 @@ class SchemaCompiler:
             return None if found is None else [{"type": "array", "contains": _any_of_schema(found)}] if found else []
         if key == "additionalItems" and not isinstance(condition.get("items"), list):
             return []  # without a tuple of items it applies to nothing
-        if key == "additionalProperties" and (value is True or value == {}):
-            return []
         if key == "propertyNames" and _names_outside({key: value}) is not None:
             return [{"type": "object", "not": {key: value}}]  # an object with a key outside them
-        if key == "patternProperties" and isinstance(value, dict) and all(
-                self._failures(sub, f"{pointer}/patternProperties", entered) == [] for sub in value.values()):
-            return []  # schemas every value meets
-        if key == "additionalProperties" and value is False:  # an object with a key outside those declared
-            names = [{"enum": list(condition.get("properties", {}))}] if condition.get("properties") else []
-            names += [{"pattern": p} for p in condition.get("patternProperties", {})]
-            return [{"type": "object", "not": {"propertyNames": _any_of_schema(names)}} if names
-                    else {"type": "object", "minProperties": 1}]
+        if key == "additionalProperties":  # an object with an undeclared key whose value fails it
+            found = self._failures(value, f"{pointer}/additionalProperties", entered)
+            declared = {k: {name: True for name in condition.get(k, {})} for k in ("properties", "patternProperties")}
+            return None if found is None else [{"type": "object", "not": {**declared, key: value}}] if found else []
+        if key == "patternProperties" and isinstance(value, dict):
+            failures = []
+            for pattern, sub in value.items():  # an object with a key matching it whose value fails its schema
+                found = self._failures(sub, f"{pointer}/patternProperties/{_escape(pattern)}", entered)
+                if found is None:
+                    return None
+                if found:
+                    failures.append({"type": "object", "not": {key: {pattern: sub}}})
+            return failures
         return None
+
+    def _key_witness(self, negated: Any, pointer: str) -> _KeyWitness | None:
+        """The member an object must hold to fail ``negated`` when it holds only keywords on
+        keys: ``propertyNames`` of names and patterns (a key outside them, any value);
+        ``patternProperties`` of one pattern (a key matching it whose value fails its schema);
+        ``additionalProperties`` beside ``properties``/``patternProperties`` every value meets
+        (an undeclared key whose value fails it). None for any other schema."""
+        outside = _names_outside(negated)
+        if outside is not None:
+            return _KeyWitness(True, tuple(outside[0]), tuple(outside[1]), True)
+        keys = set(negated) & KEYWORDS if isinstance(negated, dict) else set()
+        patterns = negated.get("patternProperties") if keys else None
+        if keys == {"patternProperties"} and isinstance(patterns, dict) and len(patterns) == 1:
+            (pattern, sub), = patterns.items()
+            failures = self._failures(sub, f"{pointer}/patternProperties/{_escape(pattern)}")
+            value: Any = _any_of_schema(failures) if failures else False
+            return None if failures is None else _KeyWitness(False, (), (pattern,), value)
+        if "additionalProperties" not in keys or not keys <= {"additionalProperties", "properties", "patternProperties"}:
+            return None
+        declared = [negated.get("properties", {}), patterns or {}]
+        if not all(isinstance(d, dict) and all(self._failures(sub, pointer) == [] for sub in d.values())
+                   for d in declared):
+            return None
+        failures = self._failures(negated["additionalProperties"], f"{pointer}/additionalProperties")
+        value = _any_of_schema(failures) if failures else False
+        return None if failures is None else _KeyWitness(True, tuple(declared[0]), tuple(declared[1]), value)
 
     def _negation(self, failures: list[Any], context: list[Any], pointer: str) -> Any:
         """One schema for the union of ``failures`` met beside the ``context`` schemas
@@ -1416,10 +1457,11 @@ class SchemaCompiler:
         if set(negated) & KEYWORDS and set(negated) & KEYWORDS <= {"pattern", "format"}:
             strings = self._only(rest, "string", pointer)  # the strings whose content fails them
             return self._string(strings, pointer, self.raw_strings and depth == 0, negated) if strings else NOTHING
-        outside = _names_outside(negated)
-        if outside is not None:  # the objects with a key outside the names and patterns
+        witness = self._key_witness(negated, f"{pointer}/not")
+        if witness is not None:  # the objects with a member that fails it
             objects = self._only(rest, "object", pointer)
-            return self._object(objects, pointer, depth, refs, outside) if objects else NOTHING
+            return self._object(objects, pointer, depth, refs, witness) if objects and witness.value is not False \
+                else NOTHING
         failures = self._failures(negated, f"{pointer}/not")  # the values failing it, one way each
         if failures is None:
             raise UnsupportedSchemaError("not", pointer, f"its schema is not negated exactly ({_NEGATED})")
@@ -1906,16 +1948,15 @@ class SchemaCompiler:
         forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
         return alt(*(literal(f) for f in sorted(forms)))
 
-    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs,
-                outside: tuple[list[str], list[str]] | None = None) -> Node:
+    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs, witness: _KeyWitness | None = None) -> Node:
         """Declared properties in declared order, then keys the schema names elsewhere
         (``required``, ``dependentRequired``) in that order, then undeclared keys where allowed
         (values under the ``patternProperties`` their name matches, else
         ``additionalProperties``). A graph over (position, anything written, names written
-        that dependencies mention, properties counted, a key ``outside`` written) enforces
+        that dependencies mention, properties counted, the ``witness`` written) enforces
         ``required``, ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly.
-        ``outside`` (names, patterns): only objects with a key that is none of the names and
-        matches none of the patterns (``not: {propertyNames: ...}``, see :meth:`_not`)."""
+        ``witness``: only objects holding such a member (a ``not`` of keywords on keys, see
+        :meth:`_not`), written where a named key is or among the undeclared ones."""
         properties = schema.get("properties", {})
         required = list(dict.fromkeys(schema.get("required", [])))
         dependent: dict[str, list[str]] = {}
@@ -1937,6 +1978,7 @@ class SchemaCompiler:
         # names the schema mentions outside 'properties' are written like declared ones
         named = list(properties) + [n for n in _named_keys(schema) if n not in properties]
         members: list[tuple[str, Node | None]] = []
+        witness_members: dict[str, Node] = {}  # the named keys' members that are the witness
         for name in named:
             parts: list[Any] = [properties[name]] if name in properties else []
             sub_pointer = f"{pointer}/properties/{_escape(name)}" if name in properties else pointer
@@ -1952,21 +1994,15 @@ class SchemaCompiler:
             if member is None and name in required:
                 return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
-        extras = [(self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs),
-                   False)]  # (undeclared members, whether their keys are outside)
-        witnesses: set[str] = set()  # the named keys outside
-        if outside is not None:
-            names, outside_patterns = outside
-            quoted = [_quoted_key_dfa(p, self.options.max_states) for p in outside_patterns]
-            raw = [self._key_pattern(p, pointer) for p in outside_patterns]
-            witnesses = {n for n in named if n not in names and not any(r.matches(n.encode("utf-8")) for r in raw)}
-            keys = _extra_key_dfa(tuple(dict.fromkeys([*named, *names])), self.options.max_states)
-            for dfa in quoted:
-                keys = keys.difference(dfa, self.options.max_states)
-            others = _extra_key_dfa(tuple(named), self.options.max_states).difference(keys, self.options.max_states)
-            extras = [(self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner,
-                                           refs, within), found) for within, found in ((others, False), (keys, True))]
-        extra = alt(*(node for node, _ in extras))
+            if witness is not None and allowed and self._witnessed_by(witness, name, pointer):
+                found = member if witness.value is True else seq(self._key_literal(name), colon, self.value(
+                    _all_of_schema([*parts, witness.value]), sub_pointer, inner, refs))
+                if found is not None and found is not NOTHING:
+                    witness_members[name] = found
+        extra = self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs)
+        witness_extra = NOTHING if witness is None else self._extra_members(
+            named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs,
+            self._witness_keys(witness, named), witness.value)
         min_props = _count(schema, "minProperties", pointer) or 0
         max_props = _count(schema, "maxProperties", pointer)
         if max_props is not None and extra is NOTHING and max_props >= len(members):
@@ -1985,8 +2021,8 @@ class SchemaCompiler:
                                          f"{MAX_COUNTED_PROPERTIES}")
         relevant = frozenset(n for n, deps in dependent.items() for n in (n, *deps))
         # states: (index, anything written yet, relevant names written, properties counted up to
-        # cap, a key outside written or none needed), built breadth first
-        start = (0, False, frozenset(), 0, outside is None)
+        # cap, the witness written or none needed), built breadth first
+        start = (0, False, frozenset(), 0, witness is None)
         index = {start: 0}
         order = [start]
         edges: list[tuple[int, Node, int]] = []
@@ -2024,15 +2060,16 @@ class SchemaCompiler:
                 if complete:
                     accepting.add(src)
                 nxt = counted(count)
-                for node, found in extras:
+                for node, found in ((extra, False), (witness_extra, True)):
                     if node is not NOTHING and nxt is not None:
                         enter(src, written, node, state((len(members) + 1, True, seen, nxt, witnessed or found)))
             else:
                 name, member = members[pos]
                 nxt = counted(count)
-                if member is not None and nxt is not None:
-                    enter(src, written, member, state((pos + 1, True, seen | ({name} & relevant), nxt,
-                                                       witnessed or name in witnesses)))
+                found = witness_members.get(name) if not witnessed else None
+                for node, now in ((member, witnessed), (found, True)):
+                    if node is not None and nxt is not None:
+                        enter(src, written, node, state((pos + 1, True, seen | ({name} & relevant), nxt, now)))
                 if name not in required:
                     edges.append((src, EPSILON, state((pos + 1, written, seen, count, witnessed))))
             i += 1
@@ -2046,6 +2083,21 @@ class SchemaCompiler:
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
                    seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
 
+    def _witnessed_by(self, witness: _KeyWitness, name: str, pointer: str) -> bool:
+        """Whether the key ``name`` may be the ``witness``'s."""
+        matched = any(self._key_pattern(p, pointer).matches(name.encode("utf-8")) for p in witness.patterns)
+        return name not in witness.names and not matched if witness.outside else matched
+
+    def _witness_keys(self, witness: _KeyWitness, named: list[str]) -> DFA:
+        """The quoted undeclared keys (none of ``named``) that may be the ``witness``'s."""
+        limit = self.options.max_states
+        if not witness.outside:
+            return _extra_key_dfa(tuple(named), limit).intersect(_quoted_key_dfa(witness.patterns[0], limit), limit)
+        keys = _extra_key_dfa(tuple(dict.fromkeys([*named, *witness.names])), limit)
+        for pattern in witness.patterns:
+            keys = keys.difference(_quoted_key_dfa(pattern, limit), limit)
+        return keys
+
     def _key_pattern(self, pattern: str, pointer: str) -> DFA:
         """The raw UTF-8 key names a ``patternProperties`` pattern matches (search semantics)."""
         if not isinstance(pattern, str):
@@ -2054,12 +2106,12 @@ class SchemaCompiler:
 
     def _extra_members(self, named: list[str], pattern_dfas: list[tuple[str, DFA]], patterns: dict,
                        additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs,
-                       within: DFA | None = None) -> Node:
+                       within: DFA | None = None, also: Any = True) -> Node:
         """``key: value`` for keys none of ``named``: for each set of patterns a key matches
         (exactly those), the key texts of that set and values under those patterns' schemas;
         keys matching no pattern take ``additionalProperties``. Keys also obey
-        ``propertyNames`` and, given, lie ``within`` those quoted key texts. NOTHING when no
-        undeclared key may appear."""
+        ``propertyNames`` and, given, lie ``within`` those quoted key texts; values also meet
+        ``also``. NOTHING when no undeclared key may appear."""
         if len(pattern_dfas) > MAX_KEY_PATTERNS:
             raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
                                          "(each set of matched patterns is a key language of its own)")
@@ -2087,6 +2139,7 @@ class SchemaCompiler:
             if key_dfa.is_empty:
                 continue
             parts = [patterns[p] for k, (p, _) in enumerate(raw_names) if chosen >> k & 1] or [additional]
+            parts += [also] if also is not True else []
             where = f"{pointer}/patternProperties" if chosen else f"{pointer}/additionalProperties"
             value = self.value(_all_of_schema(parts), where, inner, refs)
             if value is not NOTHING:

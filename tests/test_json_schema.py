@@ -779,7 +779,8 @@ def test_declared_keys_complement_is_refused_past_max_states():
 NEGATION_EXTRA = ["ab", "ba", "DEADBEEF", "deadbeef", "DEADBEE", "2024-02-29", "2023-02-29", "a.b", "x@y.org",
                   "host-name", "-bad", ["a", "b"], ["2024-01-31"], ["x", 1], [1, 2.5], {"a": "ab"}, {"a": "ba"},
                   {"a": 1, "b": "x"}, {"b": "ab"}, {"a": "ab", "c": 1}, {"c": 1}, {"a": ["ab"]}, {"a": ["ba", "ab"]},
-                  {"a": {"b": "x"}}, {"a": {"b": 1}}, {"x1": 1}, {"a": "ab", "x1": 1}]
+                  {"a": {"b": "x"}}, {"a": {"b": 1}}, {"x1": 1}, {"a": "ab", "x1": 1}, {"x1": "s"},
+                  {"a": 1, "x1": "s", "c": "t"}, {"b": "st", "x1": 2}, {"xb": "s"}, {"c": "s"}]
 
 
 def check_both_modes(schema, extra=NEGATION_EXTRA, exponents=True):
@@ -847,6 +848,10 @@ def test_one_of_with_overlapping_pattern_and_format_branches_against_oracle(sche
     {"additionalProperties": False},
     {"properties": {"a": {"properties": {"b": {"type": "string"}}, "additionalProperties": False}}},
     {"propertyNames": {"anyOf": [{"enum": ["a", "b"]}, {"pattern": "1$"}]}},
+    {"patternProperties": {"^x": {"type": "integer"}}},
+    {"properties": {"a": {}}, "additionalProperties": {"type": "string"}},
+    {"type": "object", "patternProperties": {"^x": {"type": "string"}, "b": {"maxLength": 1}},
+     "additionalProperties": {"type": "integer"}},
     {"x-vendor": {"type": "string"}, "properties": {"a": {"name": "ignored", "type": "string"}}},
 ])
 def test_not_and_if_of_sub_schemas_against_oracle(negated):
