@@ -1072,15 +1072,17 @@ class SchemaCompiler:
         """Schemas that together hold exactly the values failing ``condition`` (``[]``: none
         fails), or None when it is not of a form negated exactly. A value fails when it fails
         one of the keywords, each negated as schemas the compiler enforces exactly: ``type``;
-        number bounds (draft 6 on); ``minLength``/``maxLength``, ``minItems``/``maxItems``;
-        ``pattern`` and asserted ``format`` (strings whose content fails them: a ``not`` of them
-        beside ``type: string``, see :meth:`_failing_content`); ``const``/``enum`` of strings,
-        booleans or null; ``required``; ``properties``, ``items`` and ``prefixItems`` whose
-        sub-schemas are negated so (a present key's value, an item, failing them: ``contains``
-        of the failures for ``items``); ``allOf`` (each part's failures); ``anyOf`` (failing
-        every branch at once); ``not X`` (``X``); ``$ref`` (its target's; a reference cycle is
-        not negated). Keys no validator reads are ignored. A keyword of one type fails only
-        values of that type. ``entered``: the schema objects being negated on this path."""
+        number bounds (draft 4's too); ``minLength``/``maxLength``, ``minItems``/``maxItems``;
+        ``pattern`` and asserted ``format`` (strings whose content fails them: a ``not`` of
+        them, see :meth:`_failing_content`); ``const``/``enum`` of strings, booleans or null;
+        ``required``; ``properties``, ``items``/``prefixItems`` (``contains`` of the item's
+        failures past no prefix) whose sub-schemas are negated so; keys outside
+        ``propertyNames`` of names and patterns, members failing ``patternProperties`` or
+        ``additionalProperties`` (a ``not`` of them, see :meth:`_key_witness`); ``allOf``
+        (each part's failures), ``anyOf`` (every branch failed at once), ``oneOf``
+        (:meth:`_one_of_failures`), ``not X`` (``X``), ``$ref`` (its target's; a reference
+        cycle is not negated). Keys no validator reads are ignored. A keyword of one type
+        fails only values of that type. ``entered``: the schema objects negated on this path."""
         condition = self._deref(condition, pointer)
         if condition is True or (isinstance(condition, dict) and not set(condition) & KEYWORDS):
             return []
@@ -2325,8 +2327,9 @@ _BOUND_FAILURES = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 _COUNT_FAILURES = {"minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
                    "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1)}
 """A value fails ``key: n`` exactly when it is of ``type`` and meets ``opposite: n + step``."""
-_NEGATED = ("only types, number bounds, lengths, patterns, formats, constants, object keys and these "
-            "in properties, items, allOf, anyOf, not and $ref are")
+_NEGATED = ("only types, number bounds, lengths, patterns, formats, constants of strings, booleans or null, "
+            "object keys and these through properties, items, additionalProperties, patternProperties, allOf, "
+            "anyOf, oneOf, not and non-recursive $ref are")
 """What :meth:`SchemaCompiler._failures` negates, for refusals."""
 
 
