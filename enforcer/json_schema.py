@@ -1198,6 +1198,29 @@ class SchemaCompiler:
         if key == "items" and _prefix(condition) is None:
             found = self._failures(value, f"{pointer}/items", entered)
             return None if found is None else [{"type": "array", "contains": _any_of_schema(found)}] if found else []
+        if key == "contains":  # an array with fewer matching items than minContains or more than maxContains
+            least, most = condition.get("minContains", 1), condition.get("maxContains")
+            failures = [{"type": "array", "items": {"not": value}}] if least else []
+            if type(least) is int and least > 1:
+                failures.append({"type": "array", "contains": value, "maxContains": least - 1})
+            if type(most) is int:
+                failures.append({"type": "array", "contains": value, "minContains": most + 1})
+            return failures
+        if key in ("minContains", "maxContains"):
+            return [] if "contains" in condition else None  # read with contains; alone, nothing
+        if key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(value, dict):
+            failures = []  # an object with the key and without a key it requires, or failing its schema
+            for name, needed in value.items():
+                if isinstance(needed, list):
+                    failures += [{"type": "object", "required": [name], "properties": {other: False}}
+                                 for other in needed]
+                    continue
+                found = self._failures(needed, f"{pointer}/{key}/{_escape(name)}", entered)
+                if found is None:
+                    return None
+                if found:
+                    failures.append({"allOf": [{"type": "object", "required": [name]}, _any_of_schema(found)]})
+            return failures
         if key == "additionalItems" and not isinstance(condition.get("items"), list):
             return []  # without a tuple of items it applies to nothing
         if key == "propertyNames" and _names_outside({key: value}) is not None:

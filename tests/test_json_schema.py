@@ -783,14 +783,14 @@ NEGATION_EXTRA = ["ab", "ba", "DEADBEEF", "deadbeef", "DEADBEE", "2024-02-29", "
                   {"a": 1, "x1": "s", "c": "t"}, {"b": "st", "x1": 2}, {"xb": "s"}, {"c": "s"}]
 
 
-def check_both_modes(schema, extra=NEGATION_EXTRA, exponents=True):
+def check_both_modes(schema, extra=NEGATION_EXTRA, exponents=True, pool=POOL):
     """Exactly jsonschema's verdict in spec mode; in strict mode (which closes the objects of
     schemas that declare properties, the failures' too) nothing invalid. ``exponents=False``:
     numbers are not written with exponents (bounded numbers never are)."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     spec, strict = (compile_schema_dfa(schema, SchemaOptions(strict=mode, free_form_depth=3)) for mode in (False, True))
-    for value in [*POOL, *extra]:
+    for value in [*pool, *extra]:
         valid = validator.is_valid(value)
         for text in serialisations(value, {}):
             if exponents or not isinstance(value, float) or "e" not in text:
@@ -849,6 +849,8 @@ def test_one_of_with_overlapping_pattern_and_format_branches_against_oracle(sche
     {"properties": {"a": {"properties": {"b": {"type": "string"}}, "additionalProperties": False}}},
     {"propertyNames": {"anyOf": [{"enum": ["a", "b"]}, {"pattern": "1$"}]}},
     {"patternProperties": {"^x": {"type": "integer"}}},
+    {"contains": {"const": "ab"}}, {"contains": {"type": "string"}, "minContains": 2, "maxContains": 2},
+    {"dependentRequired": {"a": ["b", "c"]}},
     {"properties": {"a": {}}, "additionalProperties": {"type": "string"}},
     {"type": "object", "patternProperties": {"^x": {"type": "string"}, "b": {"maxLength": 1}},
      "additionalProperties": {"type": "integer"}},
@@ -887,3 +889,17 @@ def test_a_negated_reference_cycle_is_refused(schema):
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.keyword in ("not", "oneOf") and "negated exactly" in str(info.value)
+
+
+@pytest.mark.parametrize("negated", [
+    {"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": {"required": ["b"]}, "c": ["b"]}},
+])
+def test_not_of_dependent_schemas_against_oracle(negated):
+    """An object fails a dependent schema when it holds the key and fails the schema (its keys
+    written in the order the compiler writes dependent keys: the schema's properties first)."""
+    schema = {"not": {k: v for k, v in negated.items() if k != "$schema"}, **{k: v for k, v in negated.items()
+                                                                              if k == "$schema"}}
+    in_order = [v for v in [*POOL, *NEGATION_EXTRA] if not (isinstance(v, dict) and list(v)[:2] == ["a", "b"])]
+    check_both_modes(schema, extra=[{"b": 2, "a": 1}, {"b": "x", "a": 1}, {"b": 1, "c": 1}, {"c": 1}, {"a": 1, "c": 1}],
+                     pool=in_order)
