@@ -1043,6 +1043,8 @@ class SchemaCompiler:
                     if apart:  # a value of these types fails the other branch already: only the rest need
                         covered = set(apart) | ({"integer"} if "number" in apart else set())
                         found = [{"type": apart}] + [f for f in found if not self._types_of(f) <= covered]
+                    kept_schema = with_rest[kept] if with_rest[kept] is not None else branches[kept]
+                    found = [f for f in found if not self._disjoint(f, kept_schema)]  # ways no kept value has
                     exclusions[kept].append(self._negation(found, [*beside, branches[kept]], pointer))
         for i, excluded in enumerate(exclusions):
             combinations = 1
