@@ -1078,13 +1078,14 @@ class SchemaCompiler:
         ``pattern`` and asserted ``format`` (strings whose content fails them: a ``not`` of
         them, see :meth:`_failing_content`); ``const``/``enum`` of strings, booleans or null;
         ``required``; ``properties``, ``items``/``prefixItems`` (``contains`` of the item's
-        failures past no prefix) whose sub-schemas are negated so; keys outside
-        ``propertyNames`` of names and patterns, members failing ``patternProperties`` or
-        ``additionalProperties`` (a ``not`` of them, see :meth:`_key_witness`); ``allOf``
-        (each part's failures), ``anyOf`` (every branch failed at once), ``oneOf``
-        (:meth:`_one_of_failures`), ``not X`` (``X``), ``$ref`` (its target's; a reference
-        cycle is not negated). Keys no validator reads are ignored. A keyword of one type
-        fails only values of that type. ``entered``: the schema objects negated on this path."""
+        failures past no prefix), ``contains`` (with its bounds), dependent keys and schemas
+        whose sub-schemas are negated so; keys outside ``propertyNames`` of names and
+        patterns, members failing ``patternProperties`` or ``additionalProperties`` (a ``not``
+        of them, see :meth:`_key_witness`); ``allOf`` (each part's failures), ``anyOf`` (every
+        branch failed at once), ``oneOf`` (:meth:`_one_of_failures`), ``not X`` (``X``),
+        ``$ref`` (its target's; a reference cycle is not negated). Keys no validator reads are
+        ignored. A keyword of one type fails only values of that type. ``entered``: the schema
+        objects negated on this path."""
         condition = self._deref(condition, pointer)
         if condition is True or (isinstance(condition, dict) and not set(condition) & KEYWORDS):
             return []
@@ -2006,6 +2007,7 @@ class SchemaCompiler:
         named = list(properties) + [n for n in _named_keys(schema) if n not in properties]
         members: list[tuple[str, Node | None]] = []
         witness_members: dict[str, Node] = {}  # the named keys' members that are the witness
+        witness_patterns = [self._key_pattern(p, pointer) for p in witness.patterns] if witness else []
         for name in named:
             parts: list[Any] = [properties[name]] if name in properties else []
             sub_pointer = f"{pointer}/properties/{_escape(name)}" if name in properties else pointer
@@ -2021,7 +2023,7 @@ class SchemaCompiler:
             if member is None and name in required:
                 return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
-            if witness is not None and allowed and self._witnessed_by(witness, name, pointer):
+            if witness is not None and allowed and self._witnessed_by(witness, name, witness_patterns):
                 found = member if witness.value is True else seq(self._key_literal(name), colon, self.value(
                     _all_of_schema([*parts, witness.value]), sub_pointer, inner, refs))
                 if found is not None and found is not NOTHING:
@@ -2110,9 +2112,11 @@ class SchemaCompiler:
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
                    seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
 
-    def _witnessed_by(self, witness: _KeyWitness, name: str, pointer: str) -> bool:
-        """Whether the key ``name`` may be the ``witness``'s."""
-        matched = any(self._key_pattern(p, pointer).matches(name.encode("utf-8")) for p in witness.patterns)
+    @staticmethod
+    def _witnessed_by(witness: _KeyWitness, name: str, patterns: list[DFA]) -> bool:
+        """Whether the key ``name`` may be the ``witness``'s (``patterns``: its patterns' raw
+        key automata)."""
+        matched = any(dfa.matches(name.encode("utf-8")) for dfa in patterns)
         return name not in witness.names and not matched if witness.outside else matched
 
     def _witness_keys(self, witness: _KeyWitness, named: list[str]) -> DFA:
@@ -2353,8 +2357,8 @@ _COUNT_FAILURES = {"minLength": ("string", "maxLength", -1), "maxLength": ("stri
                    "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1)}
 """A value fails ``key: n`` exactly when it is of ``type`` and meets ``opposite: n + step``."""
 _NEGATED = ("only types, number bounds, lengths, patterns, formats, constants of strings, booleans or null, "
-            "object keys and these through properties, items, additionalProperties, patternProperties, allOf, "
-            "anyOf, oneOf, not and non-recursive $ref are")
+            "object keys and these through properties, items, contains, dependencies, additionalProperties, "
+            "patternProperties, allOf, anyOf, oneOf, not and non-recursive $ref are")
 """What :meth:`SchemaCompiler._failures` negates, for refusals."""
 
 
