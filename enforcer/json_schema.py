@@ -1143,8 +1143,13 @@ class SchemaCompiler:
     def _keyword_failures(self, key: str, value: Any, condition: dict, pointer: str,
                           entered: frozenset[int]) -> list[Any] | None:
         """The failures of one keyword of ``condition`` (see :meth:`_failures`)."""
-        if key == "type":
-            return [{"not": {"type": value}}]
+        if key == "type":  # the other types (numbers with a fraction where only integers are allowed)
+            types = _declared_types({key: value})
+            others = [t for t in TYPES if t not in types and t not in ("integer", "number")]
+            others += [] if "number" in types else ["number"] if "integer" not in types else []
+            fractional = [{"type": "number", "not": {"type": "integer"}}] if types & {"integer", "number"} == {"integer"} \
+                else []
+            return ([{"type": others}] if others else []) + fractional
         if key in _BOUND_FAILURES and self.dialect != "draft4" and numbers.to_decimal(value) is not None \
                 and not isinstance(value, bool):
             return [{"type": "number", _BOUND_FAILURES[key]: value}]
@@ -2386,6 +2391,14 @@ def _names_outside(negated: Any) -> tuple[list[str], list[str]] | None:
     return names, patterns
 
 
+def _excluded_constants(negated: Any) -> list[Any] | None:
+    """The values of a negated ``const``/``enum`` (None for any other schema)."""
+    if not isinstance(negated, dict) or set(negated) & KEYWORDS not in ({"const"}, {"enum"}):
+        return None
+    values = negated["enum"] if "enum" in negated else [negated["const"]]
+    return values if isinstance(values, list) else None
+
+
 def _any_of_schema(parts: list[Any]) -> Any:
     """One schema for the union of ``parts`` (the single part itself)."""
     return parts[0] if len(parts) == 1 else {"anyOf": parts}
@@ -2913,6 +2926,8 @@ def merge(a: Any, b: Any) -> Any:
             out[key] = merged
         elif key == "nullable":
             out[key] = bool(av) and bool(bv)
+        elif key == "not" and _excluded_constants(av) is not None and _excluded_constants(bv) is not None:
+            out[key] = {"enum": [*_excluded_constants(av), *_excluded_constants(bv)]}  # neither: not either
         else:
             return None
     # additionalProperties of one side governs the other side's extra property names
