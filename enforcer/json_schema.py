@@ -1147,8 +1147,8 @@ class SchemaCompiler:
             types = _declared_types({key: value})
             others = [t for t in TYPES if t not in types and t not in ("integer", "number")]
             others += [] if "number" in types else ["number"] if "integer" not in types else []
-            fractional = [{"type": "number", "not": {"type": "integer"}}] if types & {"integer", "number"} == {"integer"} \
-                else []
+            only_integers = types & {"integer", "number"} == {"integer"}
+            fractional = [{"type": "number", "not": {"type": "integer"}}] if only_integers else []
             return ([{"type": others}] if others else []) + fractional
         if key in _BOUND_FAILURES and self.dialect != "draft4" and numbers.to_decimal(value) is not None \
                 and not isinstance(value, bool):
@@ -1264,7 +1264,7 @@ class SchemaCompiler:
             failures = self._failures(sub, f"{pointer}/patternProperties/{_escape(pattern)}")
             value: Any = _any_of_schema(failures) if failures else False
             return None if failures is None else _KeyWitness(False, (), (pattern,), value)
-        if "additionalProperties" not in keys or not keys <= {"additionalProperties", "properties", "patternProperties"}:
+        if "additionalProperties" not in keys or keys - {"additionalProperties", "properties", "patternProperties"}:
             return None
         declared = [negated.get("properties", {}), patterns or {}]
         if not all(isinstance(d, dict) and all(self._failures(sub, pointer) == [] for sub in d.values())
@@ -1513,7 +1513,7 @@ class SchemaCompiler:
         other = set(typed) & KEYWORDS - _TYPE_KEYWORDS[json_type] - {"type", "nullable"} \
             if isinstance(typed, dict) else {"$ref"}
         if other:
-            raise UnsupportedSchemaError("not", pointer, f"the negated {json_type} keywords beside {sorted(other)[0]!r}")
+            raise UnsupportedSchemaError("not", pointer, f"negated {json_type} keywords beside {sorted(other)[0]!r}")
         return typed if _declared_types(typed) else None
 
     def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:

@@ -875,7 +875,8 @@ def test_not_and_if_of_sub_schemas_against_oracle(negated):
 @pytest.mark.parametrize("schema", [
     {"$schema": "http://json-schema.org/draft-04/schema#",
      "oneOf": [{"maximum": 3}, {"minimum": 2, "exclusiveMinimum": True}]},
-    {"$schema": "http://json-schema.org/draft-04/schema#", "not": {"minimum": 2, "maximum": 3, "exclusiveMaximum": True}},
+    {"$schema": "http://json-schema.org/draft-04/schema#",
+     "not": {"minimum": 2, "maximum": 3, "exclusiveMaximum": True}},
     {"$schema": "http://json-schema.org/draft-07/schema#", "not": {"items": [{"type": "string"}, {"const": "b"}]}},
     {"$schema": "http://json-schema.org/draft-07/schema#",
      "oneOf": [{"items": {"pattern": "a"}}, {"type": "array", "maxItems": 1}]},
