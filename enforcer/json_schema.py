@@ -23,8 +23,8 @@ import numpy as np
 from . import numbers
 from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
                         compile_node, literal, optional, repeat, separated, seq, states_exceeded)
-from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
-from .regex import JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
+from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
+from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
 from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource,
                                normalise_resources, resource_documents)
@@ -88,6 +88,18 @@ class _Alternative:
 
     def both(self, other: "_Alternative") -> "_Alternative":
         return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
+
+
+class _KeyWitness(NamedTuple):
+    """A member an object must hold (what fails a keyword on keys: see
+    :meth:`SchemaCompiler._key_witness`): its key none of ``names`` and matching none of
+    ``patterns`` (``outside``), else matching the one of ``patterns``; its value meeting
+    ``value`` as well (True: any)."""
+
+    outside: bool
+    names: tuple[str, ...]
+    patterns: tuple[str, ...]
+    value: Any
 
 
 @dataclass(slots=True)
@@ -271,10 +283,10 @@ class SchemaCompiler:
         self._nesting = 0
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
-        self._string_products: dict[tuple[bool, Any, Any, int, int | None], Node] = {}
-        """(raw, pattern, asserted format, minLength, maxLength) -> the string body their product
-        makes, built once per compile (the same pattern and bounds in several places: a product
-        of 166,000 states took 0.8 s each time in Github_hard o62065)."""
+        self._string_products: dict[tuple[bool, bool, Any, Any, int, int | None], Node] = {}
+        """(raw, every writing, pattern, asserted format, minLength, maxLength) -> the string body
+        their product makes, built once per compile (the same pattern and bounds in several
+        places: a product of 166,000 states took 0.8 s each time in Github_hard o62065)."""
         self._values: dict[tuple[int, int, Refs, int], _Built] = {}
         """(id(schema), depth, refs, free-form depth) -> its node: a sub-schema met again at the same
         depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
@@ -594,7 +606,7 @@ class SchemaCompiler:
         (non-recursive) into the product of their parts' alternatives; ``anyOf``/``oneOf`` of
         pairwise disjoint branches into one alternative per branch (exactly one branch matches,
         so exactly its evaluations count); ``if`` into (``if`` and ``then``) or, per way the
-        condition fails (:func:`_condition_failures`, a constraining part: a failed ``if``
+        condition fails (:meth:`_failures`, a constraining part: a failed ``if``
         evaluates nothing), ``else``. Nested ``unevaluated*`` fold first (they see their own
         evaluations). Anything else whose evaluations depend on the value is refused, named.
         Cost: the product of the branches, at most ``MAX_EVALUATION_ALTERNATIVES``."""
@@ -648,8 +660,7 @@ class SchemaCompiler:
                                                             path + (f"{pointer}/{key}/{i}",))])
         if "if" in schema:
             condition = self._deref(schema["if"], f"{pointer}/if")
-            failures = [] if condition is True or condition == {} else [True] if condition is False \
-                else _condition_failures(condition, self.dialect)
+            failures = self._failures(condition, f"{pointer}/if")
             if failures is None:
                 raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside 'if' at {pointer or '(root)'}: "
                                              "its condition is not negated exactly")
@@ -1104,7 +1115,7 @@ class SchemaCompiler:
         them, so that exactly one branch matches (``oneOf [A_i] = anyOf_i allOf [A_i, not A_j]``,
         ``j`` over the branches that may overlap ``A_i``; the others are excluded by ``A_i``
         itself). A negation is the union of the ways that branch fails
-        (:func:`_condition_failures`), exact for the conditions ``if`` and ``not`` negate; a
+        (:meth:`_failures`), exact for the conditions ``if`` and ``not`` negate; a
         ``oneOf`` needing any other negation is refused, naming both branches. Cost: one
         disjointness test per pair of branches."""
         exclusions: list[list[Any]] = [[] for _ in branches]
@@ -1126,11 +1137,12 @@ class SchemaCompiler:
                     if found is None:
                         raise UnsupportedSchemaError(
                             "oneOf", pointer, f"branches {i} and {j} may both match one value, and branch "
-                            f"{negated} is not negated exactly (only types, number bounds, string lengths, "
-                            "constants and object keys are)")
+                            f"{negated} is not negated exactly ({_NEGATED})")
                     if apart:  # a value of these types fails the other branch already: only the rest need
                         covered = set(apart) | ({"integer"} if "number" in apart else set())
                         found = [{"type": apart}] + [f for f in found if not self._types_of(f) <= covered]
+                    kept_schema = with_rest[kept] if with_rest[kept] is not None else branches[kept]
+                    found = [f for f in found if not self._disjoint(f, kept_schema)]  # ways no kept value has
                     exclusions[kept].append(self._negation(found, [*beside, branches[kept]], pointer))
         for i, excluded in enumerate(exclusions):
             combinations = 1
@@ -1156,26 +1168,227 @@ class SchemaCompiler:
                 found.append(t)
         return found
 
-    def _failures(self, condition: Any, pointer: str) -> list[Any] | None:
+    def _failures(self, condition: Any, pointer: str, entered: frozenset[int] = frozenset()) -> list[Any] | None:
         """Schemas that together hold exactly the values failing ``condition`` (``[]``: none
-        fails; None: not negated exactly), :func:`_condition_failures` for schema objects."""
+        fails), or None when it is not of a form negated exactly. A value fails when it fails
+        one of the keywords, each negated as schemas the compiler enforces exactly: ``type``;
+        number bounds (draft 4's too); ``minLength``/``maxLength``, ``minItems``/``maxItems``;
+        ``pattern`` and asserted ``format`` (strings whose content fails them: a ``not`` of
+        them, see :meth:`_failing_content`); ``const``/``enum`` of strings, booleans or null;
+        ``required``; ``properties``, ``items``/``prefixItems`` (``contains`` of the item's
+        failures past no prefix), ``contains`` (with its bounds), dependent keys and schemas
+        whose sub-schemas are negated so; keys outside ``propertyNames`` of names and
+        patterns, members failing ``patternProperties`` or ``additionalProperties`` (a ``not``
+        of them, see :meth:`_key_witness`); ``allOf`` (each part's failures), ``anyOf`` (every
+        branch failed at once), ``oneOf`` (:meth:`_one_of_failures`), ``not X`` (``X``),
+        ``$ref`` (its target's; a reference cycle is not negated). Keys no validator reads are
+        ignored. A keyword of one type fails only values of that type. ``entered``: the schema
+        objects negated on this path."""
         condition = self._deref(condition, pointer)
-        if condition is True or condition == {}:
+        if condition is True or (isinstance(condition, dict) and not set(condition) & KEYWORDS):
             return []
         if condition is False:
             return [True]
-        return _condition_failures(condition, self.dialect)
+        if not isinstance(condition, dict) or id(condition) in entered or len(entered) >= MAX_NESTING:
+            return None
+        entered = entered | {id(condition)}
+        if isinstance(condition.get("$ref"), str) and self.dialect in DRAFTS_IGNORING_REF_SIBLINGS:
+            return self._failures(self.resolve(condition["$ref"], pointer, condition)[0], pointer, entered)
+        required = condition.get("required", [])
+        properties = condition.get("properties", {})
+        if not isinstance(required, list) or not isinstance(properties, dict):
+            return None
+        failures: list[Any] = []
+        for key, value in _active_conditional(condition).items():
+            if key in KEYWORDS and key not in ("properties", "required") and _NO_OP.get(key, object()) != value:
+                found = self._keyword_failures(key, value, condition, pointer, entered)
+                if found is None:
+                    return None
+                failures += found
+        for name, sub in properties.items():
+            values = _scalar_constants(sub)
+            if values is not None:
+                mismatch = {"type": "object", "properties": {name: {"not": {"enum": values}}}}
+                if name not in required:
+                    mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
+                failures.append(mismatch)
+                continue
+            inner = self._failures(sub, f"{pointer}/properties/{_escape(name)}", entered)
+            if inner is None:
+                return None
+            if inner:  # the key present, its value failing the sub-schema one of the ways it can
+                failures.append({"type": "object", "required": [name], "properties": {name: _any_of_schema(inner)}})
+        for name in required:  # the key absent (a constant's mismatch above already holds that case)
+            if _scalar_constants(properties.get(name)) is None:
+                failures.append({"type": "object", "properties": {name: False}})
+        return failures
+
+    def _one_of_failures(self, branches: list[Any], pointer: str, entered: frozenset[int]) -> list[Any] | None:
+        """The failures of ``oneOf: branches``: failing every branch at once, or matching two
+        that may overlap (each such pair as their conjunction; :meth:`_disjoint` pairs share no
+        value). Exact; None past ``MAX_DISTRIBUTED_BRANCHES`` overlapping pairs."""
+        each = [self._failures(b, f"{pointer}/oneOf/{i}", entered) for i, b in enumerate(branches)]
+        if any(found is None for found in each):
+            return None
+        plain = [self._deref(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(branches)]
+        both = [{"allOf": [branches[i], branches[j]]} for i in range(len(branches)) for j in range(i + 1, len(branches))
+                if not self._disjoint(plain[i], plain[j])]
+        if len(both) > MAX_DISTRIBUTED_BRANCHES:
+            return None
+        none = [_all_of_schema([_any_of_schema(found) for found in each])] if all(each) else []
+        return none + both
+
+    def _keyword_failures(self, key: str, value: Any, condition: dict, pointer: str,
+                          entered: frozenset[int]) -> list[Any] | None:
+        """The failures of one keyword of ``condition`` (see :meth:`_failures`)."""
+        if key == "type":  # the other types (numbers with a fraction where only integers are allowed)
+            types = _declared_types({key: value})
+            others = [t for t in TYPES if t not in types and t not in ("integer", "number")]
+            others += [] if "number" in types else ["number"] if "integer" not in types else []
+            only_integers = types & {"integer", "number"} == {"integer"}
+            fractional = [{"type": "number", "not": {"type": "integer"}}] if only_integers else []
+            return ([{"type": others}] if others else []) + fractional
+        if key in _BOUND_FAILURES and self.dialect != "draft4" and numbers.to_decimal(value) is not None \
+                and not isinstance(value, bool):
+            return [{"type": "number", _BOUND_FAILURES[key]: value}]
+        if self.dialect == "draft4" and key in ("minimum", "maximum") and numbers.to_decimal(value) is not None \
+                and not isinstance(value, bool):  # exclusiveMinimum/Maximum: booleans that modify the bound
+            opposite = "maximum" if key == "minimum" else "minimum"
+            exclusive = condition.get(f"exclusive{key.capitalize()}") is True
+            return [{"type": "number", opposite: value, f"exclusive{opposite.capitalize()}": not exclusive}]
+        if self.dialect == "draft4" and key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+            return []  # read with its bound
+        if key in _COUNT_FAILURES and type(value) is int:
+            json_type, opposite, step = _COUNT_FAILURES[key]
+            return [{"type": json_type, opposite: value + step}] if value + step >= 0 else []
+        if key in ("const", "enum"):
+            values = _scalar_constants({key: value})
+            return None if values is None else [{"not": {"enum": values}}]
+        if key in ("pattern", "format"):
+            if key == "format" and not (self.options.assert_formats and (
+                    value in FORMAT_DOCS or value in UNENFORCED_FORMATS or self.options.unknown_formats == "error")):
+                return []  # an annotation
+            return [{"type": "string", "not": {key: value}}]
+        if key == "not":
+            return [value] if value is not False else []
+        if key == "$ref":
+            return self._failures(self.resolve(value, pointer, condition)[0], pointer, entered)
+        if key == "allOf" and isinstance(value, list):
+            failures: list[Any] = []
+            for i, part in enumerate(value):
+                found = self._failures(part, f"{pointer}/allOf/{i}", entered)
+                if found is None:
+                    return None
+                failures += found
+            return failures
+        if key == "anyOf" and isinstance(value, list) and value:
+            each = [self._failures(b, f"{pointer}/anyOf/{i}", entered) for i, b in enumerate(value)]
+            if any(found is None for found in each):
+                return None
+            if any(not found for found in each):
+                return []  # a branch every value matches
+            return [_all_of_schema([_any_of_schema(found) for found in each])]
+        if key == "oneOf" and isinstance(value, list) and value:
+            return self._one_of_failures(value, pointer, entered)
+        prefix_key = "prefixItems" if self.dialect == "2020-12" else "items"
+        if key == prefix_key and isinstance(value, list):
+            failures = []
+            for index, item in enumerate(value):  # an array fails where item ``index`` is there and fails
+                found = self._failures(item, f"{pointer}/{key}/{index}", entered)
+                if found is None:
+                    return None
+                if found:
+                    failures.append({"type": "array", "minItems": index + 1,
+                                     "prefixItems": [True] * index + [_any_of_schema(found)]})
+            return failures
+        if key == "items" and _prefix(condition) is None:
+            found = self._failures(value, f"{pointer}/items", entered)
+            return None if found is None else [{"type": "array", "contains": _any_of_schema(found)}] if found else []
+        if key == "contains":  # an array with fewer matching items than minContains or more than maxContains
+            least, most = condition.get("minContains", 1), condition.get("maxContains")
+            failures = [{"type": "array", "items": {"not": value}}] if least else []
+            if type(least) is int and least > 1:
+                failures.append({"type": "array", "contains": value, "maxContains": least - 1})
+            if type(most) is int:
+                failures.append({"type": "array", "contains": value, "minContains": most + 1})
+            return failures
+        if key in ("minContains", "maxContains"):
+            return [] if "contains" in condition else None  # read with contains; alone, nothing
+        if key in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(value, dict):
+            failures = []  # an object with the key and without a key it requires, or failing its schema
+            for name, needed in value.items():
+                if isinstance(needed, list):
+                    failures += [{"type": "object", "required": [name], "properties": {other: False}}
+                                 for other in needed]
+                    continue
+                found = self._failures(needed, f"{pointer}/{key}/{_escape(name)}", entered)
+                if found is None:
+                    return None
+                if found:
+                    failures.append({"allOf": [{"type": "object", "required": [name]}, _any_of_schema(found)]})
+            return failures
+        if key == "additionalItems" and not isinstance(condition.get("items"), list):
+            return []  # without a tuple of items it applies to nothing
+        if key == "propertyNames" and _names_outside({key: value}) is not None:
+            return [{"type": "object", "not": {key: value}}]  # an object with a key outside them
+        if key == "additionalProperties":  # an object with an undeclared key whose value fails it
+            found = self._failures(value, f"{pointer}/additionalProperties", entered)
+            declared = {k: {name: True for name in condition.get(k, {})} for k in ("properties", "patternProperties")}
+            return None if found is None else [{"type": "object", "not": {**declared, key: value}}] if found else []
+        if key == "patternProperties" and isinstance(value, dict):
+            failures = []
+            for pattern, sub in value.items():  # an object with a key matching it whose value fails its schema
+                found = self._failures(sub, f"{pointer}/patternProperties/{_escape(pattern)}", entered)
+                if found is None:
+                    return None
+                if found:
+                    failures.append({"type": "object", "not": {key: {pattern: sub}}})
+            return failures
+        return None
+
+    def _key_witness(self, negated: Any, pointer: str) -> _KeyWitness | None:
+        """The member an object must hold to fail ``negated`` when it holds only keywords on
+        keys: ``propertyNames`` of names and patterns (a key outside them, any value);
+        ``patternProperties`` of one pattern (a key matching it whose value fails its schema);
+        ``additionalProperties`` beside ``properties``/``patternProperties`` every value meets
+        (an undeclared key whose value fails it). None for any other schema."""
+        outside = _names_outside(negated)
+        if outside is not None:
+            return _KeyWitness(True, tuple(outside[0]), tuple(outside[1]), True)
+        keys = set(negated) & KEYWORDS if isinstance(negated, dict) else set()
+        patterns = negated.get("patternProperties") if keys else None
+        if keys == {"patternProperties"} and isinstance(patterns, dict) and len(patterns) == 1:
+            (pattern, sub), = patterns.items()
+            failures = self._failures(sub, f"{pointer}/patternProperties/{_escape(pattern)}")
+            value: Any = _any_of_schema(failures) if failures else False
+            return None if failures is None else _KeyWitness(False, (), (pattern,), value)
+        if "additionalProperties" not in keys or keys - {"additionalProperties", "properties", "patternProperties"}:
+            return None
+        declared = [negated.get("properties", {}), patterns or {}]
+        if not all(isinstance(d, dict) and all(self._failures(sub, pointer) == [] for sub in d.values())
+                   for d in declared):
+            return None
+        failures = self._failures(negated["additionalProperties"], f"{pointer}/additionalProperties")
+        value = _any_of_schema(failures) if failures else False
+        return None if failures is None else _KeyWitness(True, tuple(declared[0]), tuple(declared[1]), value)
 
     def _negation(self, failures: list[Any], context: list[Any], pointer: str) -> Any:
-        """One schema for the union of ``failures`` met beside the ``context`` schemas: the
-        keys a failure names declare nothing, so in strict mode an object the context leaves
-        bare stays open (``additionalProperties: true`` on failures that name properties)."""
-        if self.options.strict and not any(self._declares_keys(part, pointer) for part in context):
-            failures = [{**f, "additionalProperties": True} if isinstance(f, dict) and "properties" in f else f
-                        for f in failures]
+        """One schema for the union of ``failures`` met beside the ``context`` schemas
+        (:meth:`_opened`)."""
+        failures = self._opened(failures, context, pointer)
         if not failures:
             return False
-        return failures[0] if len(failures) == 1 else {"anyOf": failures}
+        return _any_of_schema(failures)
+
+    def _opened(self, failures: list[Any], context: list[Any], pointer: str) -> list[Any]:
+        """``failures`` to be met beside the ``context`` schemas: the keys a failure names
+        declare nothing, so in strict mode an object the context leaves bare stays open
+        (``additionalProperties: true`` on failures that name properties and not it)."""
+        if not self.options.strict or any(self._declares_keys(part, pointer) for part in context):
+            return failures
+        return [{**f, "additionalProperties": True}
+                if isinstance(f, dict) and "properties" in f and "additionalProperties" not in f else f
+                for f in failures]
 
     def _any_of(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         key = "anyOf" if "anyOf" in schema else "oneOf"
@@ -1241,6 +1454,8 @@ class SchemaCompiler:
         tb_n = tb | ({"integer"} if "number" in tb else set())
         if not (ta_n & tb_n):
             return True
+        if ta_n & tb_n == {"string"} and self._strings_apart(a, b):
+            return True
         for x, y in ((a, b), (b, a)):
             if isinstance(x, dict) and ("enum" in x or "const" in x):
                 values = x["enum"] if "enum" in x else [x["const"]]
@@ -1263,12 +1478,31 @@ class SchemaCompiler:
                             return True
         return False
 
+    def _strings_apart(self, a: Any, b: Any) -> bool:
+        """Whether no string meets both ``a`` and ``b``, each a plain string schema (lengths,
+        ``pattern``, ``format``; any other keyword: False) with a pattern or format: their raw
+        text automata share no string. Sound; False where an automaton is refused."""
+        texts = []
+        for schema in (a, b):
+            schema = _restrict(schema, "string")
+            if not isinstance(schema, dict) or set(schema) & KEYWORDS - _TYPE_KEYWORDS["string"] - {"type"} \
+                    or not set(schema) & {"pattern", "format"}:
+                return False
+            try:
+                texts.append(compile_node(self._string_body(schema, "", raw=True), self.options.max_states))
+            except EnforcerError:
+                return False
+        try:
+            return texts[0].intersect(texts[1], self.options.max_states).is_empty
+        except SchemaTooComplexError:
+            return False
+
     def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         return self.value(self._conditional_union(schema, pointer), pointer, depth, refs)
 
     def _conditional_union(self, schema: dict, pointer: str) -> Any:
         """``schema`` without ``if``/``then``/``else``: a union of exact branches, (base,
-        ``then``, ``if``) and, for each way ``if`` can fail (:func:`_condition_failures`), (base,
+        ``then``, ``if``) and, for each way ``if`` can fail (:meth:`_failures`), (base,
         ``else``, that failure). Other conditions are refused (their complement is not built);
         an ``if`` with neither ``then`` nor ``else`` constrains nothing."""
         base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
@@ -1280,11 +1514,9 @@ class SchemaCompiler:
             return _all_of_schema([base, then_schema])
         if condition is False:
             return _all_of_schema([base, else_schema])
-        failures = _condition_failures(condition, self.dialect)
+        failures = self._failures(condition, f"{pointer}/if")
         if failures is None:
-            raise UnsupportedSchemaError("if", pointer, "only conditions of type, number bounds, minLength/maxLength, "
-                                         "const/enum of strings, booleans or null, and object keys (required, "
-                                         "properties with such constants) are negated exactly")
+            raise UnsupportedSchemaError("if", pointer, f"its condition is not negated exactly ({_NEGATED})")
         branches = [{"allOf": [base, then_schema, condition]}]
         branches += [{"allOf": [base, else_schema, failure]} for failure in failures]
         return {"anyOf": branches}
@@ -1353,15 +1585,34 @@ class SchemaCompiler:
                                             self.options.max_states)
                     dfa = base.difference(excluded, self.options.max_states)
                 return Embedded(dfa) if not dfa.is_empty else NOTHING
-        failures = _condition_failures(negated, self.dialect)  # the values failing it, one way each
-        if failures and self.options.strict and not self._declares_keys(rest, pointer):
-            # the keys a negated condition names declare nothing: a bare object stays open
-            failures = [{**f, "additionalProperties": True} if "properties" in f else f for f in failures]
-        if failures:
-            return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in failures]}, pointer, depth,
-                              refs)
-        raise UnsupportedSchemaError("not", pointer, "only 'not' of types, string/boolean/null constants and the "
-                                     "conditions 'if' negates exactly is exact")
+        if set(negated) & KEYWORDS and set(negated) & KEYWORDS <= {"pattern", "format"}:
+            strings = self._only(rest, "string", pointer)  # the strings whose content fails them
+            return self._string(strings, pointer, self.raw_strings and depth == 0, negated) if strings else NOTHING
+        witness = self._key_witness(negated, f"{pointer}/not")
+        if witness is not None:  # the objects with a member that fails it
+            objects = self._only(rest, "object", pointer)
+            return self._object(objects, pointer, depth, refs, witness) if objects and witness.value is not False \
+                else NOTHING
+        failures = self._failures(negated, f"{pointer}/not")  # the values failing it, one way each
+        if failures is None:
+            raise UnsupportedSchemaError("not", pointer, f"its schema is not negated exactly ({_NEGATED})")
+        if not failures:
+            return NOTHING
+        return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in self._opened(failures, [rest],
+                                                                                                  pointer)]},
+                          pointer, depth, refs)
+
+    @staticmethod
+    def _only(rest: dict, json_type: str, pointer: str) -> dict | None:
+        """``rest`` for its values of ``json_type`` (None: it has none), beside a ``not`` that
+        only values of that type meet; refused where ``rest`` holds a keyword of no type
+        (``enum``, ``const``: compiled elsewhere, not beside such a negation)."""
+        typed = _restrict(rest, json_type)
+        other = set(typed) & KEYWORDS - _TYPE_KEYWORDS[json_type] - {"type", "nullable"} \
+            if isinstance(typed, dict) else {"$ref"}
+        if other:
+            raise UnsupportedSchemaError("not", pointer, f"negated {json_type} keywords beside {sorted(other)[0]!r}")
+        return typed if _declared_types(typed) else None
 
     def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
         """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
@@ -1601,8 +1852,16 @@ class SchemaCompiler:
             node = Embedded(dfa) if not dfa.is_empty else NOTHING
         return node
 
-    def _string(self, schema: dict, pointer: str, raw: bool = False) -> Node:
-        """A JSON string, or with ``raw`` the bare UTF-8 text of one."""
+    def _string(self, schema: dict, pointer: str, raw: bool = False, failing: dict | None = None) -> Node:
+        """A JSON string, or with ``raw`` the bare UTF-8 text of one; with ``failing`` (the
+        ``pattern``/``format`` of a ``not`` beside ``schema``), only those whose content fails it."""
+        body = self._string_body(schema, pointer, raw, failing=failing)
+        return body if raw else seq(literal('"'), body, literal('"'))
+
+    def _string_body(self, schema: dict, pointer: str, raw: bool, every_writing: bool = False,
+                     failing: dict | None = None) -> Node:
+        """The string bodies of :meth:`_string`. ``every_writing``: formats take every JSON
+        escape, as patterns do (else the common ones: see :data:`~enforcer.regex.Escapes`)."""
         min_len = _count(schema, "minLength", pointer) or 0
         max_len = _count(schema, "maxLength", pointer)
         if max_len is not None and min_len > max_len:
@@ -1617,11 +1876,13 @@ class SchemaCompiler:
             if fmt in UNENFORCED_FORMATS:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r}: {UNENFORCED_FORMATS[fmt]} "
                                              "(assert_formats=False treats formats as annotations)")
-            fnode = format_node(fmt, pointer, escapes="raw" if raw else "common")
+            fnode = format_node(fmt, pointer, escapes="raw" if raw else "all" if every_writing else "common")
             if fnode is not None:
                 constraints.append(fnode)
             elif self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
+        if failing is not None:
+            constraints.append(self._failing_content(failing, pointer, raw))
         if min_len or max_len is not None or not constraints:
             char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
             if max_len is not None:
@@ -1634,21 +1895,34 @@ class SchemaCompiler:
                 self._check_repeat(char, min_len, pointer, "minLength")
                 constraints.append(repeat(char, min_len, None))
         if len(constraints) == 1:
-            body = constraints[0]
-        else:
-            fmt_key = fmt if self.options.assert_formats else None
-            key = (raw, schema.get("pattern"), fmt_key, min_len, max_len) \
-                if isinstance(schema.get("pattern", ""), str) and isinstance(fmt_key, (str, type(None))) else None
-            body = self._string_products.get(key) if key is not None else None
-            if body is None:
-                with self._eager(pointer, "pattern" if "pattern" in schema else "format"):
-                    dfa = compile_node(constraints[0], self.options.max_states)
-                    for c in constraints[1:]:
-                        dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
-                body = Embedded(dfa) if not dfa.is_empty else NOTHING
-                if key is not None:
-                    self._string_products[key] = body
-        return body if raw else seq(literal('"'), body, literal('"'))
+            return constraints[0]
+        fmt_key = fmt if self.options.assert_formats else None
+        key = (raw, every_writing, schema.get("pattern"), fmt_key, min_len, max_len) \
+            if isinstance(schema.get("pattern", ""), str) and isinstance(fmt_key, (str, type(None))) \
+            and failing is None else None
+        body = self._string_products.get(key) if key is not None else None
+        if body is None:
+            with self._eager(pointer, "pattern" if "pattern" in schema else "format" if fmt_key else "not"):
+                dfa = compile_node(constraints[0], self.options.max_states)
+                for c in constraints[1:]:
+                    dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+            body = Embedded(dfa) if not dfa.is_empty else NOTHING
+            if key is not None:
+                self._string_products[key] = body
+        return body
+
+    def _failing_content(self, negated: dict, pointer: str, raw: bool) -> Node:
+        """The bodies of the strings whose content fails ``negated`` (its ``pattern`` and
+        ``format``): every body (raw: text) minus every writing of the strings it admits, its
+        format lifted with all escapes like its pattern, so that no writing of an admitted
+        string is left. Exact: a body spells one content, and the content languages are
+        regular, so their complement is. Built whole, within ``max_states``."""
+        admitted = self._string_body(negated, pointer, raw, every_writing=True)
+        limit = self.options.max_states
+        with self._eager(pointer, "not"):
+            anything = compile_node(repeat(RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY, 0, None), limit)
+            dfa = anything.difference(compile_node(admitted, limit), limit)
+        return Embedded(dfa) if not dfa.is_empty else NOTHING
 
     def _array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         if "contains" in schema:
@@ -1815,13 +2089,15 @@ class SchemaCompiler:
         forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
         return alt(*(literal(f) for f in sorted(forms)))
 
-    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs, witness: _KeyWitness | None = None) -> Node:
         """Declared properties in declared order, then keys the schema names elsewhere
         (``required``, ``dependentRequired``) in that order, then undeclared keys where allowed
         (values under the ``patternProperties`` their name matches, else
         ``additionalProperties``). A graph over (position, anything written, names written
-        that dependencies mention, properties counted) enforces ``required``,
-        ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly."""
+        that dependencies mention, properties counted, the ``witness`` written) enforces
+        ``required``, ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly.
+        ``witness``: only objects holding such a member (a ``not`` of keywords on keys, see
+        :meth:`_not`), written where a named key is or among the undeclared ones."""
         properties = schema.get("properties", {})
         required = list(dict.fromkeys(schema.get("required", [])))
         dependent: dict[str, list[str]] = {}
@@ -1843,6 +2119,8 @@ class SchemaCompiler:
         # names the schema mentions outside 'properties' are written like declared ones
         named = list(properties) + [n for n in _named_keys(schema) if n not in properties]
         members: list[tuple[str, Node | None]] = []
+        witness_members: dict[str, Node] = {}  # the named keys' members that are the witness
+        witness_patterns = [self._key_pattern(p, pointer) for p in witness.patterns] if witness else []
         for name in named:
             parts: list[Any] = [properties[name]] if name in properties else []
             sub_pointer = f"{pointer}/properties/{_escape(name)}" if name in properties else pointer
@@ -1858,7 +2136,15 @@ class SchemaCompiler:
             if member is None and name in required:
                 return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
+            if witness is not None and allowed and self._witnessed_by(witness, name, witness_patterns):
+                found = member if witness.value is True else seq(self._key_literal(name), colon, self.value(
+                    _all_of_schema([*parts, witness.value]), sub_pointer, inner, refs))
+                if found is not None and found is not NOTHING:
+                    witness_members[name] = found
         extra = self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs)
+        witness_extra = NOTHING if witness is None else self._extra_members(
+            named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs,
+            self._witness_keys(witness, named), witness.value)
         min_props = _count(schema, "minProperties", pointer) or 0
         max_props = _count(schema, "maxProperties", pointer)
         if max_props is not None and extra is NOTHING and max_props >= len(members):
@@ -1877,14 +2163,14 @@ class SchemaCompiler:
                                          f"{MAX_COUNTED_PROPERTIES}")
         relevant = frozenset(n for n, deps in dependent.items() for n in (n, *deps))
         # states: (index, anything written yet, relevant names written, properties counted up to
-        # cap), built breadth first
-        start = (0, False, frozenset(), 0)
+        # cap, the witness written or none needed), built breadth first
+        start = (0, False, frozenset(), 0, witness is None)
         index = {start: 0}
         order = [start]
         edges: list[tuple[int, Node, int]] = []
         accepting: set[int] = set()
 
-        def state(key: tuple[int, bool, frozenset, int]) -> int:
+        def state(key: tuple[int, bool, frozenset, int, bool]) -> int:
             if key not in index:
                 index[key] = len(order)
                 order.append(key)
@@ -1908,22 +2194,26 @@ class SchemaCompiler:
 
         i = 0
         while i < len(order):
-            pos, written, seen, count = order[i]
+            pos, written, seen, count, witnessed = order[i]
             src = i
-            complete = count >= min_props and all(set(dependent[n]) <= seen for n in seen if n in dependent)
+            complete = witnessed and count >= min_props and all(set(dependent[n]) <= seen for n in seen
+                                                                if n in dependent)
             if pos >= len(members):
                 if complete:
                     accepting.add(src)
                 nxt = counted(count)
-                if extra is not NOTHING and nxt is not None:
-                    enter(src, written, extra, state((len(members) + 1, True, seen, nxt)))
+                for node, found in ((extra, False), (witness_extra, True)):
+                    if node is not NOTHING and nxt is not None:
+                        enter(src, written, node, state((len(members) + 1, True, seen, nxt, witnessed or found)))
             else:
                 name, member = members[pos]
                 nxt = counted(count)
-                if member is not None and nxt is not None:
-                    enter(src, written, member, state((pos + 1, True, seen | ({name} & relevant), nxt)))
+                found = witness_members.get(name) if not witnessed else None
+                for node, now in ((member, witnessed), (found, True)):
+                    if node is not None and nxt is not None:
+                        enter(src, written, node, state((pos + 1, True, seen | ({name} & relevant), nxt, now)))
                 if name not in required:
-                    edges.append((src, EPSILON, state((pos + 1, written, seen, count))))
+                    edges.append((src, EPSILON, state((pos + 1, written, seen, count, witnessed))))
             i += 1
         states = len(order)
         graph_edges = tuple((src, sub, states - 1 - dst if dst < 0 else dst) for src, sub, dst in edges)
@@ -1935,6 +2225,23 @@ class SchemaCompiler:
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
                    seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
 
+    @staticmethod
+    def _witnessed_by(witness: _KeyWitness, name: str, patterns: list[DFA]) -> bool:
+        """Whether the key ``name`` may be the ``witness``'s (``patterns``: its patterns' raw
+        key automata)."""
+        matched = any(dfa.matches(name.encode("utf-8")) for dfa in patterns)
+        return name not in witness.names and not matched if witness.outside else matched
+
+    def _witness_keys(self, witness: _KeyWitness, named: list[str]) -> DFA:
+        """The quoted undeclared keys (none of ``named``) that may be the ``witness``'s."""
+        limit = self.options.max_states
+        if not witness.outside:
+            return _extra_key_dfa(tuple(named), limit).intersect(_quoted_key_dfa(witness.patterns[0], limit), limit)
+        keys = _extra_key_dfa(tuple(dict.fromkeys([*named, *witness.names])), limit)
+        for pattern in witness.patterns:
+            keys = keys.difference(_quoted_key_dfa(pattern, limit), limit)
+        return keys
+
     def _key_pattern(self, pattern: str, pointer: str) -> DFA:
         """The raw UTF-8 key names a ``patternProperties`` pattern matches (search semantics)."""
         if not isinstance(pattern, str):
@@ -1942,11 +2249,13 @@ class SchemaCompiler:
         return compile_node(pattern_node(pattern, pointer, escapes="raw"), self.options.max_states)
 
     def _extra_members(self, named: list[str], pattern_dfas: list[tuple[str, DFA]], patterns: dict,
-                       additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs) -> Node:
+                       additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs,
+                       within: DFA | None = None, also: Any = True) -> Node:
         """``key: value`` for keys none of ``named``: for each set of patterns a key matches
         (exactly those), the key texts of that set and values under those patterns' schemas;
         keys matching no pattern take ``additionalProperties``. Keys also obey
-        ``propertyNames``. NOTHING when no undeclared key may appear."""
+        ``propertyNames`` and, given, lie ``within`` those quoted key texts; values also meet
+        ``also``. NOTHING when no undeclared key may appear."""
         if len(pattern_dfas) > MAX_KEY_PATTERNS:
             raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
                                          "(each set of matched patterns is a key language of its own)")
@@ -1954,6 +2263,8 @@ class SchemaCompiler:
             return NOTHING  # no undeclared key may appear (no key language to build)
         max_states = self.options.max_states
         keys = _extra_key_dfa(tuple(named), max_states)
+        if within is not None:
+            keys = keys.intersect(within, max_states)
         if names_schema is not True:
             # the key is a value of its own, nested in the object like the member's value
             names = self.value(_restrict(names_schema, "string"), f"{pointer}/propertyNames", inner, refs)
@@ -1973,6 +2284,7 @@ class SchemaCompiler:
             if key_dfa.is_empty:
                 continue
             parts = [patterns[p] for k, (p, _) in enumerate(raw_names) if chosen >> k & 1] or [additional]
+            parts += [also] if also is not True else []
             where = f"{pointer}/patternProperties" if chosen else f"{pointer}/additionalProperties"
             value = self.value(_all_of_schema(parts), where, inner, refs)
             if value is not NOTHING:
@@ -2155,73 +2467,50 @@ _BOUND_FAILURES = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 """A number fails ``key: v`` exactly when it meets ``_BOUND_FAILURES[key]: v`` (2020-12 bounds)."""
 
 
-def _condition_failures(condition: Any, dialect: str) -> list[Any] | None:
-    """Schemas that together hold exactly the values failing ``condition`` (an ``if``), or None
-    when ``condition`` is not of a form negated exactly: a value fails when it fails one of its
-    keywords, each negated as a schema the compiler enforces exactly: ``type``; number bounds
-    (draft 6 on); ``minLength``/``maxLength``; ``const``/``enum`` of strings, booleans or null;
-    object keys (``required`` names, ``properties`` that are ``const``/``enum`` of those or
-    ``false``); array items (``prefixItems`` of such constants). A keyword of one type fails only
-    values of that type."""
-    if not isinstance(condition, dict):
+_COUNT_FAILURES = {"minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
+                   "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1)}
+"""A value fails ``key: n`` exactly when it is of ``type`` and meets ``opposite: n + step``."""
+_NEGATED = ("only types, number bounds, lengths, patterns, formats, constants of strings, booleans or null, "
+            "object keys and these through properties, items, contains, dependencies, additionalProperties, "
+            "patternProperties, allOf, anyOf, oneOf, not and non-recursive $ref are")
+"""What :meth:`SchemaCompiler._failures` negates, for refusals."""
+
+
+def _names_outside(negated: Any) -> tuple[list[str], list[str]] | None:
+    """(names, patterns) when ``negated`` is ``propertyNames`` of an ``enum``/``const`` of
+    names, a ``pattern``, or an ``anyOf`` of those: what ``not`` of it makes an object with a
+    key that is none of the names and matches none of the patterns (None otherwise)."""
+    if not isinstance(negated, dict) or set(negated) & KEYWORDS != {"propertyNames"}:
         return None
-    required = condition.get("required", [])
-    properties = condition.get("properties", {})
-    if not isinstance(required, list) or not isinstance(properties, dict):
-        return None
-    failures: list[Any] = []
-    for key in set(condition) - ANNOTATIONS - {"properties", "required"}:
-        value = condition[key]
-        if key == "type":
-            failures.append({"not": {"type": value}})
-        elif key in _BOUND_FAILURES and dialect != "draft4" and numbers.to_decimal(value) is not None \
-                and not isinstance(value, bool):
-            failures.append({"type": "number", _BOUND_FAILURES[key]: value})
-        elif key == "maxLength" and type(value) is int:
-            failures.append({"type": "string", "minLength": value + 1})
-        elif key == "minLength" and type(value) is int:
-            if value > 0:
-                failures.append({"type": "string", "maxLength": value - 1})
-        elif key in ("const", "enum"):
-            values = _scalar_constants({key: value})
-            if values is None:
+    schema = negated["propertyNames"]
+    parts = schema.get("anyOf") if isinstance(schema, dict) and set(schema) & KEYWORDS == {"anyOf"} else [schema]
+    names: list[str] = []
+    patterns: list[str] = []
+    for part in parts if isinstance(parts, list) else [None]:
+        keys = set(part) & KEYWORDS if isinstance(part, dict) else None
+        if keys in ({"enum"}, {"const"}):
+            values = part["enum"] if "enum" in part else [part["const"]]
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
                 return None
-            failures.append({"not": {"enum": values}})
-        elif key == "prefixItems" and isinstance(value, list) and dialect == "2020-12":
-            for index, item in enumerate(value):  # an array fails where item ``index`` is there and fails
-                if item is True or item == {}:
-                    continue
-                values = _scalar_constants(item)
-                if values is None:
-                    return None
-                failures.append({"type": "array", "minItems": index + 1,
-                                 "prefixItems": [True] * index + [{"not": {"enum": values}}]})
+            names += values
+        elif keys == {"pattern"} and isinstance(part["pattern"], str):
+            patterns.append(part["pattern"])
         else:
             return None
-    for name, sub in properties.items():
-        if sub is True or sub == {}:
-            continue
-        if sub is False:
-            failures.append({"type": "object", "required": [name]})  # the key is there
-            continue
-        if not isinstance(sub, dict):
-            return None
-        values = _scalar_constants(sub)
-        if values is None:
-            # a present key whose value fails the sub-schema one of the ways it can fail
-            inner = _condition_failures(sub, dialect)
-            if inner is None:
-                return None
-            failures += [{"type": "object", "required": [name], "properties": {name: failure}} for failure in inner]
-            continue
-        mismatch = {"type": "object", "properties": {name: {"not": {"enum": values}}}}
-        if name not in required:
-            mismatch["required"] = [name]  # absent satisfies the condition: a failure has the key
-        failures.append(mismatch)
-    for name in required:  # the key absent (a constant's mismatch above already holds that case)
-        if _scalar_constants(properties.get(name)) is None:
-            failures.append({"type": "object", "properties": {name: False}})
-    return failures
+    return names, patterns
+
+
+def _excluded_constants(negated: Any) -> list[Any] | None:
+    """The values of a negated ``const``/``enum`` (None for any other schema)."""
+    if not isinstance(negated, dict) or set(negated) & KEYWORDS not in ({"const"}, {"enum"}):
+        return None
+    values = negated["enum"] if "enum" in negated else [negated["const"]]
+    return values if isinstance(values, list) else None
+
+
+def _any_of_schema(parts: list[Any]) -> Any:
+    """One schema for the union of ``parts`` (the single part itself)."""
+    return parts[0] if len(parts) == 1 else {"anyOf": parts}
 
 
 def _absent_key(schema: Any) -> str | None:
@@ -2764,6 +3053,8 @@ def merge(a: Any, b: Any) -> Any:
             out[key] = merged
         elif key == "nullable":
             out[key] = bool(av) and bool(bv)
+        elif key == "not" and _excluded_constants(av) is not None and _excluded_constants(bv) is not None:
+            out[key] = {"enum": [*_excluded_constants(av), *_excluded_constants(bv)]}  # neither: not either
         else:
             return None
     # additionalProperties of one side governs the other side's extra property names

@@ -280,13 +280,13 @@ def test_recursion_is_cut_not_refused():
 
 
 @pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"type": "object", "properties": {"a": {"if": {"pattern": "^x"}, "then": {"minLength": 2}}}}, "if", "/properties/a"),
+    ({"type": "object", "properties": {"a": {"if": {"multipleOf": 2}, "then": {"minimum": 2}}}}, "if", "/properties/a"),
     ({"type": "object", "minProperties": 100, "additionalProperties": True}, "minProperties", ""),
     ({"patternProperties": {f"^{c}": {} for c in "abcde"}}, "patternProperties", ""),
     ({"type": "array", "items": {"type": "array", "contains": {"type": "object"}, "maxContains": 1}}, "maxContains",
      "/items"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", ""),  # 'not integer' beside a bound
-    ({"oneOf": [{"type": "string"}, {"pattern": "^a"}]}, "oneOf", ""),  # a pattern has no exact negation
+    ({"oneOf": [{"type": "number"}, {"multipleOf": 2}]}, "oneOf", ""),  # a multipleOf has no exact negation
     ({"type": "string", "pattern": "(?=a)b"}, "pattern", ""),
     ({"$ref": "https://example.com/schema"}, "$ref", ""),
 ])
@@ -472,11 +472,17 @@ def test_constants_are_their_members_the_rest_admits_whatever_its_keywords(schem
 
 
 def test_one_of_whose_overlaps_take_too_many_negations_is_refused():
-    branches = [{"type": "object", "properties": {"k": {"const": f"v{i}"}, "n": {"type": "string", "maxLength": 3}}}
-                for i in range(4)]
+    branches = [{"type": "object", "properties": {"k": {"const": f"v{i}"}, "n": {"type": "string", "maxLength": 3},
+                                                  "m": {"type": "integer", "minimum": 0}}} for i in range(4)]
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa({"oneOf": branches}, SchemaOptions())
     assert info.value.keyword == "oneOf" and "combinations" in str(info.value)
+    # without m, each branch's ways of failing the others are few enough (ways of failing that
+    # no value of the branch has, and types, are left out): compiled, exactly
+    fewer = [{"type": "object", "properties": {"k": {"const": f"v{i}"}, "n": {"type": "string", "maxLength": 3}}}
+             for i in range(4)]
+    check({"oneOf": fewer}, extra=[{"k": "v1"}, {"n": "ab"}, {"k": "v2", "n": "abcd"}, {"k": "x", "n": "a"}],
+          strict=False)
 
 
 @pytest.mark.parametrize("fmt", ["regex", "iri", "iri-reference", "idn-email", "idn-hostname", "duration"])
@@ -821,3 +827,147 @@ def test_declared_keys_complement_is_refused_past_max_states():
     assert json_schema._extra_key_dfa.__wrapped__(names, states).num_states == states
     with pytest.raises(SchemaTooComplexError):
         json_schema._extra_key_dfa.__wrapped__(names, states - 1)
+
+
+# ---- negations: patterns, formats and sub-schemas ---------------------------------------------
+
+
+NEGATION_EXTRA = ["ab", "ba", "DEADBEEF", "deadbeef", "DEADBEE", "2024-02-29", "2023-02-29", "a.b", "x@y.org",
+                  "host-name", "-bad", ["a", "b"], ["2024-01-31"], ["x", 1], [1, 2.5], {"a": "ab"}, {"a": "ba"},
+                  {"a": 1, "b": "x"}, {"b": "ab"}, {"a": "ab", "c": 1}, {"c": 1}, {"a": ["ab"]}, {"a": ["ba", "ab"]},
+                  {"a": {"b": "x"}}, {"a": {"b": 1}}, {"x1": 1}, {"a": "ab", "x1": 1}, {"x1": "s"},
+                  {"a": 1, "x1": "s", "c": "t"}, {"b": "st", "x1": 2}, {"xb": "s"}, {"c": "s"}]
+
+
+def check_both_modes(schema, extra=NEGATION_EXTRA, exponents=True, pool=POOL):
+    """Exactly jsonschema's verdict in spec mode; in strict mode (which closes the objects of
+    schemas that declare properties, the failures' too) nothing invalid. ``exponents=False``:
+    numbers are not written with exponents (bounded numbers never are)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    spec, strict = (compile_schema_dfa(schema, SchemaOptions(strict=mode, free_form_depth=3)) for mode in (False, True))
+    for value in [*pool, *extra]:
+        valid = validator.is_valid(value)
+        for text in serialisations(value, {}):
+            if exponents or not isinstance(value, float) or "e" not in text:
+                assert spec.matches(text) == valid, (text, valid)
+                assert not strict.matches(text) or valid, f"accepted invalid {text!r}"
+
+
+@pytest.mark.parametrize("negated", [
+    {"pattern": "^a"}, {"pattern": "b"}, {"type": "string", "pattern": "^[0-9A-F]{8}$"}, {"format": "date"},
+    {"format": "email"}, {"type": "string", "format": "hostname", "minLength": 3}, {"pattern": "^a", "format": "ipv4"},
+])
+def test_not_of_patterns_and_formats_against_oracle(negated):
+    """A string fails a pattern (an asserted format) exactly when its content is outside the
+    pattern's (format's) language: the complement, every writing of it."""
+    check_both_modes({"not": negated})
+    check_both_modes({"type": ["string", "integer"], "maxLength": 4, "not": negated})
+    check_both_modes({"if": negated, "then": {"maxLength": 2}, "else": {"minLength": 3}})
+
+
+def test_a_negated_pattern_or_format_excludes_every_writing_of_a_matching_string():
+    dfa = compile_schema_dfa({"not": {"pattern": "^a"}}, SchemaOptions())
+    assert dfa.matches('"ba"') and dfa.matches('"\\u0062a"') and not dfa.matches("1")
+    assert not dfa.matches('"ab"') and not dfa.matches('"\\u0061b"') and dfa.matches('"\\u0041b"')
+    dates = compile_schema_dfa({"type": "string", "not": {"format": "date"}}, SchemaOptions())
+    assert dates.matches('"2023-02-29"') and dates.matches('"2024-01-3\\u0032"')
+    assert not dates.matches('"2024-01-31"') and not dates.matches('"2024-01-3\\u0031"')
+    with pytest.raises(InvalidSchemaError, match="no JSON value"):  # an annotation: every value meets it
+        compile_schema_dfa({"not": {"format": "date"}}, SchemaOptions(assert_formats=False))
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"pattern": "^[0-9A-F]{8}$"}, {"enum": ["DEADBEEF", "deadbeef", None]}]},
+    {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}, {"type": "integer"}]},
+    {"oneOf": [{"type": "string", "format": "hostname"}, {"type": "string", "maxLength": 3}]},
+    {"oneOf": [{"format": "date"}, {"type": "string", "pattern": "^2024"}]},
+    # apart by their patterns alone: no negation needed
+    {"type": "object", "oneOf": [{"properties": {"a": {"type": "string", "pattern": "^ab$"}}, "required": ["a"]},
+                                 {"properties": {"a": {"type": "string", "pattern": "^ba$"}}, "required": ["a"]}]},
+])
+def test_one_of_with_overlapping_pattern_and_format_branches_against_oracle(schema):
+    check_both_modes(schema)
+
+
+@pytest.mark.parametrize("negated", [
+    {"$ref": "#/$defs/ab"},
+    {"properties": {"a": {"$ref": "#/$defs/ab"}}},
+    {"allOf": [{"type": "object"}, {"properties": {"a": {"type": "string"}}}, {"required": ["a"]}]},
+    {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "array", "maxItems": 1}]},
+    {"oneOf": [{"type": "string"}, {"maxLength": 2}]},
+    {"not": {"type": "string", "pattern": "b"}},
+    {"type": "array", "items": {"type": "string", "pattern": "a"}},
+    {"properties": {"a": {"type": "array", "items": {"$ref": "#/$defs/ab"}, "minItems": 1}}},
+    {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+    {"properties": {"a": {"type": "string"}}, "patternProperties": {"^x": {}}, "additionalProperties": False},
+    {"additionalProperties": False},
+    {"properties": {"a": {"properties": {"b": {"type": "string"}}, "additionalProperties": False}}},
+    {"propertyNames": {"anyOf": [{"enum": ["a", "b"]}, {"pattern": "1$"}]}},
+    {"patternProperties": {"^x": {"type": "integer"}}},
+    {"contains": {"const": "ab"}}, {"contains": {"type": "string"}, "minContains": 2, "maxContains": 2},
+    {"dependentRequired": {"a": ["b", "c"]}},
+    {"properties": {"a": {}}, "additionalProperties": {"type": "string"}},
+    {"type": "object", "patternProperties": {"^x": {"type": "string"}, "b": {"maxLength": 1}},
+     "additionalProperties": {"type": "integer"}},
+    {"x-vendor": {"type": "string"}, "properties": {"a": {"name": "ignored", "type": "string"}}},
+])
+def test_not_and_if_of_sub_schemas_against_oracle(negated):
+    """Failures of references, parts, branches, items and closed objects, negated through
+    sub-schemas (keys no validator reads are ignored)."""
+    defs = {"ab": {"type": "string", "pattern": "^ab$"}}
+    check_both_modes({"$defs": defs, "not": negated})
+    check_both_modes({"$defs": defs, "if": negated, "then": {"type": ["array", "object"]}, "else": {"maxLength": 2}})
+    check_both_modes({"$defs": defs, "oneOf": [negated, {"type": ["object", "array"], "maxItems": 1,
+                                                         "required": ["a"]}]})
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": "http://json-schema.org/draft-04/schema#",
+     "oneOf": [{"maximum": 3}, {"minimum": 2, "exclusiveMinimum": True}]},
+    {"$schema": "http://json-schema.org/draft-04/schema#",
+     "not": {"minimum": 2, "maximum": 3, "exclusiveMaximum": True}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "not": {"items": [{"type": "string"}, {"const": "b"}]}},
+    {"$schema": "http://json-schema.org/draft-07/schema#",
+     "oneOf": [{"items": {"pattern": "a"}}, {"type": "array", "maxItems": 1}]},
+])
+def test_negations_in_earlier_drafts_against_oracle(schema):
+    check_both_modes(schema, extra=[*NEGATION_EXTRA, 2, 2.5, 3, 4, ["a", "b"], ["a", "c"], ["b", "b", 1]],
+                     exponents=False)
+
+
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}, "v": {"type": "string"}}}},
+     "not": {"$ref": "#/$defs/n"}},
+    {"$defs": {"n": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/$defs/n"}}]}},
+     "oneOf": [{"$ref": "#/$defs/n"}, {"type": "array", "maxItems": 1}]},
+])
+def test_a_negated_reference_cycle_is_refused(schema):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert info.value.keyword in ("not", "oneOf") and "negated exactly" in str(info.value)
+
+
+@pytest.mark.parametrize("negated", [
+    {"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": {"required": ["b"]}, "c": ["b"]}},
+])
+def test_not_of_dependent_schemas_against_oracle(negated):
+    """An object fails a dependent schema when it holds the key and fails the schema (its keys
+    written in the order the compiler writes dependent keys: the schema's properties first)."""
+    schema = {"not": {k: v for k, v in negated.items() if k != "$schema"}, **{k: v for k, v in negated.items()
+                                                                              if k == "$schema"}}
+    in_order = [v for v in [*POOL, *NEGATION_EXTRA] if not (isinstance(v, dict) and list(v)[:2] == ["a", "b"])]
+    check_both_modes(schema, extra=[{"b": 2, "a": 1}, {"b": "x", "a": 1}, {"b": 1, "c": 1}, {"c": 1}, {"a": 1, "c": 1}],
+                     pool=in_order)
+
+
+@pytest.mark.parametrize("condition", [{"type": ["integer", "string"], "maxLength": 2}, {"type": "integer"},
+                                       {"type": ["number", "null"]}])
+def test_a_type_fails_as_the_other_types_and_fractional_numbers(condition):
+    """Values fail ``type`` as the other types (``integer``: numbers with a fraction too,
+    written without exponent), which merge with other failures instead of intersecting."""
+    check_both_modes({"if": condition, "then": {"minimum": 1}, "else": {"type": ["array", "number"]}},
+                     extra=[*NEGATION_EXTRA, 0.5, 2.5, 3, -2, 0], exponents=False)
+    check_both_modes({"oneOf": [condition, {"type": ["number", "array"], "maxItems": 1}]},
+                     extra=[*NEGATION_EXTRA, 0.5, 2.5, 3, -2, 0], exponents=False)

@@ -38,6 +38,10 @@ def check(schema):
     {"properties": {"foo": {"prefixItems": [{"type": "string"}], "unevaluatedItems": False}},
      "allOf": [{"properties": {"foo": {"prefixItems": [True, {"type": "string"}]}}}]},
     {"items": {"type": "string"}, "unevaluatedItems": False},
+    # a failed condition evaluates nothing: its ways of failing are negated (a pattern, items)
+    {"if": {"properties": {"foo": {"pattern": "a"}}}, "then": {"properties": {"foo": True}},
+     "else": {"properties": {"bar": True}}, "unevaluatedProperties": False},
+    {"if": {"items": {"type": "string"}}, "then": {"prefixItems": [True]}, "unevaluatedItems": False},
 ])
 def test_folded_unevaluated_is_exact(schema):
     check(schema)
@@ -81,7 +85,7 @@ def test_unevaluated_beside_recursive_ref_is_refused():
 
 
 def test_unevaluated_beside_inexact_if_is_refused():
-    schema = {"if": {"pattern": "a"}, "then": {"properties": {"foo": True}}, "unevaluatedProperties": False}
+    schema = {"if": {"multipleOf": 2}, "then": {"properties": {"foo": True}}, "unevaluatedProperties": False}
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
     assert info.value.keyword == "unevaluatedProperties" and "'if'" in str(info.value)
