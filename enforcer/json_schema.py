@@ -273,7 +273,9 @@ class SchemaCompiler:
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
                                               **_registry(self._external, self._validator_cls))
         self._any_cache: dict[int, Node] = {}
-        self._enums: dict[tuple[str, str, int], Node] = {}  # by members, the rest of the schema, depth
+        self._enums: dict[tuple[str, int, str, int], tuple[Any, Node]] = {}
+        """(keyword, id of its members, the rest of the schema, depth) -> (the members, kept so that
+        their id stays theirs, the node)."""
         self.free_form_depth = options.free_form_depth
         """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
         self._deep_free_form = False  # a free-form value deeper than the fallback was built
@@ -1658,20 +1660,22 @@ class SchemaCompiler:
         """The ``enum``/``const`` members the rest of the schema admits: strings as one trie
         (shared prefixes written once), other values as alternatives. Linear in the members:
         each is checked once against the schema without its ``enum``/``const``; the same
-        members beside the same rest at the same depth are built once per compile (a schema
-        may repeat an enum thousands of times: Github_hard o69211, 7,109 tries)."""
+        members (one object: a definition met again) beside the same rest at the same depth are
+        built once per compile (a schema may repeat an enum thousands of times: Github_hard
+        o69211, 7,109 tries). Keyed by identity, so a large enum is never serialised for it."""
         keyword = "const" if "const" in schema else "enum"
-        values = [schema["const"]] if keyword == "const" else schema["enum"]
+        members = schema[keyword]
+        values = [members] if keyword == "const" else members
         if not isinstance(values, list):
             raise InvalidSchemaError(pointer, "'enum' must be an array")
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        key = (_json_key(values), _json_key(rest), depth)
-        if "$ref" in key[1] or "$dynamicRef" in key[1]:  # the rest's verdicts depend on where it is
+        key = (keyword, id(members), _json_key(rest), depth)
+        if "$ref" in key[2] or "$dynamicRef" in key[2]:  # the rest's verdicts depend on where it is
             return self._enum_node(values, rest, pointer, depth, keyword)
-        node = self._enums.get(key)
-        if node is None:
-            node = self._enums[key] = self._enum_node(values, rest, pointer, depth, keyword)
-        return node
+        hit = self._enums.get(key)
+        if hit is None or hit[0] is not members:
+            hit = self._enums[key] = (members, self._enum_node(values, rest, pointer, depth, keyword))
+        return hit[1]
 
     def _enum_node(self, values: list[Any], rest: dict, pointer: str, depth: int, keyword: str) -> Node:
         """:meth:`_enum` built (``keyword``: the one holding ``values``, for refusals)."""
