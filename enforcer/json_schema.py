@@ -876,10 +876,13 @@ class SchemaCompiler:
         return schema, refs
 
     def _deref(self, schema: Any, pointer: str) -> Any:
-        """``schema`` with up to 32 bare ``$ref`` followed, for analyses that never build a value
-        (their callers stop on cycles)."""
+        """``schema`` with up to 32 bare ``$ref`` followed (in drafts 4-7, any ``$ref``: the
+        keywords beside it are ignored), for analyses that never build a value (their callers
+        stop on cycles)."""
         seen = 0
-        while isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} and seen < 32:
+        bare_only = self.dialect not in DRAFTS_IGNORING_REF_SIBLINGS
+        while isinstance(schema, dict) and "$ref" in schema and seen < 32 \
+                and (not bare_only or set(schema) - ANNOTATIONS == {"$ref"}):
             schema, _ = self.resolve(schema["$ref"], pointer, schema)
             seen += 1
         return schema
@@ -1445,12 +1448,41 @@ class SchemaCompiler:
         return types
 
     def _disjoint(self, a: Any, b: Any, level: int = 0) -> bool:
-        """Sound test: True only when no JSON value can satisfy both schemas (properties are
-        compared ``_DISJOINT_LEVELS`` deep; deeper, "may overlap")."""
+        """Sound test: True only when no JSON value can satisfy both schemas (properties and
+        applicators are followed ``_DISJOINT_LEVELS`` deep; deeper, "may overlap"): a part of an
+        ``allOf`` (or the target of a ``$ref`` beside other keywords) disjoint from the other
+        schema, every branch of an ``anyOf``/``oneOf`` disjoint from it."""
         if a is False or b is False:
             return True
         if level > _DISJOINT_LEVELS:
             return False
+        try:
+            a, b = self._deref(a, ""), self._deref(b, "")
+            if self._disjoint_here(a, b, level):
+                return True
+            for x, y in ((a, b), (b, a)):
+                if isinstance(x, dict) and any(self._disjoint(part, y, level + 1) for part in self._conjuncts(x)):
+                    return True
+                for key in ("anyOf", "oneOf"):
+                    branches = x.get(key) if isinstance(x, dict) else None
+                    if isinstance(branches, list) and branches \
+                            and all(self._disjoint(branch, y, level + 1) for branch in branches):
+                        return True
+        except EnforcerError:
+            pass  # a reference not resolved here: the compile names it where it builds the value
+        return False
+
+    def _conjuncts(self, schema: dict) -> list[Any]:
+        """Schemas every value meeting ``schema`` meets besides its own keywords: its ``allOf``
+        parts and the target of a ``$ref`` beside other keywords (2019-09 on)."""
+        parts = list(schema["allOf"]) if isinstance(schema.get("allOf"), list) else []
+        if isinstance(schema.get("$ref"), str):
+            parts.append(self.resolve(schema["$ref"], "", schema)[0])
+        return parts
+
+    def _disjoint_here(self, a: Any, b: Any, level: int) -> bool:
+        """:meth:`_disjoint` on the keywords of ``a`` and ``b`` themselves (types, strings'
+        automata, constants, the values of properties both require)."""
         ta, tb = self._types_of(a), self._types_of(b)
         ta_n = ta | ({"integer"} if "number" in ta else set())
         tb_n = tb | ({"integer"} if "number" in tb else set())
@@ -1476,7 +1508,8 @@ class SchemaCompiler:
                     for name in x.get("required", []):
                         if y.get("properties", {}).get(name) is False:
                             return True
-                        if y.get("additionalProperties") is False and name not in y.get("properties", {}):
+                        if y.get("additionalProperties") is False and name not in y.get("properties", {}) \
+                                and not y.get("patternProperties"):
                             return True
         return False
 

@@ -971,3 +971,45 @@ def test_a_type_fails_as_the_other_types_and_fractional_numbers(condition):
                      extra=[*NEGATION_EXTRA, 0.5, 2.5, 3, -2, 0], exponents=False)
     check_both_modes({"oneOf": [condition, {"type": ["number", "array"], "maxItems": 1}]},
                      extra=[*NEGATION_EXTRA, 0.5, 2.5, 3, -2, 0], exponents=False)
+
+
+_TAGGED = {
+    "section": {"type": "object", "required": ["type"],
+                "properties": {"type": {"enum": ["section"]}, "n": {"type": "number", "multipleOf": 3}}},
+    "reference": {"type": "object", "required": ["type"],
+                  "properties": {"type": {"enum": ["reference"]}, "n": {"type": "number", "multipleOf": 2}}},
+}
+
+
+@pytest.mark.parametrize("schema", [
+    # jsonschemabench WashingtonPost wp_94: the second branch's tag sits in an allOf part's $ref
+    {"$defs": _TAGGED, "oneOf": [{"$ref": "#/$defs/section"},
+                                 {"allOf": [{"$ref": "#/$defs/reference"}, {"properties": {"id": {"type": "string"}}}]}]},
+    # every branch of an anyOf apart from the other oneOf branch
+    {"$defs": _TAGGED, "oneOf": [
+        {"anyOf": [{"$ref": "#/$defs/section"}, {"$ref": "#/$defs/reference"}]},
+        {"type": "object", "required": ["type"],
+         "properties": {"type": {"const": "other"}, "n": {"type": "number", "multipleOf": 5}}}]},
+    # a $ref beside other keywords (2020-12): its target is one more conjunct
+    {"$defs": _TAGGED, "oneOf": [{"$ref": "#/$defs/section", "properties": {"id": {"type": "string"}}},
+                                 {"$ref": "#/$defs/reference", "minProperties": 1}]},
+])
+def test_one_of_branches_apart_through_applicators_need_no_negation(schema):
+    """Branches whose required tag constants differ inside ``allOf`` parts, ``anyOf`` branches or
+    a ``$ref``'s target share no value, so no branch is negated (``multipleOf`` has no exact
+    negation: before, the ``oneOf`` was refused). Exact against jsonschema."""
+    extra = [{"type": "section", "n": 6}, {"type": "section", "n": 4}, {"type": "reference", "n": 4},
+             {"type": "reference", "n": 3, "id": "x"}, {"type": "other", "n": 10}, {"type": "other", "n": 3},
+             {"type": "section", "id": 5}, {"type": "x"}, {"n": 6}]
+    check(schema, extra=extra, strict=False)
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    assert dfa.matches('{"type": "section", "n": 6}') and not dfa.matches('{"type": "section", "n": 4}')
+
+
+def test_required_key_is_not_forbidden_where_pattern_properties_admit_it():
+    """``additionalProperties: false`` beside ``patternProperties`` admits a key the patterns
+    match: two branches where one requires ``x-a`` and the other admits it through a pattern may
+    overlap, so the oneOf compiles both negations (here exact) rather than a false disjointness."""
+    schema = {"oneOf": [{"type": "object", "required": ["x-a"]},
+                        {"type": "object", "additionalProperties": False, "patternProperties": {"^x-": {}}}]}
+    check(schema, extra=[{"x-a": 1}, {"x-b": 1}, {"y": 1}, {}], strict=False)
