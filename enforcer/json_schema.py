@@ -22,7 +22,7 @@ import numpy as np
 
 from . import numbers
 from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
-                        compile_node, literal, optional, repeat, separated, seq, states_exceeded)
+                        compile_node, eager_budget, literal, optional, repeat, separated, seq, states_exceeded)
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
@@ -128,7 +128,7 @@ def _located(exc: SchemaTooComplexError, pointer: str, keyword: str) -> SchemaTo
     ``max_states`` (:func:`~enforcer.automaton.states_exceeded`: checked state by state, so the
     refusal costs at most that many states) and not located yet by a sub-schema inside; else
     ``exc`` itself."""
-    if exc.pointer or exc.keyword or not exc.budget.startswith("max_states="):
+    if exc.pointer or exc.keyword or not exc.budget.startswith(("max_states=", "max_eager_states=")):
         return exc
     return SchemaTooComplexError(exc.reason, pointer, exc.budget, keyword)
 
@@ -136,6 +136,10 @@ def _located(exc: SchemaTooComplexError, pointer: str, keyword: str) -> SchemaTo
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
+DEFAULT_MAX_EAGER_STATES = 1_000_000
+"""Default budget: states one compile builds whole, summed (each a 1 KB row built, trimmed and
+renumbered: 5-7 us, so a few seconds at most). Two jsonschemabench schemas of 6,156 need more
+(Github_hard o90971: 1.4 million, 8.6 s)."""
 DEFAULT_MAX_NFA_STATES = 4_000_000
 """Default budget: NFA states per compiled value automaton. An NFA this large takes about
 0.3 s and at most 200 MB (``NFA_STATE_BYTES`` each) to build when a walk first reaches it;
@@ -197,6 +201,12 @@ class SchemaOptions:
     above it is refused at compile time; past it while decoding the automaton stops growing."""
     max_mask_bytes: int = 256 << 20
     """Bytes of masks one compiled value keeps; past it new masks are computed but not kept."""
+    max_eager_states: int = DEFAULT_MAX_EAGER_STATES
+    """States one compile may build whole, summed over every automaton it determinises or
+    intersects eagerly (patterns, formats, intersections of ``allOf`` parts that do not merge,
+    negations): past it the schema is refused (:class:`SchemaTooComplexError` naming the
+    sub-schema and keyword), so that no compile spends more than seconds on automata that
+    are each within ``max_states``."""
     max_nfa_states: int = DEFAULT_MAX_NFA_STATES
     """Budget of the value automaton, in NFA states counted before it is built
     (:func:`~enforcer.automaton.nfa_size`): a schema whose expression needs more (bounded repeats times
@@ -289,6 +299,14 @@ class SchemaCompiler:
         """(raw, every writing, pattern, asserted format, minLength, maxLength) -> the string body
         their product makes, built once per compile (the same pattern and bounds in several
         places: a product of 166,000 states took 0.8 s each time in Github_hard o62065)."""
+        self._string_texts: dict[str, DFA | None] = {}
+        """A plain string schema's keywords (JSON) -> its raw text automaton (None: refused), for
+        :meth:`_strings_apart`, built once per compile."""
+        self._strings_apart_verdicts: dict[tuple[str, str], bool] = {}
+        self._enum_types: dict[int, tuple[Any, frozenset[str]]] = {}
+        self._negated_constants: dict[tuple[str, int, int], Node] = {}
+        """(a schema with ``not: {enum}`` of strings, booleans or null, as JSON; depth; free-form
+        depth) -> its automaton, built once per compile."""
         self._values: dict[tuple[int, int, Refs, int], _Built] = {}
         """(id(schema), depth, refs, free-form depth) -> its node: a sub-schema met again at the same
         depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
@@ -324,7 +342,8 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("$schema", "", f"unknown meta-schema {uri!r}: its vocabularies "
                                              "may change what keywords mean")
         self._refuse_early()
-        return self.value(self.root, "", 0, ())
+        with eager_budget(self.options.max_eager_states):
+            return self.value(self.root, "", 0, ())
 
     def _refuse_early(self) -> None:
         """Raise the refusal of a keyword that is never enforced (:data:`ALWAYS_REFUSED`) when
@@ -902,6 +921,11 @@ class SchemaCompiler:
                 met.add((id(part), part_refs))
                 flat.append((raw, part, part_pointer, part_refs))
         if sum(isinstance(part, dict) and "if" in part for _, part, _, _ in flat) > 1:
+            exclusive = self._exclusive_conditions(rest, [part for _, part, _, _ in flat], pointer)
+            if exclusive is not None:
+                for _, _, _, part_refs in flat:
+                    refs = refs + tuple(r for r in part_refs[len(entry):] if r not in refs)
+                return self.value(exclusive, pointer, depth, refs)
             # conditions that cannot merge: as unions, distributed (lazily) rather than intersected
             for k, (raw, part, ptr, part_refs) in enumerate(flat):
                 if isinstance(part, dict) and "if" in part:
@@ -961,6 +985,101 @@ class SchemaCompiler:
             if not dfa.is_empty:
                 nodes.append(Embedded(dfa))
         return alt(*nodes)
+
+    def _exclusive_conditions(self, rest: dict, parts: list[Any], pointer: str) -> Any | None:
+        """``allOf: parts`` (beside ``rest``) holding conditionals no two of whose ``if``s a value
+        meeting the other parts can meet (a tag constant per condition, as JSON Schema Store's
+        schemas write them), as one union of N+1 conjunctions where distributing the
+        conditions would make 2^N: a value meets condition ``i`` (then ``then_i`` and every
+        other ``else``), or none (each ``if``'s failures, every ``else``). Exact. None when
+        two conditions may overlap or a condition's failure is not negated exactly (the caller's
+        ways apply). Cost: one disjointness test per pair of conditions."""
+        context: list[Any] = [rest]
+        by_condition: dict[str, tuple[Any, list[Any], list[Any], str]] = {}  # one if met twice: its thens, elses
+        for i, part in enumerate(parts):
+            if not (isinstance(part, dict) and "if" in part):
+                context.append(part)
+                continue
+            own = {k: v for k, v in part.items() if k not in ("if", "then", "else")}
+            if set(own) - ANNOTATIONS:
+                context.append(own)
+            if "then" in part or "else" in part:
+                condition_pointer = f"{pointer}/allOf/{i}/if"
+                condition = self._deref(part["if"], condition_pointer)
+                _, thens, elses, _ = by_condition.setdefault(json.dumps(condition, sort_keys=True),
+                                                             (condition, [], [], condition_pointer))
+                thens.append(part.get("then", True))
+                elses.append(part.get("else", True))
+        if len(by_condition) < 2:
+            return None
+        conditions = [(condition, _all_of_schema(thens), _all_of_schema(elses), condition_pointer)
+                      for condition, thens, elses, condition_pointer in by_condition.values()]
+        merged: Any = True
+        for part in context:
+            merged = merge(merged, part)
+            if merged is None:
+                return None
+        if not self._tags_apart([condition for condition, _, _, _ in conditions], merged):
+            within = []
+            for condition, _, _, _ in conditions:
+                conjunction = merge(merged, condition)
+                within.append(conjunction if conjunction is not None else _both(merged, condition))
+            for i in range(len(within)):
+                for j in range(i + 1, len(within)):
+                    if not self._disjoint(within[i], within[j]):
+                        return None
+        failing: list[Any] = []
+        for condition, _, _, condition_pointer in conditions:
+            found = self._failures(condition, condition_pointer)
+            if found is None:
+                return None
+            found = [f for f in found if not self._disjoint(f, merged)]
+            if not found:
+                failing = [False]  # every value meeting the other parts meets some condition
+                break
+            failing.append(_any_of_schema(found))
+        elses = [otherwise for _, _, otherwise, _ in conditions]
+        branches = [{"allOf": [*context, then, condition, *(e for j, e in enumerate(elses) if j != i)]}
+                    for i, (condition, then, _, _) in enumerate(conditions)]
+        if failing != [False]:
+            branches.append({"allOf": [*context, *failing, *elses]})
+        return {"anyOf": branches}
+
+    def _tags_apart(self, conditions: list[Any], context: Any) -> bool:
+        """Whether each of ``conditions`` is ``properties: {K: {const: v}}`` (``enum`` of one
+        value; ``required`` and ``type: object`` allowed) over one key ``K``, with ``v`` all
+        different, on objects holding ``K`` (required by the condition or by ``context``) and
+        no other type (``type: object`` in the condition or the context): then no value meets
+        two of them. A linear test of the common case of :meth:`_exclusive_conditions`."""
+        context_required = context.get("required", []) if isinstance(context, dict) else []
+        objects_only = self._types_of(context) <= {"object"}
+        tag_key = None
+        seen: set[str] = set()
+        for condition in conditions:
+            if not isinstance(condition, dict) or set(condition) - ANNOTATIONS - {"properties", "required", "type"}:
+                return False
+            properties = condition.get("properties")
+            if not isinstance(properties, dict) or len(properties) != 1:
+                return False
+            (key, sub), = properties.items()
+            sub = self._deref(sub, "")
+            if not isinstance(sub, dict) or set(sub) - ANNOTATIONS - {"const", "enum", "type"}:
+                return False
+            values = [sub["const"]] if "const" in sub else sub.get("enum")
+            if not isinstance(values, list) or len(values) != 1:
+                return False  # (a "type" beside the constant can only make the condition unmet)
+            if tag_key is None:
+                tag_key = key
+            required = condition.get("required", [])
+            if key != tag_key or not isinstance(required, list) or set(required) - {key} \
+                    or key not in required and key not in context_required \
+                    or not objects_only and condition.get("type") not in ("object", ["object"]):
+                return False
+            tag = _json_key(values[0])
+            if tag in seen:
+                return False
+            seen.add(tag)
+        return True
 
     def _all_of_parts(self, parts: list[Any], pointer: str, depth: int, refs: Refs,
                       level: int = 0) -> list[tuple[Any, Any, str, Refs]]:
@@ -1431,9 +1550,10 @@ class SchemaCompiler:
             return set(TYPES) if schema is not False else set()
         path = path | {id(schema)}
         types = _declared_types(schema)
-        if "enum" in schema or "const" in schema:
-            values = schema["enum"] if "enum" in schema else [schema["const"]]
-            types &= {_type_of(v) for v in values} | ({"number"} if any(_type_of(v) == "integer" for v in values) else set())
+        if "enum" in schema:
+            types &= self._constant_types(schema["enum"])
+        elif "const" in schema:
+            types &= self._constant_types([schema["const"]])
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 union: set[str] = set()
@@ -1446,6 +1566,18 @@ class SchemaCompiler:
         if "integer" in types or "number" in types:
             types |= {"integer"}
         return types
+
+    def _constant_types(self, values: Any) -> set[str]:
+        """The JSON types of an enum's ``values`` (``number`` too beside an integer), once per
+        list object in a compile (the list is held with its verdict, so that its id stays
+        unique)."""
+        hit = self._enum_types.get(id(values))
+        if hit is None:
+            found = {_type_of(v) for v in values} if isinstance(values, list) else set(TYPES)
+            if "integer" in found:
+                found.add("number")
+            hit = self._enum_types[id(values)] = (values, frozenset(found))
+        return set(hit[1])
 
     def _disjoint(self, a: Any, b: Any, level: int = 0) -> bool:
         """Sound test: True only when no JSON value can satisfy both schemas (properties and
@@ -1517,20 +1649,30 @@ class SchemaCompiler:
         """Whether no string meets both ``a`` and ``b``, each a plain string schema (lengths,
         ``pattern``, ``format``; any other keyword: False) with a pattern or format: their raw
         text automata share no string. Sound; False where an automaton is refused."""
-        texts = []
+        keys = []
         for schema in (a, b):
             schema = _restrict(schema, "string")
             if not isinstance(schema, dict) or set(schema) & KEYWORDS - _TYPE_KEYWORDS["string"] - {"type"} \
                     or not set(schema) & {"pattern", "format"}:
                 return False
+            key = json.dumps({k: schema[k] for k in _TYPE_KEYWORDS["string"] if k in schema}, sort_keys=True)
+            if key not in self._string_texts:
+                try:
+                    self._string_texts[key] = compile_node(self._string_body(schema, "", raw=True),
+                                                           self.options.max_states)
+                except EnforcerError:
+                    self._string_texts[key] = None
+            keys.append(key)
+        pair = (keys[0], keys[1]) if keys[0] <= keys[1] else (keys[1], keys[0])
+        if pair not in self._strings_apart_verdicts:
+            first, second = (self._string_texts[key] for key in pair)
             try:
-                texts.append(compile_node(self._string_body(schema, "", raw=True), self.options.max_states))
-            except EnforcerError:
-                return False
-        try:
-            return texts[0].intersect(texts[1], self.options.max_states).is_empty
-        except SchemaTooComplexError:
-            return False
+                apart = first is not None and second is not None \
+                    and first.intersect(second, self.options.max_states).is_empty
+            except SchemaTooComplexError:
+                apart = False
+            self._strings_apart_verdicts[pair] = apart
+        return self._strings_apart_verdicts[pair]
 
     def _if_then_else(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         return self.value(self._conditional_union(schema, pointer), pointer, depth, refs)
@@ -1614,12 +1756,19 @@ class SchemaCompiler:
         if keys <= {"enum", "const"} and len(keys) == 1:
             values = negated["enum"] if "enum" in negated else [negated["const"]]
             if all(isinstance(v, (str, bool)) or v is None for v in values):
+                text = json.dumps(schema, sort_keys=True)
+                key = (text, depth, self.free_form_depth)
+                if key in self._negated_constants:  # failures of tagged conditions repeat it
+                    return self._negated_constants[key]
                 with self._built_whole(), self._eager(pointer, "not"):
                     base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
                     excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)),
                                             self.options.max_states)
                     dfa = base.difference(excluded, self.options.max_states)
-                return Embedded(dfa) if not dfa.is_empty else NOTHING
+                node = Embedded(dfa) if not dfa.is_empty else NOTHING
+                if '"$ref"' not in text and '"$dynamicRef"' not in text:  # the same value at any recursion cut
+                    self._negated_constants[key] = node
+                return node
         if set(negated) & KEYWORDS and set(negated) & KEYWORDS <= {"pattern", "format"}:
             strings = self._only(rest, "string", pointer)  # the strings whose content fails them
             return self._string(strings, pointer, self.raw_strings and depth == 0, negated) if strings else NOTHING
@@ -2985,6 +3134,14 @@ def _active_conditional(schema: dict) -> dict:
     return {k: v for k, v in schema.items() if k not in idle} if any(k in schema for k in idle) else schema
 
 
+def _conjoined(a: Any, b: Any) -> dict:
+    """``allOf: [a, b]``, extending ``a`` when it is a bare ``allOf`` (merges that meet one key
+    many times build one flat conjunction, not one nested level per merge)."""
+    if isinstance(a, dict) and set(a) == {"allOf"} and isinstance(a["allOf"], list):
+        return {"allOf": [*a["allOf"], b]}
+    return {"allOf": [a, b]}
+
+
 def _both(a: Any, b: Any) -> Any:
     """``allOf: [a, b]``, or the one of them that says it all (equal, or the other true)."""
     if b is True or b == {} or a == b:
@@ -3058,7 +3215,7 @@ def merge(a: Any, b: Any) -> Any:
         elif key == "properties":
             props = dict(av)
             for name, sub in bv.items():
-                props[name] = sub if name not in props else {"allOf": [props[name], sub]}
+                props[name] = sub if name not in props else _conjoined(props[name], sub)
             out[key] = props
         elif key == "required":
             out[key] = list(dict.fromkeys([*av, *bv]))

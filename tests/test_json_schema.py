@@ -1013,3 +1013,84 @@ def test_required_key_is_not_forbidden_where_pattern_properties_admit_it():
     schema = {"oneOf": [{"type": "object", "required": ["x-a"]},
                         {"type": "object", "additionalProperties": False, "patternProperties": {"^x-": {}}}]}
     check(schema, extra=[{"x-a": 1}, {"x-b": 1}, {"y": 1}, {}], strict=False)
+
+
+def _tagged_conditions(count, required_in_context=True, with_else=False):
+    """``count`` conditionals over one tag constant each (JSON Schema Store's cloudify,
+    v2ray, yippee-ki write theirs so): tag ``k{i}`` requires ``v{i}`` to be an integer."""
+    parts = []
+    for i in range(count):
+        part = {"if": {"properties": {"kind": {"const": f"k{i}"}}},
+                "then": {"properties": {f"v{i}": {"type": "integer"}}, "required": [f"v{i}"]}}
+        if with_else:
+            part["else"] = {"not": {"required": [f"w{i}"]}}
+        parts.append(part)
+    schema = {"type": "object", "properties": {"kind": {"type": "string"}}, "allOf": parts}
+    if required_in_context:
+        schema["required"] = ["kind"]
+    return schema
+
+
+@pytest.mark.parametrize("schema", [
+    _tagged_conditions(3),
+    _tagged_conditions(3, with_else=True),
+    _tagged_conditions(3, required_in_context=False),  # an object without the tag meets every if
+    # one condition written twice: its thens both hold
+    {**_tagged_conditions(2), "allOf": [*_tagged_conditions(2)["allOf"],
+                                        {"if": {"properties": {"kind": {"const": "k0"}}},
+                                         "then": {"properties": {"v0": {"minimum": 5}}}}]},
+    # conditions apart through their own required keys (v2ray's form), beside a $ref'd part
+    {"$defs": {"base": {"type": "object", "required": ["kind"]}},
+     "allOf": [{"$ref": "#/$defs/base"},
+               {"if": {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a"]}}},
+                "then": {"required": ["x"]}},
+               {"if": {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["b"]}}},
+                "then": {"required": ["y"]}, "else": {"properties": {"y": False}}}]},
+])
+def test_exclusive_conditions_are_one_branch_each_and_none(schema):
+    """``allOf`` of conditionals whose ``if``s no value can meet two of: a union of one
+    conjunction per condition and one for none; exact against jsonschema."""
+    extra = [{"kind": "k0", "v0": 1}, {"kind": "k0", "v0": "x"}, {"kind": "k0"}, {"kind": "k1", "v1": 2},
+             {"kind": "k1", "v1": 3, "v0": "x"}, {"kind": "k2", "v2": 7, "w0": 1}, {"kind": "k9"},
+             {"kind": "k9", "w1": 1}, {"kind": "k0", "v0": 6}, {"v0": 1, "v1": 2, "v2": 3}, {},
+             {"kind": "a", "x": 1}, {"kind": "a"}, {"kind": "b", "y": 1}, {"kind": "c", "y": 1}, {"kind": "c"}]
+    check(schema, extra=extra, strict=False)
+
+
+def test_many_exclusive_conditions_compile_without_automaton_products(monkeypatch):
+    """Forty tagged conditionals: distributing them would make 2^40 conjunctions, so before
+    they were intersected as whole automata (JSON Schema Store's yippee-ki spent 480 s so).
+    Now no intersection is built (the tag outside every condition is one small difference) and
+    the union is exact on every tag."""
+    from enforcer.automaton import DFA
+
+    def no_product(*args, **kwargs):
+        raise AssertionError("a whole-automaton intersection was built")
+
+    monkeypatch.setattr(DFA, "intersect", no_product)
+    schema = _tagged_conditions(40, with_else=False)
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [{"kind": "k17", "v17": 3}, {"kind": "k17", "v17": "3"}, {"kind": "k39"}, {"kind": "zz"},
+                  {"kind": "k3", "v3": 1, "v4": "x"}, {"v1": 1}]:
+        assert dfa.matches(json.dumps(value)) == validator.is_valid(value), value
+
+
+def test_automata_built_whole_are_budgeted_over_one_compile():
+    """``max_eager_states`` sums the states of every automaton one compile builds whole (here
+    two ``allOf`` pattern intersections): each alone fits the budget, both do not, and the
+    refusal names the sub-schema, the keyword and the budget. The sum starts again at every
+    compile."""
+    a = {"type": "string", "allOf": [{"pattern": "^x[a-z]{0,8}$"}, {"pattern": "^[a-y]{0,6}z?$"}]}
+    b = {"type": "string", "allOf": [{"pattern": "^q[0-9]{0,8}$"}, {"pattern": "^[0-8q]{0,6}$"}]}
+    options = SchemaOptions(max_eager_states=200)
+    for _ in range(2):
+        for one in (a, b):
+            assert compile_schema_dfa({"type": "object", "properties": {"x": one}}, options).matches('{"x": "x"}') \
+                == (one is a)
+    with pytest.raises(SchemaTooComplexError) as info:
+        compile_schema_dfa({"type": "object", "properties": {"a": a, "b": b}}, options)
+    assert (info.value.pointer, info.value.keyword, info.value.budget) == ("/properties/b", "allOf",
+                                                                          "max_eager_states=200")
+    assert compile_schema_dfa({"type": "object", "properties": {"a": a, "b": b}}, SchemaOptions()).matches(
+        '{"a": "xa", "b": "q1"}')
