@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .automaton import LazyDFA
+from .automaton import LazyDFA, eager_budget
 from .formats.kimi_k3 import VALUE_TYPES, arguments_json
 from .errors import InvalidSchemaError, UnsupportedSchemaError
 from .json_schema import SchemaCompiler, SchemaOptions, merge
@@ -170,6 +170,12 @@ def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions
     hit = _CACHE.get(cache_key)
     if hit is not None:
         return hit
+    with eager_budget(options.max_eager_states):  # one compile: every key's automata together
+        split = _split(params, vocabulary, options)
+    return _CACHE.put(cache_key, split)
+
+
+def _split(params: dict, vocabulary: Vocabulary, options: SchemaOptions) -> SplitArguments:
     compiler = SchemaCompiler(params, options, raw_strings=True)
     top = _top_level(params, compiler)
     properties = top.get("properties", {})
@@ -193,9 +199,8 @@ def split_arguments(params: dict, vocabulary: Vocabulary, options: SchemaOptions
     if additional is not False:
         extra = _key("", False, {} if additional is True else additional, "/additionalProperties", compiler,
                      vocabulary, options)
-    split = SplitArguments(tuple(k for k in keys if k.types), extra if extra is not None and extra.types else None,
-                           tuple(properties))
-    return _CACHE.put(cache_key, split)
+    return SplitArguments(tuple(k for k in keys if k.types), extra if extra is not None and extra.types else None,
+                          tuple(properties))
 
 
 _CACHE: LRU[SplitArguments] = LRU(512)

@@ -12,11 +12,13 @@ the resulting automaton; minimisation is vectorised with numpy. Nodes and DFAs a
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import hashlib
 from array import array
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -55,6 +57,45 @@ MINIMISE_LIMIT = 300
 """Larger automata are kept as built: refinement rounds grow with their depth, and a decoding
 path visits one state per byte whether or not equivalent states were merged (masks are computed
 lazily per visited state), so minimising them buys little and costs most of a compile."""
+
+
+class EagerBudget:
+    """States one compile may build whole (subset tables and products, summed): see
+    :func:`eager_budget`."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
+_EAGER_BUDGET: contextvars.ContextVar[EagerBudget | None] = contextvars.ContextVar("eager_budget", default=None)
+
+
+@contextlib.contextmanager
+def eager_budget(limit: int) -> Iterator[EagerBudget]:
+    """Around one compile: every automaton built whole inside (by :func:`compile_node` or a
+    product) adds its states to a running total, and the build that takes it past ``limit``
+    raises :class:`SchemaTooComplexError` (``max_eager_states``), so that no schema spends
+    minutes intersecting automata that are each within ``max_states``. Per context (thread,
+    task); a nested compile has its own."""
+    budget = EagerBudget(limit)
+    token = _EAGER_BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _EAGER_BUDGET.reset(token)
+
+
+def _spend(states: int) -> None:
+    """Count ``states`` built whole against the current :func:`eager_budget` (if any)."""
+    budget = _EAGER_BUDGET.get()
+    if budget is not None:
+        budget.used += states
+        if budget.used > budget.limit:
+            raise SchemaTooComplexError(f"building automata whole takes more than {budget.limit:,} states",
+                                        budget=f"max_eager_states={budget.limit}")
 
 
 def states_exceeded(max_states: int) -> SchemaTooComplexError:
@@ -775,6 +816,7 @@ class DFA(_Reading):
         if found is None:
             raise states_exceeded(max_states)
         table, first, second = found
+        _spend(table.shape[0])
         acc = self.accepting[first]
         seconds_accept = np.zeros(first.shape[0], dtype=bool)
         live = second >= 0
@@ -808,6 +850,7 @@ class DFA(_Reading):
                 row[byte] = target
             rows.append(row)
             i += 1
+        _spend(len(rows))
         if keep_other_dead:
             acc = [bool(self.accepting[a]) and not (b >= 0 and other.accepting[b]) for a, b in pairs]
         else:
@@ -1264,9 +1307,15 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     if node is NOTHING:
         return _empty_dfa()
     if isinstance(node, Embedded):
-        return node.dfa.dense(max_states) if isinstance(node.dfa, CountedDFA) else node.dfa
+        if isinstance(node.dfa, CountedDFA):
+            dense = node.dfa.dense(max_states)
+            _spend(dense.num_states)
+            return dense
+        return node.dfa
     det = _Determiniser(node, trim=False)
-    return _finalise(subset_table(det, max_states), np.array(det.accepting, dtype=bool))
+    table = subset_table(det, max_states)
+    _spend(table.shape[0])
+    return _finalise(table, np.array(det.accepting, dtype=bool))
 
 
 def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
