@@ -253,9 +253,10 @@ cdef object _int32_table(int32_t* items, Py_ssize_t count, Py_ssize_t width):
 
 cdef class SubsetConstruction:
     """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
-    and epsilon edges) plus embedded DFA blocks (states ``base..base+size`` whose edges are the
-    rows of a DFA table, or of a counted repeat's unit shifted to the unit's copy, and whose
-    accepting states have an epsilon edge to ``end``). DFA
+    and epsilon edges of the states outside blocks, ``0..r-1``) plus embedded DFA blocks
+    numbered after them (states ``base..base+size``, bases ascending from ``r``, whose edges are
+    the rows of a DFA table, or of a counted repeat's unit shifted to the unit's copy, and whose
+    accepting states have an epsilon edge to ``end``; nothing is kept per block state). DFA
     states are created the first time a :meth:`row` reaches them, numbered in the order found
     with bytes in increasing order; subset 0 is the closure of ``start``. The same states, in
     the same order, as :class:`enforcer.automaton._Determiniser`'s Python construction.
@@ -269,12 +270,11 @@ cdef class SubsetConstruction:
     cdef const int32_t[::1] eps_start
     cdef const int32_t[::1] eps_dst
     cdef Py_ssize_t n_nfa
+    cdef Py_ssize_t n_regular  # states outside blocks: those of the CSR arrays
     cdef int32_t end
     cdef const uint8_t[::1] important
     cdef object keep
     cdef Py_ssize_t n_blocks
-    # per NFA state, zero-filled by calloc: pages the walks never touch take no memory
-    cdef int32_t* block_of  # 1 + the block holding the state, 0 outside blocks
     cdef int32_t* block_base
     cdef int32_t* block_end
     cdef int32_t* block_period
@@ -311,7 +311,6 @@ cdef class SubsetConstruction:
     cdef Py_ssize_t piece_cap
 
     def __cinit__(self):
-        self.block_of = NULL
         self.block_base = NULL
         self.block_end = NULL
         self.block_period = NULL
@@ -337,7 +336,7 @@ cdef class SubsetConstruction:
         self.piece_items = NULL
 
     def __dealloc__(self):
-        free(self.block_of); free(self.block_base); free(self.block_end)
+        free(self.block_base); free(self.block_end)
         free(self.block_period); free(self.block_size); free(<void*>self.block_table); free(<void*>self.block_acc)
         free(self.closure_at); free(self.closure_len); free(self.closure_buf)
         free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
@@ -348,8 +347,8 @@ cdef class SubsetConstruction:
                  const int32_t[::1] edge_start, const uint8_t[::1] edge_lo, const uint8_t[::1] edge_hi,
                  const int32_t[::1] edge_dst, const int32_t[::1] eps_start, const int32_t[::1] eps_dst,
                  const uint8_t[::1] important, list blocks):
-        """``important``: the NFA states a subset keeps (uint8[n]; the others pass epsilon edges
-        on only). ``blocks``: (base, rows int32[r, 256], accepting uint8[size], period, end) per
+        """``important``: the states outside blocks a subset keeps (uint8[r]; the others pass
+        epsilon edges on only; a block's states are all kept). ``blocks``: (base, rows int32[r, 256], accepting uint8[size], period, end) per
         embedded automaton: with period 0 the rows are the table (``r = size``); with period
         ``q`` they are a counted repeat's ``q`` unit rows (targets within a unit, ``q`` on its
         completion), state ``k * q + s`` reading row ``s`` shifted by ``k * q``, and the last
@@ -358,13 +357,15 @@ cdef class SubsetConstruction:
         cdef const int32_t[:, ::1] table
         cdef const uint8_t[::1] acc
         self.n_nfa = n
+        self.n_regular = edge_start.shape[0] - 1
+        if self.n_regular < 0 or eps_start.shape[0] != edge_start.shape[0] or important.shape[0] < self.n_regular:
+            raise ValueError("the CSR arrays and flags do not cover the same states")
         self.end = end
         self.edge_start, self.edge_lo, self.edge_hi, self.edge_dst = edge_start, edge_lo, edge_hi, edge_dst
         self.eps_start, self.eps_dst = eps_start, eps_dst
         self.important = important
         self.keep = blocks
         self.n_blocks = len(blocks)
-        self.block_of = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.stamp = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.visit = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
@@ -377,7 +378,7 @@ cdef class SubsetConstruction:
         self.block_size = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         self.block_table = <const int32_t**>malloc(max(self.n_blocks, 1) * sizeof(int32_t*))
         self.block_acc = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
-        if (self.block_of == NULL or self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
+        if (self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
                 or self.closure_at == NULL or self.closure_len == NULL or self.block_base == NULL
                 or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL
                 or self.block_period == NULL or self.block_size == NULL):
@@ -395,8 +396,11 @@ cdef class SubsetConstruction:
             self.block_size[k] = <int32_t>acc.shape[0]
             self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
             self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
-            for s in range(base, base + acc.shape[0]):
-                self.block_of[s] = <int32_t>k + 1
+            if base != (self.n_regular if k == 0 else self.block_base[k - 1] + self.block_size[k - 1]):
+                raise ValueError("blocks must follow the states outside blocks, one after another")
+        if (self.block_base[self.n_blocks - 1] + self.block_size[self.n_blocks - 1] if self.n_blocks
+                else self.n_regular) != n:
+            raise ValueError("the blocks do not end at the last NFA state")
         self.slot_cap = 1024
         self.slots = <int32_t*>malloc(self.slot_cap * sizeof(int32_t))
         if self.slots == NULL:
@@ -410,6 +414,20 @@ cdef class SubsetConstruction:
         for k in range(count):
             self.gather[k] = first[k]
         self._intern(count, -1)
+
+    cdef inline int32_t _block_index(self, int32_t s) noexcept nogil:
+        """The block holding state ``s`` (-1: a state outside blocks). A binary search over
+        the bases: nothing is kept per block state."""
+        cdef Py_ssize_t lo = 0, hi = self.n_blocks - 1, mid
+        if s < self.n_regular:
+            return -1
+        while lo < hi:  # the last base <= s
+            mid = (lo + hi + 1) >> 1
+            if self.block_base[mid] <= s:
+                lo = mid
+            else:
+                hi = mid - 1
+        return <int32_t>lo
 
     cdef inline const int32_t* _block_row(self, int32_t blk, int32_t local, int32_t* shift) noexcept nogil:
         """The row of state ``local`` of block ``blk``, its targets to be shifted by ``shift``
@@ -442,12 +460,12 @@ cdef class SubsetConstruction:
             while top:
                 top -= 1
                 s = self.stack[top]
-                if self.important[s]:
+                if s >= self.n_regular or self.important[s]:
                     self.closure_buf = <int32_t*>_grow(self.closure_buf, &self.closure_cap, at + count + 1,
                                                        sizeof(int32_t))
                     self.closure_buf[at + count] = s
                     count += 1
-                blk = self.block_of[s] - 1
+                blk = self._block_index(s)
                 if blk >= 0:
                     local = s - self.block_base[blk]
                     if self.block_acc[blk][local]:
@@ -579,7 +597,7 @@ cdef class SubsetConstruction:
         cdef const int32_t* trow
         for k in range(m):
             s = members[k]
-            blk = self.block_of[s] - 1
+            blk = self._block_index(s)
             if blk < 0:
                 continue
             trow = self._block_row(blk, s - self.block_base[blk], &shift)
@@ -594,7 +612,7 @@ cdef class SubsetConstruction:
         if inside < 0:
             return -1, None
         others = [members[k] for k in range(m)
-                  if self.block_of[members[k]] == 0 and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
+                  if members[k] < self.n_regular and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
         return inside, others
 
     def accepting(self, Py_ssize_t first):
@@ -661,7 +679,7 @@ cdef class SubsetConstruction:
         # the members' edges, in member order (a block state's from its DFA row)
         for k in range(m):
             s = members[k]
-            blk = self.block_of[s] - 1
+            blk = self._block_index(s)
             if blk >= 0:
                 local = s - self.block_base[blk]
                 trow = self._block_row(blk, local, &shift)

@@ -50,6 +50,9 @@ NFA_STATE_BYTES = 50
 """About what one NFA state takes at the peak of building a lazy automaton's NFA (its edges and
 epsilons, handed over to the per-state slices made from them: 49-50 bytes measured on 5-6
 million-state NFAs); the subset construction's per-state arrays are zero pages until touched."""
+BLOCK_STATE_BYTES = 18
+"""About what one state of an embedded DFA takes in the NFA at its peak (its slots in the
+per-state slices and flags; no edges: 17 bytes measured on 1.6 million block states)."""
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_AUTOMATON_BYTES = 512 << 20
 """Decode-time budget of one lazy automaton: its NFA, its subsets, its table and rows."""
@@ -117,19 +120,24 @@ class Node:
     bounded repeat counts each copy, an embedded DFA counts its states. The compile-time budget
     reads it (:func:`nfa_size`) at no cost.
 
+    ``block_states``: how many of those are the states of embedded DFAs (:class:`Embedded`,
+    every use counted), which hold no edges of their own in the NFA (see :func:`nfa_budget_size`).
+
     ``empty``: whether the node matches no string at all, also known at construction from the
     children's (exact: a sequence is empty when a part is, a union when every branch is, a
     graph when no path of non-empty edges joins its start to an accepting state)."""
 
     __slots__ = ()
     nfa_states: int
+    block_states: int
     empty: bool
 
 
-def _set_derived(node: Node, count: int, empty: bool) -> None:
+def _set_derived(node: Node, count: int, empty: bool, blocks: int) -> None:
     """Record what a node's constructor derives from its children (frozen dataclasses)."""
     object.__setattr__(node, "nfa_states", count)
     object.__setattr__(node, "empty", empty)
+    object.__setattr__(node, "block_states", blocks)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -138,6 +146,7 @@ class ByteSet(Node):
 
     ranges: tuple[tuple[int, int], ...]
     nfa_states = 0
+    block_states = 0
 
     @property
     def empty(self) -> bool:
@@ -149,10 +158,11 @@ class Concat(Node):
     parts: tuple[Node, ...]
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
+    block_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         _set_derived(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts),
-                        any(p.empty for p in self.parts))
+                     any(p.empty for p in self.parts), sum(p.block_states for p in self.parts))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -160,9 +170,11 @@ class Union(Node):
     alternatives: tuple[Node, ...]
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
+    block_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_derived(self, sum(a.nfa_states for a in self.alternatives), all(a.empty for a in self.alternatives))
+        _set_derived(self, sum(a.nfa_states for a in self.alternatives), all(a.empty for a in self.alternatives),
+                     sum(a.block_states for a in self.alternatives))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -174,12 +186,13 @@ class Repeat(Node):
     maximum: int | None
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
+    block_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         optional = 1 if self.maximum is None else self.maximum - self.minimum
         joints = self.minimum + (2 if self.maximum is None else optional)
         _set_derived(self, joints + (self.minimum + optional) * self.node.nfa_states,
-                        self.minimum > 0 and self.node.empty)
+                     self.minimum > 0 and self.node.empty, (self.minimum + optional) * self.node.block_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -189,9 +202,10 @@ class Embedded(Node):
     dfa: "DFA | CountedDFA"
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
+    block_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_derived(self, self.dfa.num_states, self.dfa.is_empty)
+        _set_derived(self, self.dfa.num_states, self.dfa.is_empty, self.dfa.num_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -206,12 +220,14 @@ class Graph(Node):
     edges: tuple[tuple[int, Node, int], ...]
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
+    block_states: int = field(init=False, repr=False)
     trim: bool = field(init=False, repr=False)
     """Every state reaches an accepting one (edges other than NOTHING taken as non-empty):
     the Thompson NFA leaves no dead state inside it."""
 
     def __post_init__(self) -> None:
-        _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end())
+        _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end(),
+                     sum(sub.block_states for _, sub, _ in self.edges))
         object.__setattr__(self, "trim", self._every_state_reaches_an_end())
 
     def trimmed(self) -> Node:
@@ -265,12 +281,14 @@ class Graph(Node):
 @dataclass(frozen=True, slots=True, eq=False)
 class _Epsilon(Node):
     nfa_states = 0
+    block_states = 0
     empty = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Nothing(Node):
     nfa_states = 0
+    block_states = 0
     empty = True
 
 
@@ -631,6 +649,46 @@ class _NFA:
             self._eps(start, base)
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {node!r}")
+
+
+class _BlocksLast(NamedTuple):
+    """An NFA renumbered by :func:`_blocks_last`."""
+
+    edges: np.ndarray
+    eps: np.ndarray
+    blocks: list[Block]
+    states: list[int]
+    num_regular: int
+
+
+def _blocks_last(n: int, edges: np.ndarray, eps: np.ndarray, blocks: list[Block],
+                 states: Sequence[int]) -> _BlocksLast:
+    """The NFA of ``n`` states (``edges`` int32[E, 4], ``eps`` int32[M, 2], ``blocks`` in
+    ascending bases) renumbered so that the states outside blocks come first, in their order
+    (``0..num_regular-1``), and the blocks' states after them, block after block: whatever
+    is kept per state (slices of edges, flags) then covers the states outside blocks only, and
+    a block costs nothing per state. ``states`` (states outside blocks) are renumbered too.
+    Byte edges never touch a block's states; an epsilon edge may enter a block at its base.
+    Cost: a binary search per edge end, none per block state."""
+    if not blocks:
+        return _BlocksLast(edges, eps, blocks, list(states), n)
+    bases = np.array([b.base for b in blocks], dtype=np.int64)
+    before = np.concatenate(([0], np.cumsum([b.dfa.num_states for b in blocks]))).astype(np.int64)
+    r = n - int(before[-1])
+
+    def outside(ids: np.ndarray) -> np.ndarray:  # a state outside blocks: less the block states below it
+        return ids - before[np.searchsorted(bases, ids, side="right")]
+
+    edges = edges.copy()
+    edges[:, 0], edges[:, 3] = outside(edges[:, 0]), outside(edges[:, 3])
+    eps = eps.copy()
+    eps[:, 0] = outside(eps[:, 0])
+    k = np.searchsorted(bases, eps[:, 1], side="right") - 1
+    entering = (k >= 0) & (bases[np.maximum(k, 0)] == eps[:, 1])
+    eps[:, 1] = np.where(entering, r + before[np.maximum(k, 0)], eps[:, 1] - before[k + 1])
+    ends = outside(np.array([b.end for b in blocks], dtype=np.int64)).tolist()
+    laid = [Block(r + int(before[j]), b.dfa, ends[j]) for j, b in enumerate(blocks)]
+    return _BlocksLast(edges, eps, laid, outside(np.asarray(states, dtype=np.int64)).tolist(), r)
 
 
 def new_nfa(compiled: bool = True) -> "_NFA":
@@ -1048,20 +1106,26 @@ class _Determiniser:
 
     def __init__(self, node: Node, trim: bool, compiled: bool = True, keep: Sequence[int] = ()) -> None:
         nfa = new_nfa(compiled)
-        start, self.end = nfa.new(), nfa.new()
-        self.start = start
-        nfa.build(node, start, self.end)
+        built_start, built_end = nfa.new(), nfa.new()
+        nfa.build(node, built_start, built_end)
         self.num_nfa_states = nfa.num_states
-        self.blocks = nfa.blocks
+        edges, eps = nfa.take_arrays()
+        laid = _blocks_last(nfa.num_states, edges, eps, nfa.blocks, (built_start, built_end, *keep))
+        self.blocks = laid.blocks
+        start = self.start = laid.states[0]
+        self.end = laid.states[1]
+        self.kept = np.asarray(laid.states[2:], dtype=np.int64)
+        """``keep`` as numbered here (block states last)."""
+        self.num_regular = laid.num_regular
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
-        edges, eps = nfa.take_arrays()
-        alive = self._alive(edges[:, 0], edges[:, 3], eps[:, 0], eps[:, 1]) if trim and nfa.may_dead_end else None
-        # per-state slices (CSR), in the order the edges were added
+        edges, eps = laid.edges, laid.eps
+        if trim and nfa.may_dead_end:
+            edges, eps = self._trimmed(edges, eps)
+        # per-state slices (CSR) of the states outside blocks, in the order the edges were added
         self._edge_start, self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start, self._eps_dst = (
-            nfa_csr if nfa_csr is not None else _nfa_csr_reference)(self.num_nfa_states, edges, eps,
-                                                                    None if alive is None else alive.view(np.uint8))
-        del nfa, edges, eps, alive  # the builder's arrays, freed before the construction's own
+            nfa_csr if nfa_csr is not None else _nfa_csr_reference)(self.num_regular, edges, eps, None)
+        del nfa, edges, eps, laid  # the builder's arrays, freed before the construction's own
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
@@ -1069,11 +1133,9 @@ class _Determiniser:
         # a subset holds only the NFA states that decide what follows: those that read a byte
         # (edges, embedded blocks), the end (acceptance) and ``keep`` (a tagged union's exits);
         # two subsets that differ in pass-through states only are one DFA state
-        important = np.diff(self._edge_start) > 0
-        for block in self.blocks:
-            important[block.base:block.base + block.dfa.num_states] = True
+        important = np.diff(self._edge_start) > 0  # block states (numbered from num_regular on): all
         important[self.end] = True
-        important[np.asarray(keep, dtype=np.int64)] = True
+        important[self.kept] = True
         self._important = important.view(np.uint8)
         self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
             + self._edge_start.nbytes + self._eps_start.nbytes + important.nbytes
@@ -1107,20 +1169,30 @@ class _Determiniser:
         subsets = self._kernel.nbytes if self._kernel is not None else SUBSET_BYTES * len(self.sets)
         return self._array_bytes + subsets + SUBSET_BYTES * len(self._closures) + SUBSET_ITEM_BYTES * self.subset_items
 
-    def _alive(self, edge_src: np.ndarray, edge_dst: np.ndarray, eps_src: np.ndarray,
-               eps_dst: np.ndarray) -> np.ndarray:
-        """Which NFA states can reach the end (bool array). An embedded DFA is trimmed already:
-        its states live exactly when the state after it does (its start stands for it here)."""
-        n = self.num_nfa_states
-        sources = np.concatenate([edge_src, eps_src, np.array([b.base for b in self.blocks], dtype=np.int32)])
-        targets = np.concatenate([edge_dst, eps_dst, np.array([b.end for b in self.blocks], dtype=np.int32)])
+    def _trimmed(self, edges: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``edges`` and ``eps`` without those into states that cannot reach the end. An
+        embedded DFA is trimmed already: its states live exactly when the state after it does,
+        so each block is one node here (``num_regular + k``, entered at its base). Cost: one
+        pass over the edges, none over the block states."""
+        r = self.num_regular
+        bases = np.array(self._block_bases, dtype=np.int64)
+
+        def compact(ids: np.ndarray) -> np.ndarray:  # a block's base -> its node
+            out = ids.astype(np.int64)
+            inside = ids >= r
+            out[inside] = r + np.searchsorted(bases, ids[inside])
+            return out
+
+        block_nodes = np.arange(r, r + len(self.blocks), dtype=np.int64)
+        sources = np.concatenate([edges[:, 0], eps[:, 0], block_nodes])
+        targets = np.concatenate([edges[:, 3], compact(eps[:, 1]), [b.end for b in self.blocks]]).astype(np.int64)
+        n = r + len(self.blocks)
         if reaching is not None:  # the compiled pass (one step per state, not per level)
-            alive = reaching(n, sources, targets, self.end).view(bool)
+            alive = reaching(n, sources.astype(np.int32), targets.astype(np.int32), self.end).view(bool)
         else:
             alive = _reaching_reference(n, sources, targets, self.end)
-        for block in self.blocks:
-            alive[block.base:block.base + block.dfa.num_states] = alive[block.base]
-        return alive
+        return (np.ascontiguousarray(edges[alive[edges[:, 3]]]),
+                np.ascontiguousarray(eps[alive[compact(eps[:, 1])]]))
 
     def _block_at(self, s: int) -> tuple[Block, int] | None:
         """The block NFA state ``s`` belongs to and its DFA state (None: not a block state)."""
@@ -1187,8 +1259,8 @@ class _Determiniser:
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        important = self._important
-        result = tuple(s for s in seen if important[s])
+        important, r = self._important, self.num_regular
+        result = tuple(s for s in seen if s >= r or important[s])
         self._closures[state] = result
         self.subset_items += len(result)
         return result
@@ -1343,9 +1415,22 @@ class AutomatonBudgetError(SchemaTooComplexError):
 
 
 def nfa_size(node: Node) -> int:
-    """The compile-time budget's measure: exactly how many states the Thompson NFA of ``node``
-    has (what :class:`_NFA` builds), known before it is built (see :attr:`Node.nfa_states`)."""
+    """Exactly how many states the Thompson NFA of ``node`` has (what :class:`_NFA` builds),
+    known before it is built (see :attr:`Node.nfa_states`)."""
     return node.nfa_states
+
+
+def nfa_budget_size(node: Node) -> int:
+    """The compile-time budget's measure (``max_nfa_states``): the NFA's states, those of
+    embedded DFAs weighted by what they take (``BLOCK_STATE_BYTES`` against
+    ``NFA_STATE_BYTES``: they are a numbered range with no stored edges)."""
+    blocks = node.block_states
+    return node.nfa_states - blocks + -(-blocks * BLOCK_STATE_BYTES // NFA_STATE_BYTES)
+
+
+def nfa_bytes(node: Node) -> int:
+    """About what the NFA of ``node`` takes at the peak of building it."""
+    return (node.nfa_states - node.block_states) * NFA_STATE_BYTES + node.block_states * BLOCK_STATE_BYTES
 
 
 ROWS_PER_WALK = 1024
@@ -1373,9 +1458,10 @@ class LazyDFA(_Reading):
                  max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
         self.is_empty = node.empty
         nfa_states = nfa_size(node) + 2
-        if nfa_states * NFA_STATE_BYTES > max_bytes:
+        needed = nfa_bytes(node) + 2 * NFA_STATE_BYTES
+        if needed > max_bytes:
             raise SchemaTooComplexError(
-                f"the automaton needs {nfa_states:,} NFA states (about {nfa_states * NFA_STATE_BYTES >> 20:,} MiB), "
+                f"the automaton needs {nfa_states:,} NFA states (about {needed >> 20:,} MiB), "
                 f"over its budget of {max_bytes >> 20:,} MiB (max_automaton_bytes)")
         self.max_states = max_states
         self.max_bytes = max_bytes
@@ -1605,8 +1691,9 @@ class TaggedUnion(LazyDFA):
         or texts of several branches end there)."""
         if not self.accepting_list[state]:
             return None
-        members = np.asarray(self._determiniser().members(state), dtype=np.int64)
-        found = np.flatnonzero(np.isin(self.exits, members))
+        det = self._determiniser()
+        members = np.asarray(det.members(state), dtype=np.int64)
+        found = np.flatnonzero(np.isin(det.kept, members))
         return int(found[0]) if len(found) == 1 else None
 
 

@@ -21,8 +21,9 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 import numpy as np
 
 from . import numbers
-from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_size, alt, byte_chars, codepoints,
-                        compile_node, eager_budget, literal, optional, repeat, separated, seq, states_exceeded)
+from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_budget_size, nfa_size, alt, byte_chars, codepoints,
+                        DEFAULT_MAX_STATES, compile_node, eager_budget, literal, optional, repeat, separated, seq,
+                        states_exceeded)
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
@@ -151,6 +152,10 @@ the object's states)."""
 MAX_KEY_PATTERNS = 4
 """Most ``patternProperties`` patterns per object (undeclared keys: one key language per set
 of matched patterns)."""
+MAX_SUB_VALUES = 100_000
+"""Most sub-values one compile builds, over all its fallback attempts (each tens of
+microseconds: seconds at most). jsonschemabench's largest compiled schema builds 15,000; JSON
+Schema Store's service-schema built 938,000 in 30 s before its refusal."""
 MAX_NESTING = 100
 """Deepest chain of sub-schemas compiled one inside another (through ``properties``, ``items``,
 ``$ref``, ``allOf``, ...). Deeper schemas raise :class:`SchemaTooComplexError` naming the
@@ -209,7 +214,8 @@ class SchemaOptions:
     are each within ``max_states``."""
     max_nfa_states: int = DEFAULT_MAX_NFA_STATES
     """Budget of the value automaton, in NFA states counted before it is built
-    (:func:`~enforcer.automaton.nfa_size`): a schema whose expression needs more (bounded repeats times
+    (:func:`~enforcer.automaton.nfa_budget_size`: an embedded automaton's states, which hold no
+    edges, count 18/50 of one): a schema whose expression needs more (bounded repeats times
     nesting times ``$ref`` fan-out, long constants, long minimum lengths) raises
     :class:`SchemaTooComplexError` naming the sub-schema that first exceeds it, before any
     token. The lazy DFA's states are sets of these NFA states, built as walks reach them."""
@@ -292,6 +298,11 @@ class SchemaCompiler:
         self.max_recursion = options.max_recursion
         """The recursion cut in use (lowered from the option when a value exceeds its budget)."""
         self._recursed = False  # a $ref was expanded inside its own expansion
+        self._free_form_built = False  # a free-form value was built
+        self._sub_values_built = 0  # over every attempt of this compile (see MAX_SUB_VALUES)
+        self._free_form_blocks = False
+        """Free-form values are embedded DFAs (:func:`_free_form_block`): the fallback of a value
+        over ``max_nfa_states`` before its recursion is cut."""
         self._nesting = 0
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
@@ -419,9 +430,13 @@ class SchemaCompiler:
                     raise  # other limits are met while building automata: costly to meet again
                 if self._deep_free_form:
                     self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
+                elif self._free_form_built and not self._free_form_blocks:
+                    # the same language, its states shared blocks with no edges (Kubernetes in
+                    # spec mode: 92% of PodSpec's NFA states are the values of undeclared keys)
+                    self._free_form_blocks = True
                 elif self._recursed and self.max_recursion > MIN_RECURSION:
                     self.max_recursion -= 1
-                    self._deep_free_form = self._recursed = False
+                    self._deep_free_form = self._recursed = self._free_form_built = False
                     # a node whose $refs were all expanded fewer times than the new cut is the
                     # same node: kept (Kubernetes kb_1161 built 46,000 sub-values again)
                     self._values = {key: built for key, built in self._values.items()
@@ -429,7 +444,7 @@ class SchemaCompiler:
                     continue
                 else:
                     raise
-                self._deep_free_form = self._recursed = False
+                self._deep_free_form = self._recursed = self._free_form_built = False
                 self._values.clear()
                 self._any_cache.clear()
 
@@ -443,6 +458,10 @@ class SchemaCompiler:
         if hit is not None:
             self._depended_on(hit.facts.deepest_expansion, hit.facts.deep_free_form)
             return hit.node
+        self._sub_values_built += 1
+        if self._sub_values_built > MAX_SUB_VALUES:
+            raise SchemaTooComplexError(f"more than {MAX_SUB_VALUES:,} sub-values built", pointer,
+                                        f"MAX_SUB_VALUES={MAX_SUB_VALUES}")
         building = self._building
         facts = _SubtreeFacts()
         building.append(facts)
@@ -507,18 +526,19 @@ class SchemaCompiler:
         in this compile; its states count against ``max_nfa_states``."""
         key = (raw, min_len, max_len)
         if key not in self._counted:
-            counted = CountedDFA(_string_char_dfa(raw), min_len, max_len)
-            self._within_budget(counted.num_states, pointer, f"maxLength {max_len}", "maxLength")
-            self._counted[key] = Embedded(counted)
+            counted = Embedded(CountedDFA(_string_char_dfa(raw), min_len, max_len))
+            self._within_budget(nfa_budget_size(counted), pointer, f"maxLength {max_len}", "maxLength")
+            self._counted[key] = counted
         return self._counted[key]
 
     def _check_repeat(self, unit: Node, copies: int, pointer: str, keyword: str) -> None:
         """Refuse ``copies`` copies of ``unit`` past the budget before building them."""
-        self._within_budget(nfa_size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
+        self._within_budget(nfa_budget_size(unit) * copies, pointer, f"{keyword} {copies}", keyword)
 
     def check_size(self, node: Node, pointer: str) -> None:
-        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see :func:`~enforcer.automaton.nfa_size`)."""
-        self._within_budget(nfa_size(node), pointer, "its automaton")
+        """Refuse ``node`` when its NFA would exceed ``max_nfa_states`` (see
+        :func:`~enforcer.automaton.nfa_budget_size`)."""
+        self._within_budget(nfa_budget_size(node), pointer, "its automaton")
 
     def _within_budget(self, size: int, pointer: str, what: str, keyword: str = "") -> None:
         budget = self.options.max_nfa_states
@@ -2485,10 +2505,11 @@ class SchemaCompiler:
         key = depth * 1000 + budget
         hit = self._any_cache.get(key)
         self._depended_on(-1, budget > FREE_FORM_FALLBACK_DEPTH)
+        self._free_form_built = True
         if hit is None:
             widths = tuple(min(self.options.indent_width * (depth + k), self.options.max_indent)
                            for k in range(budget + 1))
-            hit = self._any_cache[key] = _free_form(widths, budget)
+            hit = self._any_cache[key] = (_free_form_block if self._free_form_blocks else _free_form)(widths, budget)
         return hit
 
 
@@ -2520,6 +2541,15 @@ def _free_form(widths: tuple[int, ...], budget: int) -> Node:
         member = seq(_FREE_STRING, _COLON, item)
         options += [_container("[", "]", item, widths), _container("{", "}", member, widths)]
     return alt(*options)
+
+
+@lru_cache(maxsize=32)
+def _free_form_block(widths: tuple[int, ...], budget: int) -> Node:
+    """:func:`_free_form` as an embedded DFA: the same language, whose states every use shares
+    (an NFA holds a block's states as a numbered range without edges, 18 bytes each against
+    50). A constant of the library: built once per process (at the fallback depth, 4: about
+    5,000 states, 10-30 ms, 5 MB of table) and kept across ``clear_cache``."""
+    return Embedded(compile_node(_free_form(widths, budget), DEFAULT_MAX_STATES))
 
 
 def _container(open_: str, close: str, item: Node, widths: tuple[int, ...]) -> Node:

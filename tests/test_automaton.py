@@ -515,3 +515,36 @@ def test_lazy_rows_stay_right_when_the_table_grows() -> None:
     for k, view in enumerate(views):
         assert list(view) == lazy.array_row(lazy.walk(0, text[:k])).tolist()
     assert lazy.memory_size_bytes() >= lazy.transitions.nbytes + lazy._retired_bytes
+
+
+def test_block_states_are_numbered_after_the_others_and_keep_nothing_per_state() -> None:
+    """The subset construction numbers an NFA's embedded-block states after all the others
+    (:func:`enforcer.automaton._blocks_last`): the per-state slices cover the others only,
+    so two 20,000-character strings (800,000 block states) add nothing per state, and the
+    automaton, a tagged union's exits included, reads the same texts."""
+    from enforcer.automaton import TaggedUnion, _Determiniser
+    from enforcer.json_schema import SchemaOptions
+    from enforcer.matcher import compile_schema_dfa, schema_node
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 20000}, "b": {"type": "integer"},
+                                               "c": {"type": "string", "maxLength": 20000}}}
+    node = schema_node(schema, SchemaOptions())
+    assert node.block_states > 800_000
+    for compiled in (True, False):
+        det = _Determiniser(node, trim=True, compiled=compiled)
+        assert det.num_nfa_states == node.nfa_states + 2
+        assert det.num_regular == node.nfa_states - node.block_states + 2
+        assert det._edge_start.shape[0] == det._eps_start.shape[0] == det._important.shape[0] + 1 == det.num_regular + 1
+        ends = [det.num_regular] + [b.base + b.dfa.num_states for b in det.blocks]
+        assert [b.base for b in det.blocks] == ends[:-1] and ends[-1] == det.num_nfa_states
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    assert dfa.matches('{"a": "' + "x" * 20000 + '", "b": 1}') and not dfa.matches('{"a": "' + "x" * 20001 + '"}')
+    assert dfa.matches('{"b": 2, "c": "' + "é" * 20000 + '"}')
+    counted = Embedded(compile_node(repeat(codepoints([(0x61, 0x7A)]), 0, 300)))
+    union = TaggedUnion([seq(literal("x"), counted, literal("!")), literal("y"), seq(counted, literal("?"))])
+    for text, branch in (("xabc!", 0), ("y", 1), ("abc?", 2), ("?", 2)):
+        state = 0
+        for byte in text.encode():
+            state = union.row(state)[byte]
+            assert state >= 0, text
+        assert union.branch(state) == branch, text

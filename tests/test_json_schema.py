@@ -248,8 +248,13 @@ def test_free_form_depth_falls_back_when_over_budget():
     assert dfa.matches(json.dumps({"a": _nested(6)})) and not dfa.matches(json.dumps({"a": _nested(7)}))
     dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=15_000))
     assert dfa.matches(json.dumps({"a": _nested(4)})) and not dfa.matches(json.dumps({"a": _nested(5)}))
-    with pytest.raises(SchemaTooComplexError):  # not below the fallback depth
-        compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=4_000))
+    # not below the fallback depth: there, the free-form values become one shared embedded
+    # automaton (the same language; its ~3,900 states weigh 18/50 of an NFA state each), and a
+    # budget below that is refused
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=4_000))
+    assert dfa.matches(json.dumps({"a": _nested(4)})) and not dfa.matches(json.dumps({"a": _nested(5)}))
+    with pytest.raises(SchemaTooComplexError):
+        compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=1_000))
 
 
 def test_recursion_is_cut_earlier_when_over_budget():
@@ -640,7 +645,7 @@ def test_optional_members_are_built_once():
 
 def test_budget_refuses_before_building_and_names_the_keyword():
     with pytest.raises(SchemaTooComplexError) as info:
-        compile_schema_dfa({"type": "array", "items": {"type": "string", "maxLength": 2048}, "maxItems": 256},
+        compile_schema_dfa({"type": "array", "items": {"type": "string", "maxLength": 2048}, "maxItems": 1024},
                            SchemaOptions())
     assert (info.value.keyword, info.value.budget) == ("maxItems", f"max_nfa_states={DEFAULT_MAX_NFA_STATES}")
     with pytest.raises(SchemaTooComplexError) as info:
@@ -1094,3 +1099,27 @@ def test_automata_built_whole_are_budgeted_over_one_compile():
                                                                           "max_eager_states=200")
     assert compile_schema_dfa({"type": "object", "properties": {"a": a, "b": b}}, SchemaOptions()).matches(
         '{"a": "xa", "b": "q1"}')
+
+
+def test_free_form_values_over_budget_become_shared_blocks_of_the_same_language():
+    """A value whose free-form values (here 30 open objects' undeclared members, spec mode)
+    pass ``max_nfa_states`` compiles with them as one embedded automaton per depth before any
+    recursion is cut or the schema refused: the same texts are accepted as with NFA copies
+    under a budget that holds those, and the budget counts the blocks' states at their weight."""
+    from enforcer.automaton import nfa_size
+    from enforcer.json_schema import SchemaCompiler
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "object", "properties": {"k": {"type": "integer"}}}
+                                               for i in range(30)}}
+    copies = SchemaCompiler(schema, SchemaOptions(strict=False)).compile()
+    blocks = SchemaCompiler(schema, SchemaOptions(strict=False, max_nfa_states=120_000)).compile()
+    assert copies.block_states < 0.01 * nfa_size(copies) and nfa_size(copies) > 120_000
+    assert blocks.block_states > 0.9 * nfa_size(blocks)
+    big = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    small = compile_schema_dfa(schema, SchemaOptions(strict=False, max_nfa_states=120_000))
+    texts = [json.dumps(v) for v in ({"p0": {"k": 1, "x": [1, {"y": None}]}}, {"p3": {"k": "1"}},
+                                     {"p1": {"x": _nested(4)}}, {"p1": {"x": _nested(5)}}, {"p2": {}, "q": "s"},
+                                     {"p29": {"k": 2, "z": {"a": [True, "\\u00e9"]}}})]
+    texts += ['{"p0": {"x": [1,]}}', '{"p0": {"x": {"a" 1}}}', '{"p0":{"k":1,"x":{"a":[1,2],"b":{}}}}']
+    for text in texts:
+        assert big.matches(text) == small.matches(text), text
+    assert small.matches(texts[0]) and not small.matches(texts[1]) and not small.matches(texts[6])
