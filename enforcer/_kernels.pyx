@@ -253,10 +253,11 @@ cdef object _int32_table(int32_t* items, Py_ssize_t count, Py_ssize_t width):
 
 cdef class SubsetConstruction:
     """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
-    and epsilon edges of the states outside blocks, ``0..r-1``) plus embedded DFA blocks
-    numbered after them (states ``base..base+size``, bases ascending from ``r``, whose edges are
-    the rows of a DFA table, or of a counted repeat's unit shifted to the unit's copy, and whose
-    accepting states have an epsilon edge to ``end``; nothing is kept per block state). DFA
+    and epsilon edges of states ``0..r-1``) plus embedded DFA blocks (states ``base..base+size``,
+    bases ascending, whose edges are the rows of a DFA table, or of a counted repeat's unit
+    shifted to the unit's copy, and whose accepting states have an epsilon edge to ``end``).
+    Blocks lie among states ``0..r-1`` (their slices empty, their flags set) or, every one of
+    them, after ``r`` one after another, with nothing kept per state. DFA
     states are created the first time a :meth:`row` reaches them, numbered in the order found
     with bytes in increasing order; subset 0 is the closure of ``start``. The same states, in
     the same order, as :class:`enforcer.automaton._Determiniser`'s Python construction.
@@ -396,11 +397,14 @@ cdef class SubsetConstruction:
             self.block_size[k] = <int32_t>acc.shape[0]
             self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
             self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
-            if base != (self.n_regular if k == 0 else self.block_base[k - 1] + self.block_size[k - 1]):
-                raise ValueError("blocks must follow the states outside blocks, one after another")
-        if (self.block_base[self.n_blocks - 1] + self.block_size[self.n_blocks - 1] if self.n_blocks
-                else self.n_regular) != n:
-            raise ValueError("the blocks do not end at the last NFA state")
+            if k and base < self.block_base[k - 1] + self.block_size[k - 1] or base + acc.shape[0] > n:
+                raise ValueError("blocks must be ascending, apart, and inside the NFA")
+            if self.n_regular < n and base != (self.n_regular if k == 0 else
+                                               self.block_base[k - 1] + self.block_size[k - 1]):
+                raise ValueError("blocks after the sliced states must follow them one after another")
+        if self.n_regular < n and (not self.n_blocks or self.block_base[self.n_blocks - 1]
+                                   + self.block_size[self.n_blocks - 1] != n):
+            raise ValueError("the blocks after the sliced states do not end at the last NFA state")
         self.slot_cap = 1024
         self.slots = <int32_t*>malloc(self.slot_cap * sizeof(int32_t))
         if self.slots == NULL:
@@ -418,16 +422,16 @@ cdef class SubsetConstruction:
     cdef inline int32_t _block_index(self, int32_t s) noexcept nogil:
         """The block holding state ``s`` (-1: a state outside blocks). A binary search over
         the bases: nothing is kept per block state."""
-        cdef Py_ssize_t lo = 0, hi = self.n_blocks - 1, mid
-        if s < self.n_regular:
-            return -1
-        while lo < hi:  # the last base <= s
-            mid = (lo + hi + 1) >> 1
+        cdef Py_ssize_t lo = 0, hi = self.n_blocks, mid
+        while lo < hi:  # blocks with a base <= s
+            mid = (lo + hi) >> 1
             if self.block_base[mid] <= s:
-                lo = mid
+                lo = mid + 1
             else:
-                hi = mid - 1
-        return <int32_t>lo
+                hi = mid
+        if lo == 0 or s >= self.block_base[lo - 1] + self.block_size[lo - 1]:
+            return -1
+        return <int32_t>(lo - 1)
 
     cdef inline const int32_t* _block_row(self, int32_t blk, int32_t local, int32_t* shift) noexcept nogil:
         """The row of state ``local`` of block ``blk``, its targets to be shifted by ``shift``
@@ -612,7 +616,8 @@ cdef class SubsetConstruction:
         if inside < 0:
             return -1, None
         others = [members[k] for k in range(m)
-                  if members[k] < self.n_regular and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
+                  if self._block_index(members[k]) < 0
+                  and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
         return inside, others
 
     def accepting(self, Py_ssize_t first):
@@ -858,6 +863,45 @@ def embeds_within(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, cons
         free(pairs)
     return 1, rows_built
 
+cdef inline int32_t _laid(int32_t s, const int64_t* bases, const int64_t* before, Py_ssize_t n_blocks,
+                          int64_t r) noexcept nogil:
+    """State ``s`` renumbered blocks last (see :func:`blocks_last`)."""
+    cdef Py_ssize_t lo = 0, hi = n_blocks, mid, k
+    if n_blocks <= 32:  # count without branches: a search mispredicts at each step
+        for k in range(n_blocks):
+            lo += bases[k] <= s
+    else:
+        while lo < hi:  # blocks with a base <= s
+            mid = (lo + hi) >> 1
+            if bases[mid] <= s:
+                lo = mid + 1
+            else:
+                hi = mid
+    if lo > 0 and bases[lo - 1] == s:
+        return <int32_t>(r + before[lo - 1])  # a block entered at its base
+    return <int32_t>(s - before[lo])
+
+
+def blocks_last(int32_t[:, ::1] edges, int32_t[:, ::1] eps, const int64_t[::1] bases,
+                const int64_t[::1] before, int64_t r):
+    """Renumber, in place, the ends of ``edges`` (int32[E, 4]) and ``eps`` (int32[M, 2]) so
+    that the states outside the blocks (bases ascending, ``before[k]`` the block states below
+    block ``k``) come first and each block's base becomes ``r + before[k]``: the compiled
+    :func:`enforcer.automaton._blocks_last`. Cost: a binary search over the bases per edge end."""
+    cdef Py_ssize_t k, nb = bases.shape[0]
+    if before.shape[0] != nb + 1 or nb == 0:
+        raise ValueError("before holds one entry more than bases, and there is a block")
+    cdef const int64_t* b = &bases[0]
+    cdef const int64_t* f = &before[0]
+    with nogil:
+        for k in range(edges.shape[0]):
+            edges[k, 0] = _laid(edges[k, 0], b, f, nb, r)
+            edges[k, 3] = _laid(edges[k, 3], b, f, nb, r)
+        for k in range(eps.shape[0]):
+            eps[k, 0] = _laid(eps[k, 0], b, f, nb, r)
+            eps[k, 1] = _laid(eps[k, 1], b, f, nb, r)
+
+
 def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] targets, int32_t end):
     """Which of ``n`` states reach ``end`` over the edges ``sources[k] -> targets[k]`` (a uint8
     array): predecessor lists by counting sort, then one depth-first pass. Cost linear in the
@@ -904,11 +948,12 @@ def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] target
 def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps, const uint8_t[::1] alive):
     """The edges of an ``n``-state NFA grouped by source (CSR), each group in the order the
     edges were added: ``edges`` int32[E, 4] (source, lo, hi, target), ``eps`` int32[M, 2]
-    (source, target); an edge whose target is not ``alive`` (uint8[n], or None: keep all) is
-    dropped. Returns (edge starts int32[n + 1], lo, hi uint8[E'], target int32[E'], epsilon
+    (source, target); an edge whose target is not ``alive`` (uint8[k], or None: keep all; a
+    target past ``k``, an embedded block's base, is kept) is dropped. Returns (edge starts int32[n + 1], lo, hi uint8[E'], target int32[E'], epsilon
     starts int32[n + 1], epsilon targets int32[M']). Cost: two counting passes, linear."""
     cdef Py_ssize_t m = edges.shape[0], q = eps.shape[0], k, kept = 0, kept_eps = 0
     cdef bint trim = alive is not None
+    cdef Py_ssize_t flags = alive.shape[0] if trim else 0
     cdef int32_t src
     cdef int32_t at
     if m >= INT32_MAX or q >= INT32_MAX:
@@ -919,11 +964,11 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
     cdef int32_t[::1] eps_start = eps_start_arr
     with nogil:
         for k in range(m):
-            if not trim or alive[edges[k, 3]]:
+            if not trim or edges[k, 3] >= flags or alive[edges[k, 3]]:
                 edge_start[edges[k, 0] + 1] += 1
                 kept += 1
         for k in range(q):
-            if not trim or alive[eps[k, 1]]:
+            if not trim or eps[k, 1] >= flags or alive[eps[k, 1]]:
                 eps_start[eps[k, 0] + 1] += 1
                 kept_eps += 1
         for k in range(n):
@@ -943,7 +988,7 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
         for k in range(n):
             fill[k] = edge_start[k]
         for k in range(m):  # front to back: each group keeps the order of addition
-            if not trim or alive[edges[k, 3]]:
+            if not trim or edges[k, 3] >= flags or alive[edges[k, 3]]:
                 src = edges[k, 0]
                 at = fill[src]
                 lo[at] = <uint8_t>edges[k, 1]
@@ -953,7 +998,7 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
         for k in range(n):
             fill[k] = eps_start[k]
         for k in range(q):
-            if not trim or alive[eps[k, 1]]:
+            if not trim or eps[k, 1] >= flags or alive[eps[k, 1]]:
                 src = eps[k, 0]
                 at = fill[src]
                 eps_dst[at] = eps[k, 1]

@@ -25,9 +25,9 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import SubsetConstruction, ThompsonNFA, dfa_product, live_order, nfa_csr, reaching
+    from ._kernels import SubsetConstruction, ThompsonNFA, blocks_last, dfa_product, live_order, nfa_csr, reaching
 except ImportError:  # a source tree without the built extension: the Python walks do the work
-    SubsetConstruction = ThompsonNFA = dfa_product = live_order = nfa_csr = reaching = None
+    SubsetConstruction = ThompsonNFA = blocks_last = dfa_product = live_order = nfa_csr = reaching = None
 if TYPE_CHECKING:
     from ._kernels import TrieWalk
 
@@ -662,33 +662,35 @@ class _BlocksLast(NamedTuple):
 
 
 def _blocks_last(n: int, edges: np.ndarray, eps: np.ndarray, blocks: list[Block],
-                 states: Sequence[int]) -> _BlocksLast:
+                 states: Sequence[int], compiled: bool = True) -> _BlocksLast:
     """The NFA of ``n`` states (``edges`` int32[E, 4], ``eps`` int32[M, 2], ``blocks`` in
     ascending bases) renumbered so that the states outside blocks come first, in their order
     (``0..num_regular-1``), and the blocks' states after them, block after block: whatever
     is kept per state (slices of edges, flags) then covers the states outside blocks only, and
     a block costs nothing per state. ``states`` (states outside blocks) are renumbered too.
     Byte edges never touch a block's states; an epsilon edge may enter a block at its base.
-    Cost: a binary search per edge end, none per block state."""
+    The edge arrays (the builder's, handed over) are renumbered in place, by the compiled
+    :func:`enforcer._kernels.blocks_last` when built and ``compiled``, else with numpy (its
+    reference). Cost: a binary search over the bases per edge end, nothing per block state."""
     if not blocks:
         return _BlocksLast(edges, eps, blocks, list(states), n)
     bases = np.array([b.base for b in blocks], dtype=np.int64)
     before = np.concatenate(([0], np.cumsum([b.dfa.num_states for b in blocks]))).astype(np.int64)
     r = n - int(before[-1])
 
-    def outside(ids: np.ndarray) -> np.ndarray:  # a state outside blocks: less the block states below it
-        return ids - before[np.searchsorted(bases, ids, side="right")]
+    def renumber(ids: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(bases, ids, side="right")
+        entering = (k > 0) & (bases[np.maximum(k - 1, 0)] == ids)
+        return np.where(entering, r + before[np.maximum(k - 1, 0)], ids - before[k])
 
-    edges = edges.copy()
-    edges[:, 0], edges[:, 3] = outside(edges[:, 0]), outside(edges[:, 3])
-    eps = eps.copy()
-    eps[:, 0] = outside(eps[:, 0])
-    k = np.searchsorted(bases, eps[:, 1], side="right") - 1
-    entering = (k >= 0) & (bases[np.maximum(k, 0)] == eps[:, 1])
-    eps[:, 1] = np.where(entering, r + before[np.maximum(k, 0)], eps[:, 1] - before[k + 1])
-    ends = outside(np.array([b.end for b in blocks], dtype=np.int64)).tolist()
-    laid = [Block(r + int(before[j]), b.dfa, ends[j]) for j, b in enumerate(blocks)]
-    return _BlocksLast(edges, eps, laid, outside(np.asarray(states, dtype=np.int64)).tolist(), r)
+    if compiled and blocks_last is not None:
+        blocks_last(edges, eps, bases, before, r)
+    else:
+        for column in (edges[:, 0], edges[:, 3], eps[:, 0], eps[:, 1]):
+            column[...] = renumber(column)
+    ends = renumber(np.array([b.end for b in blocks], dtype=np.int64)).tolist()
+    laid = [Block(r + int(before[j]), b.dfa, int(ends[j])) for j, b in enumerate(blocks)]
+    return _BlocksLast(edges, eps, laid, [int(x) for x in renumber(np.asarray(states, dtype=np.int64))], r)
 
 
 def new_nfa(compiled: bool = True) -> "_NFA":
@@ -1084,8 +1086,11 @@ def _nfa_csr_reference(n: int, edges: np.ndarray, eps: np.ndarray, alive: np.nda
     """:func:`enforcer._kernels.nfa_csr` with numpy (the fallback without the compiled kernels
     and the oracle of its differential test): a stable sort by source, then a count per state
     and a running sum."""
-    if alive is not None:
-        edges, eps = edges[alive[edges[:, 3]].astype(bool)], eps[alive[eps[:, 1]].astype(bool)]
+    if alive is not None:  # a target past the flags (an embedded block's base) is kept
+        flags = np.append(alive.astype(bool), True)
+        at = alive.shape[0]
+        edges = edges[flags[np.minimum(edges[:, 3], at)]]
+        eps = eps[flags[np.minimum(eps[:, 1], at)]]
 
     def grouped(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         starts = np.zeros(n + 1, dtype=np.int32)
@@ -1110,22 +1115,28 @@ class _Determiniser:
         nfa.build(node, built_start, built_end)
         self.num_nfa_states = nfa.num_states
         edges, eps = nfa.take_arrays()
-        laid = _blocks_last(nfa.num_states, edges, eps, nfa.blocks, (built_start, built_end, *keep))
+        block_states = sum(b.dfa.num_states for b in nfa.blocks)
+        if 2 * block_states >= nfa.num_states:  # mostly block states: numbered last, kept nothing per state
+            laid = _blocks_last(nfa.num_states, edges, eps, nfa.blocks, (built_start, built_end, *keep), compiled)
+        else:  # a few: renumbering every edge would cost more than their slices
+            laid = _BlocksLast(edges, eps, nfa.blocks, [built_start, built_end, *keep], nfa.num_states)
         self.blocks = laid.blocks
         start = self.start = laid.states[0]
         self.end = laid.states[1]
         self.kept = np.asarray(laid.states[2:], dtype=np.int64)
-        """``keep`` as numbered here (block states last)."""
+        """``keep`` as numbered here."""
         self.num_regular = laid.num_regular
+        """States with slices of their own: all of them, or (blocks numbered last) those outside blocks."""
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
         edges, eps = laid.edges, laid.eps
+        alive = None
         if trim and nfa.may_dead_end:
-            edges, eps = self._trimmed(edges, eps)
-        # per-state slices (CSR) of the states outside blocks, in the order the edges were added
+            alive, eps = self._alive(edges, eps)
+        # per-state slices (CSR), in the order the edges were added
         self._edge_start, self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start, self._eps_dst = (
-            nfa_csr if nfa_csr is not None else _nfa_csr_reference)(self.num_regular, edges, eps, None)
-        del nfa, edges, eps, laid  # the builder's arrays, freed before the construction's own
+            nfa_csr if nfa_csr is not None else _nfa_csr_reference)(self.num_regular, edges, eps, alive)
+        del nfa, edges, eps, laid, alive  # the builder's arrays, freed before the construction's own
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._epsilons: dict[int, tuple[int, ...]] = {}
         self._leaving: dict[int, np.ndarray] = {}
@@ -1133,7 +1144,9 @@ class _Determiniser:
         # a subset holds only the NFA states that decide what follows: those that read a byte
         # (edges, embedded blocks), the end (acceptance) and ``keep`` (a tagged union's exits);
         # two subsets that differ in pass-through states only are one DFA state
-        important = np.diff(self._edge_start) > 0  # block states (numbered from num_regular on): all
+        important = np.diff(self._edge_start) > 0
+        for block in self.blocks:  # (block states numbered last have no flags: all are kept)
+            important[block.base:min(block.base + block.dfa.num_states, self.num_regular)] = True
         important[self.end] = True
         important[self.kept] = True
         self._important = important.view(np.uint8)
@@ -1169,30 +1182,33 @@ class _Determiniser:
         subsets = self._kernel.nbytes if self._kernel is not None else SUBSET_BYTES * len(self.sets)
         return self._array_bytes + subsets + SUBSET_BYTES * len(self._closures) + SUBSET_ITEM_BYTES * self.subset_items
 
-    def _trimmed(self, edges: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``edges`` and ``eps`` without those into states that cannot reach the end. An
-        embedded DFA is trimmed already: its states live exactly when the state after it does,
-        so each block is one node here (``num_regular + k``, entered at its base). Cost: one
-        pass over the edges, none over the block states."""
-        r = self.num_regular
+    def _alive(self, edges: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which states with slices can reach the end (uint8[num_regular]; a block's base
+        says whether its block lives), and ``eps`` without the edges into blocks numbered last
+        that cannot (:func:`~enforcer._kernels.nfa_csr` keeps edges past the flags). An embedded DFA is trimmed already: its states live
+        exactly when the state after it does, so each block is one node here, entered at its
+        base. Cost: one pass over the edges, none over the block states."""
+        r, n_blocks = self.num_regular, len(self.blocks)
         bases = np.array(self._block_bases, dtype=np.int64)
-
-        def compact(ids: np.ndarray) -> np.ndarray:  # a block's base -> its node
-            out = ids.astype(np.int64)
-            inside = ids >= r
-            out[inside] = r + np.searchsorted(bases, ids[inside])
-            return out
-
-        block_nodes = np.arange(r, r + len(self.blocks), dtype=np.int64)
-        sources = np.concatenate([edges[:, 0], eps[:, 0], block_nodes])
-        targets = np.concatenate([edges[:, 3], compact(eps[:, 1]), [b.end for b in self.blocks]]).astype(np.int64)
-        n = r + len(self.blocks)
+        eps_targets = eps[:, 1].astype(np.int64)
+        k = np.searchsorted(bases, eps_targets, side="right") - 1
+        entering = (k >= 0) & (bases[np.maximum(k, 0)] == eps_targets)
+        eps_targets[entering] = r + k[entering]  # the block's node
+        nodes = np.arange(r, r + n_blocks, dtype=np.int32)
+        sources = np.concatenate([edges[:, 0], eps[:, 0], nodes])
+        targets = np.concatenate([edges[:, 3], eps_targets.astype(np.int32),
+                                  np.array([b.end for b in self.blocks], dtype=np.int32)])
         if reaching is not None:  # the compiled pass (one step per state, not per level)
-            alive = reaching(n, sources.astype(np.int32), targets.astype(np.int32), self.end).view(bool)
+            alive = reaching(r + n_blocks, sources, targets, self.end)
         else:
-            alive = _reaching_reference(n, sources, targets, self.end)
-        return (np.ascontiguousarray(edges[alive[edges[:, 3]]]),
-                np.ascontiguousarray(eps[alive[compact(eps[:, 1])]]))
+            alive = _reaching_reference(r + n_blocks, sources, targets, self.end).view(np.uint8)
+        flags = alive[:r].copy()
+        inside = bases < r  # a block numbered among the others: its base's flag is its own
+        flags[bases[inside]] = alive[r:][inside]
+        dead = bases[~inside][alive[r:][~inside] == 0]
+        if dead.size:
+            eps = np.ascontiguousarray(eps[~np.isin(eps[:, 1], dead)])
+        return flags, eps
 
     def _block_at(self, s: int) -> tuple[Block, int] | None:
         """The block NFA state ``s`` belongs to and its DFA state (None: not a block state)."""
