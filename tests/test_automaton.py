@@ -273,12 +273,52 @@ def test_compiled_nfa_csr_is_the_reference() -> None:
             edges = np.stack([rng.integers(0, n, m), rng.integers(0, 256, m), rng.integers(0, 256, m),
                               rng.integers(0, n, m)], axis=1).astype(np.int32)
             eps = np.stack([rng.integers(0, n, q), rng.integers(0, n, q)], axis=1).astype(np.int32)
-            for alive in (None, (rng.random(n) < 0.7).astype(np.uint8)):
+            # flags for every state, none, or only the first states (targets past them are kept:
+            # the bases of blocks numbered last)
+            for alive in (None, (rng.random(n) < 0.7).astype(np.uint8), (rng.random(n // 2) < 0.7).astype(np.uint8)):
                 fast = nfa_csr(n, edges, eps, alive)
                 slow = _nfa_csr_reference(n, edges, eps, alive)
                 assert len(fast) == len(slow) == 6
                 for got, want in zip(fast, slow):
                     assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_compiled_blocks_last_is_the_reference() -> None:
+    # the renumbering that puts embedded blocks after the other states (Cython, a count or a
+    # binary search over the bases) against numpy's searchsorted, with few and many blocks
+    from enforcer.automaton import Block, _blocks_last, blocks_last
+
+    if blocks_last is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(5)
+    for n_blocks in (1, 5, 40):
+        sizes = rng.integers(1, 30, n_blocks)
+        gaps = rng.integers(1, 20, n_blocks + 1)
+        bases, at = [], int(gaps[0])
+        for size, gap in zip(sizes, gaps[1:]):
+            bases.append(at)
+            at += int(size) + int(gap)
+        n = at
+        outside = np.setdiff1d(np.arange(n), np.concatenate([np.arange(b, b + s) for b, s in zip(bases, sizes)]))
+        dfa = type("Sized", (), {})
+        blocks = []
+        for base, size in zip(bases, sizes):
+            sized = dfa()
+            sized.num_states = int(size)
+            blocks.append(Block(base, sized, int(rng.choice(outside))))
+        edges = np.stack([rng.choice(outside, 300), rng.integers(0, 256, 300), rng.integers(0, 256, 300),
+                          rng.choice(outside, 300)], axis=1).astype(np.int32)
+        eps = np.stack([rng.choice(outside, 200), rng.choice(np.concatenate([outside, bases]), 200)],
+                       axis=1).astype(np.int32)
+        states = [int(s) for s in rng.choice(outside, 5)]
+        fast = _blocks_last(n, edges.copy(), eps.copy(), blocks, states, compiled=True)
+        slow = _blocks_last(n, edges.copy(), eps.copy(), blocks, states, compiled=False)
+        assert np.array_equal(fast.edges, slow.edges) and np.array_equal(fast.eps, slow.eps)
+        assert fast.blocks == slow.blocks and fast.states == slow.states and fast.num_regular == slow.num_regular
+        assert fast.num_regular == len(outside) and fast.edges[:, [0, 3]].max() < fast.num_regular
+        laid = {b.base: b.base + b.dfa.num_states for b in fast.blocks}
+        assert fast.blocks[0].base == fast.num_regular and max(laid.values()) == n
+        assert all(t < fast.num_regular or t in laid for t in fast.eps[:, 1])
 
 
 def test_compiled_thompson_construction_is_the_reference() -> None:
