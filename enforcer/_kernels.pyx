@@ -348,13 +348,14 @@ cdef class SubsetConstruction:
                  const int32_t[::1] edge_start, const uint8_t[::1] edge_lo, const uint8_t[::1] edge_hi,
                  const int32_t[::1] edge_dst, const int32_t[::1] eps_start, const int32_t[::1] eps_dst,
                  const uint8_t[::1] important, list blocks):
-        """``important``: the states outside blocks a subset keeps (uint8[r]; the others pass
-        epsilon edges on only; a block's states are all kept). ``blocks``: (base, rows int32[r, 256], accepting uint8[size], period, end) per
-        embedded automaton: with period 0 the rows are the table (``r = size``); with period
-        ``q`` they are a counted repeat's ``q`` unit rows (targets within a unit, ``q`` on its
-        completion), state ``k * q + s`` reading row ``s`` shifted by ``k * q``, and the last
-        state (``size - 1``, after the last unit) reading nothing."""
-        cdef Py_ssize_t n = num_nfa_states, k, s
+        """``important``: the states a subset keeps among those with slices, ``0..r-1`` where
+        ``r = len(edge_start) - 1`` (uint8[r]; the others pass epsilon edges on only; block
+        states after ``r`` are all kept). ``blocks``: (base, rows int32[m, 256], accepting
+        uint8[size], period, end) per embedded automaton: with period 0 the rows are the table
+        (``m = size``); with period ``q`` they are a counted repeat's ``q`` unit rows (targets
+        within a unit, ``q`` on its completion), state ``k * q + s`` reading row ``s`` shifted by
+        ``k * q``, and the last state (``size - 1``, after the last unit) reading nothing."""
+        cdef Py_ssize_t n = num_nfa_states, k
         cdef const int32_t[:, ::1] table
         cdef const uint8_t[::1] acc
         self.n_nfa = n
@@ -866,17 +867,13 @@ def embeds_within(const int32_t[:, ::1] inner, const int32_t[:, ::1] table, cons
 cdef inline int32_t _laid(int32_t s, const int64_t* bases, const int64_t* before, Py_ssize_t n_blocks,
                           int64_t r) noexcept nogil:
     """State ``s`` renumbered blocks last (see :func:`blocks_last`)."""
-    cdef Py_ssize_t lo = 0, hi = n_blocks, mid, k
-    if n_blocks <= 32:  # count without branches: a search mispredicts at each step
-        for k in range(n_blocks):
-            lo += bases[k] <= s
-    else:
-        while lo < hi:  # blocks with a base <= s
-            mid = (lo + hi) >> 1
-            if bases[mid] <= s:
-                lo = mid + 1
-            else:
-                hi = mid
+    cdef Py_ssize_t lo = 0, hi = n_blocks, mid
+    while lo < hi:  # blocks with a base <= s
+        mid = (lo + hi) >> 1
+        if bases[mid] <= s:
+            lo = mid + 1
+        else:
+            hi = mid
     if lo > 0 and bases[lo - 1] == s:
         return <int32_t>(r + before[lo - 1])  # a block entered at its base
     return <int32_t>(s - before[lo])
@@ -949,8 +946,9 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
     """The edges of an ``n``-state NFA grouped by source (CSR), each group in the order the
     edges were added: ``edges`` int32[E, 4] (source, lo, hi, target), ``eps`` int32[M, 2]
     (source, target); an edge whose target is not ``alive`` (uint8[k], or None: keep all; a
-    target past ``k``, an embedded block's base, is kept) is dropped. Returns (edge starts int32[n + 1], lo, hi uint8[E'], target int32[E'], epsilon
-    starts int32[n + 1], epsilon targets int32[M']). Cost: two counting passes, linear."""
+    target past ``k``, an embedded block's base, is kept) is dropped. Returns (edge starts
+    int32[n + 1], lo, hi uint8[E'], target int32[E'], epsilon starts int32[n + 1], epsilon
+    targets int32[M']). Cost: two counting passes, linear."""
     cdef Py_ssize_t m = edges.shape[0], q = eps.shape[0], k, kept = 0, kept_eps = 0
     cdef bint trim = alive is not None
     cdef Py_ssize_t flags = alive.shape[0] if trim else 0

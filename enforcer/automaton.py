@@ -1115,8 +1115,7 @@ class _Determiniser:
         nfa.build(node, built_start, built_end)
         self.num_nfa_states = nfa.num_states
         edges, eps = nfa.take_arrays()
-        block_states = sum(b.dfa.num_states for b in nfa.blocks)
-        if 2 * block_states >= nfa.num_states:  # mostly block states: numbered last, kept nothing per state
+        if 2 * node.block_states >= nfa.num_states:  # mostly block states: numbered last, kept nothing per state
             laid = _blocks_last(nfa.num_states, edges, eps, nfa.blocks, (built_start, built_end, *keep), compiled)
         else:  # a few: renumbering every edge would cost more than their slices
             laid = _BlocksLast(edges, eps, nfa.blocks, [built_start, built_end, *keep], nfa.num_states)
@@ -1145,8 +1144,9 @@ class _Determiniser:
         # (edges, embedded blocks), the end (acceptance) and ``keep`` (a tagged union's exits);
         # two subsets that differ in pass-through states only are one DFA state
         important = np.diff(self._edge_start) > 0
-        for block in self.blocks:  # (block states numbered last have no flags: all are kept)
-            important[block.base:min(block.base + block.dfa.num_states, self.num_regular)] = True
+        if self.num_regular == self.num_nfa_states:  # (block states numbered last have no flags: all are kept)
+            for block in self.blocks:
+                important[block.base:block.base + block.dfa.num_states] = True
         important[self.end] = True
         important[self.kept] = True
         self._important = important.view(np.uint8)
@@ -1185,9 +1185,10 @@ class _Determiniser:
     def _alive(self, edges: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which states with slices can reach the end (uint8[num_regular]; a block's base
         says whether its block lives), and ``eps`` without the edges into blocks numbered last
-        that cannot (:func:`~enforcer._kernels.nfa_csr` keeps edges past the flags). An embedded DFA is trimmed already: its states live
-        exactly when the state after it does, so each block is one node here, entered at its
-        base. Cost: one pass over the edges, none over the block states."""
+        that cannot (:func:`~enforcer._kernels.nfa_csr` keeps edges past the flags). An
+        embedded DFA is trimmed already: its states live exactly when the state after it does,
+        so each block is one node here, entered at its base. Cost: one pass over the edges,
+        none over the block states."""
         r, n_blocks = self.num_regular, len(self.blocks)
         bases = np.array(self._block_bases, dtype=np.int64)
         eps_targets = eps[:, 1].astype(np.int64)
@@ -1436,17 +1437,16 @@ def nfa_size(node: Node) -> int:
     return node.nfa_states
 
 
-def nfa_budget_size(node: Node) -> int:
-    """The compile-time budget's measure (``max_nfa_states``): the NFA's states, those of
-    embedded DFAs weighted by what they take (``BLOCK_STATE_BYTES`` against
-    ``NFA_STATE_BYTES``: they are a numbered range with no stored edges)."""
-    blocks = node.block_states
-    return node.nfa_states - blocks + -(-blocks * BLOCK_STATE_BYTES // NFA_STATE_BYTES)
-
-
 def nfa_bytes(node: Node) -> int:
-    """About what the NFA of ``node`` takes at the peak of building it."""
+    """About what the NFA of ``node`` takes at the peak of building it: ``NFA_STATE_BYTES`` per
+    state, ``BLOCK_STATE_BYTES`` per embedded DFA's state (a numbered range, no stored edges)."""
     return (node.nfa_states - node.block_states) * NFA_STATE_BYTES + node.block_states * BLOCK_STATE_BYTES
+
+
+def nfa_budget_size(node: Node) -> int:
+    """The compile-time budget's measure (``max_nfa_states``): :func:`nfa_bytes` in NFA states
+    (an embedded DFA's state counts 18/50 of one)."""
+    return -(-nfa_bytes(node) // NFA_STATE_BYTES)
 
 
 ROWS_PER_WALK = 1024

@@ -21,9 +21,9 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 import numpy as np
 
 from . import numbers
-from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, nfa_budget_size, nfa_size, alt, byte_chars, codepoints,
-                        DEFAULT_MAX_STATES, compile_node, eager_budget, literal, optional, repeat, separated, seq,
-                        states_exceeded)
+from .automaton import (DEAD, DEFAULT_MAX_STATES, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, alt,
+                        byte_chars, codepoints, compile_node, eager_budget, literal, nfa_budget_size, nfa_size,
+                        optional, repeat, separated, seq, states_exceeded)
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
