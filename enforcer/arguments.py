@@ -119,7 +119,7 @@ def _top_level(params: dict, compiler: SchemaCompiler) -> dict:
 
 
 def _candidate_types(schema: Any, compiler: SchemaCompiler, pointer: str) -> list[str]:
-    schema = compiler._deref(schema, pointer)
+    schema = compiler.deref(schema, pointer)
     if not isinstance(schema, dict):
         return [] if schema is False else list(VALUE_TYPES)
     if "const" in schema or "enum" in schema:

@@ -304,6 +304,9 @@ class SchemaCompiler:
         """Free-form values are embedded DFAs (:func:`_free_form_block`): the fallback of a value
         over ``max_nfa_states`` before its recursion is cut."""
         self._nesting = 0
+        self._unique_holders: dict[int, dict] = {}
+        """id of the ``items`` of each schema whose ``uniqueItems`` matchers enforce -> that
+        schema (:meth:`leave_unique_items_to`)."""
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
         self._string_products: dict[tuple[bool, bool, Any, Any, int, int | None], Node] = {}
@@ -356,6 +359,20 @@ class SchemaCompiler:
         with eager_budget(self.options.max_eager_states):
             return self.value(self.root, "", 0, ())
 
+    def leave_unique_items_to(self, holders: Iterable[dict]) -> None:
+        """Compile the arrays of these schemas (of this root) without their ``uniqueItems``:
+        the caller's matchers enforce it (:mod:`enforcer.item_memory`). Elsewhere it is refused."""
+        self._unique_holders.update((id(holder.get("items")), holder) for holder in holders)
+
+    def _left_to_item_memory(self, schema: dict) -> bool:
+        """Whether ``schema``'s ``uniqueItems`` is enforced by the matchers' item memory: it is
+        a schema the plan covers, or a copy of one (narrowed to arrays, annotations beside:
+        every other keyword the same object)."""
+        holder = self._unique_holders.get(id(schema.get("items")))
+        return holder is not None \
+            and all(k == "type" or k in ANNOTATIONS or (k in holder and holder[k] is v) for k, v in schema.items()) \
+            and all(k in schema for k in holder if k in _TYPE_KEYWORDS["array"])
+
     def _refuse_early(self) -> None:
         """Raise the refusal of a keyword that is never enforced (:data:`ALWAYS_REFUSED`) when
         it sits where the compile is sure to meet it, before any automaton is built: a schema
@@ -383,12 +400,13 @@ class SchemaCompiler:
                     or _validated_constants(schema):
                 continue  # rewritten (or its members validated) before its keywords are checked
             for key in ALWAYS_REFUSED:
-                if key in schema and _NO_OP.get(key, object()) != schema[key]:
+                if key in schema and _NO_OP.get(key, object()) != schema[key] and not self._excluded_by_type(schema, key) \
+                        and not (key == "uniqueItems" and self._left_to_item_memory(schema)):
                     raise UnsupportedSchemaError(key, pointer)
             if any(k in schema for k in _NOT_TYPED_DIRECTLY):
                 continue
             try:
-                types = _declared_types(schema)
+                types = declared_types(schema)
             except InvalidSchemaError:
                 continue
             stack.extend(reversed(self._typed_children(schema, pointer, types)))
@@ -689,7 +707,7 @@ class SchemaCompiler:
             branches = schema[key]
             if not isinstance(branches, list) or not branches:
                 raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
-            plain = [self._deref(b, f"{pointer}/{key}/{i}") for i, b in enumerate(branches)]
+            plain = [self.deref(b, f"{pointer}/{key}/{i}") for i, b in enumerate(branches)]
             for i in range(len(plain)):
                 for j in range(i + 1, len(plain)):
                     if not self._disjoint(plain[i], plain[j]):
@@ -700,7 +718,7 @@ class SchemaCompiler:
                    for alt in self._evaluation_alternatives(b, f"{pointer}/{key}/{i}", keywords,
                                                             path + (f"{pointer}/{key}/{i}",))])
         if "if" in schema:
-            condition = self._deref(schema["if"], f"{pointer}/if")
+            condition = self.deref(schema["if"], f"{pointer}/if")
             failures = self._failures(condition, f"{pointer}/if")
             if failures is None:
                 raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside 'if' at {pointer or '(root)'}: "
@@ -716,7 +734,8 @@ class SchemaCompiler:
         """Refuse an unsupported keyword that applies here: one of a type ``type`` excludes
         (``uniqueItems`` beside ``type: object``) constrains nothing."""
         for key, val in schema.items():
-            if key in UNSUPPORTED and _NO_OP.get(key, object()) != val and not self._excluded_by_type(schema, key):
+            if key in UNSUPPORTED and _NO_OP.get(key, object()) != val and not self._excluded_by_type(schema, key) \
+                    and not (key == "uniqueItems" and self._left_to_item_memory(schema)):
                 raise UnsupportedSchemaError(key, pointer)
         if isinstance(schema.get("items"), list) and "prefixItems" in schema:
             raise InvalidSchemaError(pointer, "'items' as an array together with 'prefixItems'")
@@ -727,7 +746,7 @@ class SchemaCompiler:
         if "type" not in schema:
             return False
         try:
-            types = _declared_types(schema)
+            types = declared_types(schema)
         except InvalidSchemaError:
             return False  # reported where the type is read
         return any(key in keywords and t not in types for t, keywords in _TYPE_KEYWORDS.items())
@@ -914,7 +933,7 @@ class SchemaCompiler:
             schema, _, refs = self._expand("$ref" if "$ref" in schema else "$dynamicRef", pointer, depth, refs, schema)
         return schema, refs
 
-    def _deref(self, schema: Any, pointer: str) -> Any:
+    def deref(self, schema: Any, pointer: str) -> Any:
         """``schema`` with up to 32 bare ``$ref`` followed (in drafts 4-7, any ``$ref``: the
         keywords beside it are ignored), for analyses that never build a value (their callers
         stop on cycles)."""
@@ -1025,7 +1044,7 @@ class SchemaCompiler:
                 context.append(own)
             if "then" in part or "else" in part:
                 condition_pointer = f"{pointer}/allOf/{i}/if"
-                condition = self._deref(part["if"], condition_pointer)
+                condition = self.deref(part["if"], condition_pointer)
                 _, thens, elses, _ = by_condition.setdefault(json.dumps(condition, sort_keys=True),
                                                              (condition, [], [], condition_pointer))
                 thens.append(part.get("then", True))
@@ -1082,7 +1101,7 @@ class SchemaCompiler:
             if not isinstance(properties, dict) or len(properties) != 1:
                 return False
             (key, sub), = properties.items()
-            sub = self._deref(sub, "")
+            sub = self.deref(sub, "")
             if not isinstance(sub, dict) or set(sub) - ANNOTATIONS - {"const", "enum", "type"}:
                 return False
             values = [sub["const"]] if "const" in sub else sub.get("enum")
@@ -1328,7 +1347,7 @@ class SchemaCompiler:
         ``$ref`` (its target's; a reference cycle is not negated). Keys no validator reads are
         ignored. A keyword of one type fails only values of that type. ``entered``: the schema
         objects negated on this path."""
-        condition = self._deref(condition, pointer)
+        condition = self.deref(condition, pointer)
         if condition is True or (isinstance(condition, dict) and not set(condition) & KEYWORDS):
             return []
         if condition is False:
@@ -1374,7 +1393,7 @@ class SchemaCompiler:
         each = [self._failures(b, f"{pointer}/oneOf/{i}", entered) for i, b in enumerate(branches)]
         if any(found is None for found in each):
             return None
-        plain = [self._deref(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(branches)]
+        plain = [self.deref(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(branches)]
         both = [{"allOf": [branches[i], branches[j]]} for i in range(len(branches)) for j in range(i + 1, len(branches))
                 if not self._disjoint(plain[i], plain[j])]
         if len(both) > MAX_DISTRIBUTED_BRANCHES:
@@ -1386,7 +1405,7 @@ class SchemaCompiler:
                           entered: frozenset[int]) -> list[Any] | None:
         """The failures of one keyword of ``condition`` (see :meth:`_failures`)."""
         if key == "type":  # the other types (numbers with a fraction where only integers are allowed)
-            types = _declared_types({key: value})
+            types = declared_types({key: value})
             others = [t for t in TYPES if t not in types and t not in ("integer", "number")]
             others += [] if "number" in types else ["number"] if "integer" not in types else []
             only_integers = types & {"integer", "number"} == {"integer"}
@@ -1565,11 +1584,11 @@ class SchemaCompiler:
 
     def _types_of(self, schema: Any, path: frozenset[int] = frozenset()) -> set[str]:
         """The JSON types ``schema`` may admit (a superset; every type on a ``$ref`` cycle)."""
-        schema = self._deref(schema, "")
+        schema = self.deref(schema, "")
         if schema is True or not isinstance(schema, dict) or id(schema) in path or len(path) > MAX_NESTING:
             return set(TYPES) if schema is not False else set()
         path = path | {id(schema)}
-        types = _declared_types(schema)
+        types = declared_types(schema)
         if "enum" in schema:
             types &= self._constant_types(schema["enum"])
         elif "const" in schema:
@@ -1609,7 +1628,7 @@ class SchemaCompiler:
         if level > _DISJOINT_LEVELS:
             return False
         try:
-            a, b = self._deref(a, ""), self._deref(b, "")
+            a, b = self.deref(a, ""), self.deref(b, "")
             if self._disjoint_here(a, b, level):
                 return True
             for x, y in ((a, b), (b, a)):
@@ -1653,7 +1672,7 @@ class SchemaCompiler:
             both_objects = (ta & tb) <= {"object"}
             if both_objects:
                 for name in common:
-                    if name in pa and name in pb and self._disjoint(self._deref(pa[name], ""), self._deref(pb[name], ""), level + 1):
+                    if name in pa and name in pb and self._disjoint(self.deref(pa[name], ""), self.deref(pb[name], ""), level + 1):
                         return True
                 # a property required by one side and forbidden by the other
                 for x, y in ((a, b), (b, a)):
@@ -1706,7 +1725,7 @@ class SchemaCompiler:
         if "then" not in schema and "else" not in schema:
             return base
         then_schema, else_schema = schema.get("then", True), schema.get("else", True)
-        condition = self._deref(schema["if"], f"{pointer}/if")
+        condition = self.deref(schema["if"], f"{pointer}/if")
         if condition is True or condition == {}:
             return _all_of_schema([base, then_schema])
         if condition is False:
@@ -1721,7 +1740,7 @@ class SchemaCompiler:
     def _written_keys(self, schema: Any) -> set[str] | None:
         """The keys any object this compiler writes for ``schema`` can hold (None: not known,
         or undeclared keys may appear)."""
-        schema = self._deref(schema, "")
+        schema = self.deref(schema, "")
         if not isinstance(schema, dict) or any(k in schema for k in ("$ref", "allOf", "anyOf", "oneOf", "not",
                                                                      "patternProperties", "if")):
             return None
@@ -1746,13 +1765,13 @@ class SchemaCompiler:
             return False
         for x, y in ((a, b), (b, a)):
             keys = self._written_keys(x)
-            y = self._deref(y, "")
+            y = self.deref(y, "")
             if keys is None or not isinstance(y, dict) or set(y.get("required", [])) <= keys:
                 return False
         return True
 
     def _not(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
-        negated = self._deref(schema["not"], f"{pointer}/not")
+        negated = self.deref(schema["not"], f"{pointer}/not")
         rest = {k: v for k, v in schema.items() if k != "not"}
         if negated is True or negated == {}:
             return NOTHING
@@ -1760,7 +1779,7 @@ class SchemaCompiler:
             return self.value(rest, pointer, depth, refs)
         keys = set(negated) - ANNOTATIONS
         if keys == {"type"}:
-            excluded = _declared_types(negated)
+            excluded = declared_types(negated)
             allowed = [t for t in TYPES if t not in excluded]
             if "integer" in excluded and "number" not in excluded:
                 return self._not_integer(rest, [t for t in allowed if t not in ("integer", "number")], pointer,
@@ -1816,7 +1835,7 @@ class SchemaCompiler:
             if isinstance(typed, dict) else {"$ref"}
         if other:
             raise UnsupportedSchemaError("not", pointer, f"negated {json_type} keywords beside {sorted(other)[0]!r}")
-        return typed if _declared_types(typed) else None
+        return typed if declared_types(typed) else None
 
     def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
         """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
@@ -1828,7 +1847,7 @@ class SchemaCompiler:
                                          "is not supported")
         m = merge(rest, {"type": others})
         nodes = [self.value(m, pointer, depth, refs)] if others and m is not None else []
-        if "number" in _declared_types(rest):
+        if "number" in declared_types(rest):
             nodes.append(numbers.FRACTIONAL)
         return alt(*nodes)
 
@@ -1837,7 +1856,7 @@ class SchemaCompiler:
     def _typed(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         if "enum" in schema or "const" in schema:
             return self._enum(schema, pointer, depth)
-        types = _declared_types(schema)
+        types = declared_types(schema)
         if "number" in types:
             types.discard("integer")
         nodes = []
@@ -2239,7 +2258,7 @@ class SchemaCompiler:
                 if not family & contains_types:
                     other.append(self.value(sub_t, sub_pointer, inner, refs))
                 elif isinstance(contains_t, dict) and set(contains_t) - ANNOTATIONS <= {"type"} and \
-                        t in _declared_types(contains_t):
+                        t in declared_types(contains_t):
                     matching.append(self.value(sub_t, sub_pointer, inner, refs))
                 else:
                     with self._built_whole():
@@ -2320,13 +2339,13 @@ class SchemaCompiler:
         inner = depth + 1
         colon = self._colon()
         comma = self._comma(inner)
-        pattern_dfas = [(p, self._key_pattern(p, f"{pointer}/patternProperties/{_escape(p)}")) for p in patterns]
+        pattern_dfas = [(p, self.key_pattern(p, f"{pointer}/patternProperties/{_escape(p)}")) for p in patterns]
         name_check = None if names_schema is True else self._validator.evolve(schema=names_schema)
         # names the schema mentions outside 'properties' are written like declared ones
         named = list(properties) + [n for n in _named_keys(schema) if n not in properties]
         members: list[tuple[str, Node | None]] = []
         witness_members: dict[str, Node] = {}  # the named keys' members that are the witness
-        witness_patterns = [self._key_pattern(p, pointer) for p in witness.patterns] if witness else []
+        witness_patterns = [self.key_pattern(p, pointer) for p in witness.patterns] if witness else []
         for name in named:
             parts: list[Any] = [properties[name]] if name in properties else []
             sub_pointer = f"{pointer}/properties/{_escape(name)}" if name in properties else pointer
@@ -2448,7 +2467,7 @@ class SchemaCompiler:
             keys = keys.difference(_quoted_key_dfa(pattern, limit), limit)
         return keys
 
-    def _key_pattern(self, pattern: str, pointer: str) -> DFA:
+    def key_pattern(self, pattern: str, pointer: str) -> DFA:
         """The raw UTF-8 key names a ``patternProperties`` pattern matches (search semantics)."""
         if not isinstance(pattern, str):
             raise InvalidSchemaError(pointer, "a patternProperties key must be a string")
@@ -3088,7 +3107,7 @@ def _type_of(value: Any) -> str:
     return "object"
 
 
-def _declared_types(schema: dict) -> set[str]:
+def declared_types(schema: dict) -> set[str]:
     t = schema.get("type")
     if t is None:
         return set(TYPES)

@@ -17,10 +17,12 @@ import numpy as np
 from .automaton import DEAD, DFA, LazyDFA, Node, compile_node
 from .errors import InvalidSchemaError, SchemaTooComplexError
 from .ids import as_token_id
+from .item_memory import START, Scan, forbidden_tokens, scan
 from .json_schema import SchemaCompiler, SchemaOptions
 from .lru import COMPILED, LRU
 from .masks import MaskTable, clear_shared_masks, pack_ids, token_index
 from .schema_check import check_document, check_schema
+from .unique_items import UniqueItemsPlan, holds_unique_items, plan_unique_items
 from .vocabulary import Vocabulary
 
 
@@ -67,9 +69,12 @@ def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray) -> None:
 class CompiledSchema:
     """A JSON Schema compiled against one vocabulary. Build with :func:`compile_json_schema`."""
 
-    def __init__(self, schema: Any, dfa: DFA | LazyDFA, vocabulary: Vocabulary, options: SchemaOptions) -> None:
+    def __init__(self, schema: Any, dfa: DFA | LazyDFA, vocabulary: Vocabulary, options: SchemaOptions,
+                 unique_plan: UniqueItemsPlan | None = None) -> None:
         self.schema = schema
         self.dfa = dfa
+        self.unique_plan = unique_plan
+        """Where matchers remember items so that ``uniqueItems`` holds (None: nowhere)."""
         self.vocabulary = vocabulary
         self.options = options
         self.masks = MaskTable(dfa, token_index(vocabulary), options.max_mask_bytes)
@@ -130,7 +135,7 @@ class JsonMatcher(Matcher):
     """Per-sequence cursor over a :class:`CompiledSchema`. Not thread-safe; one per sequence."""
 
     __slots__ = ("_compiled", "_rows", "_accepting", "_tokens", "_stop", "_states", "_finished",
-                 "_stop_words", "_cut")
+                 "_stop_words", "_cut", "_plan", "_scans", "_masked")
 
     def __init__(self, compiled: CompiledSchema, stop_token_ids: tuple[int, ...] = ()) -> None:
         self._compiled = compiled
@@ -148,6 +153,11 @@ class JsonMatcher(Matcher):
                                     compiled.masks.index.words) if self._stop else None
         self._states: list[int] = [0]
         self._finished = False
+        self._plan = compiled.unique_plan
+        self._scans: list[Scan] = [START]
+        """The item memory after each accepted token (only with a ``uniqueItems`` plan)."""
+        self._masked: tuple[Scan, int, np.ndarray] | None = None
+        """The last mask with the item memory's refusals cleared, and where it was computed."""
 
     # ---- advancing -----------------------------------------------------------------------
 
@@ -166,6 +176,8 @@ class JsonMatcher(Matcher):
             if not self._accepting[state]:
                 return False
             self._states.append(state)
+            if self._plan is not None:
+                self._scans.append(self._scans[-1])
             self._finished = True
             return True
         if not 0 <= token_id < len(self._tokens):
@@ -181,6 +193,11 @@ class JsonMatcher(Matcher):
             state = row[b]
             if state == DEAD:
                 return False
+        if self._plan is not None:
+            scanned = scan(self._plan, self._scans[-1], data)
+            if scanned is None:
+                return False
+            self._scans.append(scanned)
         self._states.append(state)
         return True
 
@@ -190,10 +207,13 @@ class JsonMatcher(Matcher):
             raise ValueError(f"cannot roll back {num_tokens} tokens; {len(self._states) - 1} accepted")
         if num_tokens:
             del self._states[-num_tokens:]
+            if self._plan is not None:
+                del self._scans[-num_tokens:]
             self._finished = False
 
     def reset(self) -> None:
         self._states = [0]
+        self._scans = [START]
         self._finished = False
 
     # ---- masks ---------------------------------------------------------------------------
@@ -204,8 +224,25 @@ class JsonMatcher(Matcher):
             return np.zeros(masks.index.words, np.int32)
         state = self._states[-1]
         words = masks.mask(state) if compute else masks.cached(state)
+        if words is not None and self._plan is not None:
+            words = self._remembering(state, words)
         if words is not None and self._stop_words is not None and self._accepting[state]:
             words = words | self._stop_words
+        return words
+
+    def _remembering(self, state: int, words: np.ndarray) -> np.ndarray:
+        """``words`` without the tokens the item memory refuses (computed once per position)."""
+        current = self._scans[-1]
+        masked = self._masked
+        if masked is not None and masked[0] is current and masked[1] == state:
+            return masked[2]
+        refused = forbidden_tokens(self._plan, current, words, self._compiled.vocabulary)
+        if refused:
+            words = words.copy()
+            view = words.view(np.uint32)
+            for t in refused:
+                view[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        self._masked = (current, state, words)
         return words
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
@@ -221,6 +258,8 @@ class JsonMatcher(Matcher):
         if self._finished:
             return []
         state = self._states[-1]
+        if self._plan is not None:
+            return np.flatnonzero(np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")).tolist()
         ids = self._compiled.masks.allowed(state).tolist()
         if self._stop and self._accepting[state]:
             ids = sorted(set(ids) | self._stop)
@@ -296,11 +335,23 @@ def schema_node(schema: Any, options: SchemaOptions, checked: bool = False) -> N
     """The byte-level expression of every accepted serialisation of ``schema`` (no caching; to
     combine with other expressions before determinising). Checked first unless ``checked``.
     Not tested for emptiness (:attr:`~enforcer.automaton.Node.empty` says whether it is)."""
+    return _schema_node(schema, options, checked, item_memory=False)[0]
+
+
+def _schema_node(schema: Any, options: SchemaOptions, checked: bool,
+                 item_memory: bool) -> tuple[Node, UniqueItemsPlan | None]:
+    """:func:`schema_node`, and with ``item_memory`` the arrays whose ``uniqueItems`` the
+    matchers enforce (:func:`~enforcer.unique_items.plan_unique_items`), when there are any."""
     schema = _parse(schema)
     if not checked:
         check_schema(schema)
     try:
-        return SchemaCompiler(schema, options).compile()
+        compiler = SchemaCompiler(schema, options)
+        plan = None
+        if item_memory and holds_unique_items(schema):
+            plan = plan_unique_items(compiler)
+            compiler.leave_unique_items_to(plan.holders)
+        return compiler.compile(), plan
     except RecursionError:
         raise SchemaTooComplexError("the schema nests too deeply to compile") from None
 
@@ -309,8 +360,15 @@ def compile_schema_dfa(schema: Any, options: SchemaOptions, lazy: bool = True, c
     """The automaton of every accepted serialisation of ``schema`` (no caching): lazy by
     default (states are built when a walk first reaches them), or fully built. The schema is
     checked first (:func:`~enforcer.schema_check.check_schema`) unless ``checked`` says the
-    caller did."""
-    node = schema_node(schema, options, checked)
+    caller did. ``uniqueItems`` is refused (the automaton alone cannot enforce it)."""
+    return schema_automaton(schema, options, lazy, checked)[0]
+
+
+def schema_automaton(schema: Any, options: SchemaOptions, lazy: bool = True, checked: bool = False,
+                     item_memory: bool = False) -> tuple[DFA | LazyDFA, UniqueItemsPlan | None]:
+    """:func:`compile_schema_dfa`, and with ``item_memory`` (for matchers that keep one) the
+    arrays whose ``uniqueItems`` they enforce, when the schema has any."""
+    node, plan = _schema_node(schema, options, checked, item_memory)
     try:
         dfa = LazyDFA(node, options.max_states, options.max_automaton_bytes) if lazy \
             else compile_node(node, options.max_states)
@@ -320,7 +378,7 @@ def compile_schema_dfa(schema: Any, options: SchemaOptions, lazy: bool = True, c
         raise SchemaTooComplexError("the schema nests too deeply to compile") from None
     if dfa.is_empty:
         raise InvalidSchemaError("", "no JSON value satisfies this schema")
-    return dfa
+    return dfa, plan
 
 
 def compile_json_schema(schema: Any, vocabulary: Vocabulary, **options: Any) -> CompiledSchema:
@@ -347,5 +405,6 @@ def compiled_schema(schema: Any, vocabulary: Vocabulary, opts: SchemaOptions, ch
         return hit
     if not checked:
         check_schema(schema, schema_json)
-    compiled = CompiledSchema(schema, compile_schema_dfa(schema, opts, checked=True), vocabulary, opts)
+    dfa, plan = schema_automaton(schema, opts, checked=True, item_memory=True)
+    compiled = CompiledSchema(schema, dfa, vocabulary, opts, plan)
     return _CACHE.put(key, compiled)

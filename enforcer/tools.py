@@ -578,7 +578,11 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             continue
         where = f"/tools/{i}/function/parameters"
         try:
-            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
+            schema = compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None
+            if schema is not None and schema.unique_plan is not None:
+                raise UnsupportedSchemaError("uniqueItems", schema.unique_plan.arrays[0].pointer,
+                                             "a tool call's matcher keeps no item memory (plain JSON mode does)")
+            schemas.append(schema)
             node = schema_node(args, opts, checked=True) if NamedJson in texts else None
             if node is not None and node.empty:
                 raise InvalidSchemaError("", "no JSON value satisfies this schema")

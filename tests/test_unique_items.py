@@ -1,0 +1,168 @@
+"""``uniqueItems`` on arrays of strings, enforced by the matcher's item memory beside the
+automaton: every mask bit checked against ``accept_token``, every verdict against jsonschema,
+random walks that must never reach a state with no token left, and the refusals where the place
+of an array does not say by itself whether its items must differ."""
+
+import itertools
+import json
+import random
+
+import jsonschema
+import pytest
+
+from enforcer import UnsupportedSchemaError, compile_json_schema, compile_tools
+from enforcer.json_schema import SchemaOptions
+from enforcer.matcher import compile_schema_dfa
+from enforcer.testing.tokenizers import encode_as_text
+
+TAGS = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+        "required": ["tags"]}
+
+
+def bit(words, token):
+    return bool((int(words.view("uint32")[token >> 5]) >> (token & 31)) & 1)
+
+
+def feed(matcher, ids):
+    """Teacher-force ``ids``; each mask bit must agree with ``accept_token``. Returns how many
+    were accepted."""
+    for done, token in enumerate(ids):
+        allowed = bit(matcher.mask_words(), token)
+        accepted = matcher.accept_token(token)
+        assert allowed == accepted, (done, token)
+        if not accepted:
+            return done
+    return len(ids)
+
+
+def writings(value):
+    return {json.dumps(value), json.dumps(value, separators=(",", ":")), json.dumps(value, ensure_ascii=True),
+            json.dumps(value, indent=2)}
+
+
+@pytest.mark.parametrize("schema", [
+    TAGS,
+    {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True, "maxItems": 3},
+    {"type": "array", "items": {"enum": ["a", "b", "é"]}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True},
+])
+def test_verdicts_match_jsonschema(schema, kimi_tokenizer, kimi_vocab):
+    compiled = compile_json_schema(schema, kimi_vocab)
+    validator = jsonschema.Draft202012Validator(schema)
+    pool = ["a", "b", "é", "", "ab", "A"]
+    arrays = [list(p) for n in range(4) for p in itertools.product(pool, repeat=n)][:400]
+    for array in arrays:
+        value = {"tags": array} if schema is TAGS else array
+        for text in writings(value):
+            ids = encode_as_text(kimi_tokenizer, text)
+            matcher = compiled.matcher()
+            whole = feed(matcher, ids) == len(ids) and matcher.is_accepting()
+            assert whole == validator.is_valid(value), text
+
+
+def test_one_string_in_two_spellings_is_one_item(kimi_tokenizer, kimi_vocab):
+    compiled = compile_json_schema(TAGS, kimi_vocab)
+    for text in ('{"tags": ["xA", "x\\u0041"]}', '{"tags": ["a/b", "a\\/b"]}', '{"tags": ["\\n", "\\u000a"]}'):
+        ids = encode_as_text(kimi_tokenizer, text)
+        assert feed(compiled.matcher(), ids) < len(ids), text
+    ids = encode_as_text(kimi_tokenizer, '{"tags": ["xA", "x\\u0042"]}')
+    assert feed(compiled.matcher(), ids) == len(ids)
+
+
+def test_items_that_run_out_close_the_array(kimi_tokenizer, kimi_vocab):
+    """Once every string the items allow is written, no comma is allowed: a matcher never
+    reaches a state from which nothing can finish."""
+    compiled = compile_json_schema({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}, kimi_vocab)
+    matcher = compiled.matcher()
+    assert feed(matcher, encode_as_text(kimi_tokenizer, '["a","b"')) == len(encode_as_text(kimi_tokenizer, '["a","b"'))
+    allowed = [kimi_vocab.token_bytes(t) for t in matcher.allowed_token_ids()]
+    assert allowed and not any(b"," in t for t in allowed) and any(b"]" in t for t in allowed)
+
+
+def test_random_walks_never_dead_end(kimi_vocab):
+    schemas = [
+        {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True, "minItems": 2},
+        {"type": "array", "items": {"type": "string", "pattern": "^[ab]{1,2}$"}, "uniqueItems": True},
+        {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True, "maxItems": 8},
+        TAGS,
+    ]
+    rng = random.Random(7)
+    for schema in schemas:
+        compiled = compile_json_schema(schema, kimi_vocab)
+        validator = jsonschema.Draft202012Validator(schema)
+        for _ in range(12):
+            matcher, text = compiled.matcher(), b""
+            for _ in range(60):
+                if matcher.is_accepting() and rng.random() < 0.15:
+                    break
+                allowed = matcher.allowed_token_ids()
+                if not allowed and matcher.is_accepting():
+                    break  # the value is whole
+                assert allowed, (schema, text)  # never a state with nothing left
+                # favour short tokens and the array's own punctuation, so arrays fill up
+                choices = [t for t in allowed if len(kimi_vocab.token_bytes(t)) <= 2] or allowed
+                token = rng.choice(choices)
+                assert matcher.accept_token(token)
+                text += kimi_vocab.token_bytes(token)
+            if matcher.is_accepting():
+                assert validator.is_valid(json.loads(text)), text
+
+
+def test_rollback_forgets_items(kimi_tokenizer, kimi_vocab):
+    compiled = compile_json_schema(TAGS, kimi_vocab)
+    matcher = compiled.matcher()
+    head = encode_as_text(kimi_tokenizer, '{"tags": ["a"')
+    assert feed(matcher, head) == len(head)
+    tail = encode_as_text(kimi_tokenizer, ', "a"]}')
+    assert feed(matcher, tail) < len(tail)
+    matcher.rollback(matcher.num_tokens - len(head))
+    again = encode_as_text(kimi_tokenizer, ', "b"]}')
+    assert feed(matcher, again) == len(again) and matcher.is_accepting()
+    matcher.rollback(matcher.num_tokens)
+    whole = encode_as_text(kimi_tokenizer, '{"tags": ["b", "a"]}')
+    assert feed(matcher, whole) == len(whole) and matcher.is_accepting()
+
+
+def test_pattern_properties_apply_by_key(kimi_tokenizer, kimi_vocab):
+    schema = {"type": "object",
+              "patternProperties": {"^u": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+              "additionalProperties": {"type": "array", "items": {"type": "string"}}}
+    compiled = compile_json_schema(schema, kimi_vocab)
+    for text, valid in (('{"up": ["a", "a"]}', False), ('{"down": ["a", "a"]}', True), ('{"up": ["a", "b"]}', True)):
+        ids = encode_as_text(kimi_tokenizer, text)
+        matcher = compiled.matcher()
+        assert (feed(matcher, ids) == len(ids) and matcher.is_accepting()) == valid, text
+
+
+@pytest.mark.parametrize("schema, reason", [
+    ({"anyOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                {"type": "array", "items": {"type": "string"}, "maxItems": 3}]}, "may describe the same array"),
+    ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "other than strings"),
+    ({"uniqueItems": True}, "other than strings"),
+    ({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True, "minItems": 3}, "minItems 3"),
+    ({"properties": {"x": {"anyOf": [{}, {"type": "array", "items": {"type": "string"}, "uniqueItems": True}]}}},
+     "only loosely"),
+    ({"$defs": {"n": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/n"}},
+                                                        "tags": {"type": "array", "items": {"type": "string"},
+                                                                 "uniqueItems": True}}}},
+      "$ref": "#/$defs/n"}, "recursive"),
+    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True, "contains": {"const": "a"}}, "contains"),
+])
+def test_refusals_name_why(schema, reason, kimi_vocab):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema(schema, kimi_vocab, strict=False)
+    assert info.value.keyword == "uniqueItems" and reason in str(info.value), str(info.value)
+
+
+def test_only_matchers_with_item_memory_take_it(kimi_vocab):
+    """The bare automaton, and tool arguments (whose matcher keeps no item memory yet), refuse
+    it; a ``uniqueItems`` another type rules out is nothing to enforce."""
+    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    with pytest.raises(UnsupportedSchemaError):
+        compile_schema_dfa(schema, SchemaOptions())
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"t": schema}}}}
+    with pytest.raises(UnsupportedSchemaError):
+        compile_tools([tool], kimi_vocab)
+    compile_schema_dfa({"type": "string", "uniqueItems": True}, SchemaOptions())
+    with pytest.raises(UnsupportedSchemaError):
+        compile_json_schema({"not": schema}, kimi_vocab)
