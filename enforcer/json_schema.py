@@ -149,9 +149,9 @@ million."""
 MAX_COUNTED_PROPERTIES = 64
 """Largest ``minProperties``/``maxProperties`` bound counted exactly (each count is a copy of
 the object's states)."""
-MAX_KEY_PATTERNS = 4
-"""Most ``patternProperties`` patterns per object (undeclared keys: one key language per set
-of matched patterns)."""
+MAX_KEY_LANGUAGES = 16
+"""Most key languages of undeclared keys per object: one per set of ``patternProperties``
+patterns some key matches exactly (disjoint patterns: one each, and one for none)."""
 MAX_SUB_VALUES = 100_000
 """Most sub-values one compile builds, over all its fallback attempts (each tens of
 microseconds: seconds at most). jsonschemabench's largest compiled schema builds 15,000; JSON
@@ -2481,9 +2481,6 @@ class SchemaCompiler:
         keys matching no pattern take ``additionalProperties``. Keys also obey
         ``propertyNames`` and, given, lie ``within`` those quoted key texts; values also meet
         ``also``. NOTHING when no undeclared key may appear."""
-        if len(pattern_dfas) > MAX_KEY_PATTERNS:
-            raise UnsupportedSchemaError("patternProperties", pointer, f"more than {MAX_KEY_PATTERNS} patterns "
-                                         "(each set of matched patterns is a key language of its own)")
         if names_schema is False or (additional is False and not pattern_dfas):
             return NOTHING  # no undeclared key may appear (no key language to build)
         max_states = self.options.max_states
@@ -2498,17 +2495,19 @@ class SchemaCompiler:
             keys = keys.intersect(compile_node(names, max_states), max_states)
         if keys.is_empty:
             return NOTHING
-        raw_names = [(p, _quoted_key_dfa(p, max_states)) for p, _ in pattern_dfas]
+        # split the keys by each pattern in turn, keeping only key sets some key is in
+        regions: list[tuple[DFA, tuple[str, ...]]] = [(keys, ())]
+        for p, _ in pattern_dfas:
+            quoted = _quoted_key_dfa(p, max_states)
+            split = [(dfa.intersect(quoted, max_states), chosen + (p,)) for dfa, chosen in regions] \
+                + [(dfa.difference(quoted, max_states), chosen) for dfa, chosen in regions]
+            regions = [(dfa, chosen) for dfa, chosen in split if not dfa.is_empty]
+            if len(regions) > MAX_KEY_LANGUAGES:
+                raise UnsupportedSchemaError("patternProperties", pointer, f"keys match more than {MAX_KEY_LANGUAGES} "
+                                             "sets of its patterns (each set is a key language of its own)")
         options: list[Node] = []
-        for chosen in range(1 << len(raw_names)):
-            key_dfa = keys
-            for k, (_, quoted) in enumerate(raw_names):
-                key_dfa = key_dfa.intersect(quoted, max_states) if chosen >> k & 1 else key_dfa.difference(quoted, max_states)
-                if key_dfa.is_empty:
-                    break
-            if key_dfa.is_empty:
-                continue
-            parts = [patterns[p] for k, (p, _) in enumerate(raw_names) if chosen >> k & 1] or [additional]
+        for key_dfa, chosen in regions:
+            parts = [patterns[p] for p in chosen] or [additional]
             parts += [also] if also is not True else []
             where = f"{pointer}/patternProperties" if chosen else f"{pointer}/additionalProperties"
             value = self.value(_all_of_schema(parts), where, inner, refs)

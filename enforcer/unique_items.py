@@ -531,7 +531,9 @@ class _Walk:
                 children.append(_Visit(schema[key], f"{pointer}/{key}", other, entered, _OPEN, False))
                 described = True
         if not described and not context.keys_closed and not bound:
-            self.free.append((other, pointer))  # extra keys with any value
+            # extra keys with any value; a key declared beside (by the schemas holding here too)
+            # takes that declaration's schema as well, so it is not free
+            self.free.append((path + (OtherKey(frozenset(properties) | context.declared, other[-1].patterns),), pointer))
         required = schema.get("required") if isinstance(schema.get("required"), list) else []
         for name in required:
             if isinstance(name, str) and name not in context.declared:
