@@ -17,6 +17,7 @@ from .arguments import VALUE_TYPES, arguments_json
 from .automaton import DEAD
 from .formats.base import call_id
 from .ids import as_token_id
+from .item_memory import START, Scan, remembered_words, scan
 from .matcher import Matcher, write_bitmask_row
 from .text_rules import DfaRule
 
@@ -101,7 +102,7 @@ class ToolCallMatcher(Matcher):
     """Per-sequence cursor over a :class:`CompiledTools`. Not thread-safe; one per sequence;
     microseconds per token."""
 
-    __slots__ = ("_tools", "_stack", "_tokens", "_calls")
+    __slots__ = ("_tools", "_stack", "_tokens", "_calls", "_scans", "_masked")
 
     def __init__(self, tools: CompiledTools, place: int, counter: int) -> None:
         self._tools = tools
@@ -110,6 +111,11 @@ class ToolCallMatcher(Matcher):
         frame with the previous step)."""
         self._tokens: list[int] = []
         self._calls: list[_Call] = []
+        self._scans: list[Scan | None] = [None]
+        """The item memory of the JSON arguments being written after ``k`` tokens (None: not
+        inside arguments whose schema has a ``uniqueItems`` plan)."""
+        self._masked: tuple[Scan, Frame, int, np.ndarray] | None = None
+        """The last mask with the item memory's refusals cleared, and where it was computed."""
 
     # ---- advancing -----------------------------------------------------------------------
 
@@ -127,7 +133,16 @@ class ToolCallMatcher(Matcher):
         nxt = self._next(frame, text_state, token_id)
         if nxt is None:
             return False
+        remembered = None
+        plan = self._tools.unique_plan(nxt[0])
+        if plan is not None:  # JSON arguments with unique arrays: the token's text, if any, is theirs
+            text = nxt[0] is frame or token_id not in frame.exits
+            before = self._scans[-1] if nxt[0] is frame else START
+            remembered = scan(plan, before, self._tools.vocabulary.byte_tokens[token_id]) if text else before
+            if remembered is None or before is None:
+                return False
         self._stack.append(nxt)
+        self._scans.append(remembered)
         self._tokens.append(token_id)
         after = nxt[0]
         if after is not frame and self._tools.ends_call[after.place] and after.place != frame.place:
@@ -141,6 +156,7 @@ class ToolCallMatcher(Matcher):
         if not num_tokens:
             return
         del self._stack[-num_tokens:]
+        del self._scans[-num_tokens:]
         del self._tokens[-num_tokens:]
         keep = len(self._tokens)
         while self._calls and self._calls[-1].tokens > keep:
@@ -209,9 +225,19 @@ class ToolCallMatcher(Matcher):
     # ---- masks ---------------------------------------------------------------------------
 
     def mask_words(self, compute: bool = True) -> np.ndarray | None:
-        if not compute:
-            return self._tools.cached_mask(*self._stack[-1])
-        return self._tools.mask(*self._stack[-1])
+        words = self._tools.mask(*self._stack[-1]) if compute else self._tools.cached_mask(*self._stack[-1])
+        remembered = self._scans[-1]
+        if words is None or remembered is None:
+            return words
+        frame, text_state = self._stack[-1]
+        masked = self._masked
+        if masked is not None and masked[0] is remembered and masked[1] is frame and masked[2] == text_state:
+            return masked[3]
+        plan = self._tools.unique_plan(frame)
+        if plan is not None:
+            words = remembered_words(plan, remembered, words, self._tools.vocabulary)
+        self._masked = (remembered, frame, text_state, words)
+        return words
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array

@@ -274,6 +274,19 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     return out + refused(_allowed(words, np.array(plain, dtype=np.int64)))
 
 
+def remembered_words(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, vocabulary: Vocabulary) -> np.ndarray:
+    """``words`` (packed, not modified) without the tokens :func:`forbidden_tokens` names: a
+    copy when there are any."""
+    refused = forbidden_tokens(plan, state, words, vocabulary)
+    if not refused:
+        return words
+    out = words.copy()
+    view = out.view(np.uint32)
+    for t in refused:
+        view[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+    return out
+
+
 def _bits(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Whether each of ``ids`` has its bit set in the packed ``words``."""
     return ((words.view(np.uint32)[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)

@@ -55,6 +55,10 @@ UNSUPPORTED = frozenset({
 })
 ALWAYS_REFUSED = ("uniqueItems", "$recursiveRef", "$recursiveAnchor")
 """Keywords refused wherever the compile meets them (``unevaluated*`` are folded first)."""
+REFUSAL_REASONS = {
+    "uniqueItems": "an automaton cannot remember the items written; a matcher's item memory takes arrays of strings "
+                   "whose place alone says their items must differ (JSON mode, and tool formats with JSON arguments)",
+}
 _TRANSFORMED_FIRST = ("unevaluatedProperties", "unevaluatedItems")
 """Keywords that make ``_value`` rewrite a schema before checking its keywords (as dependent
 schemas do)."""
@@ -402,7 +406,7 @@ class SchemaCompiler:
             for key in ALWAYS_REFUSED:
                 if key in schema and _NO_OP.get(key, object()) != schema[key] and not self._excluded_by_type(schema, key) \
                         and not (key == "uniqueItems" and self._left_to_item_memory(schema)):
-                    raise UnsupportedSchemaError(key, pointer)
+                    raise UnsupportedSchemaError(key, pointer, REFUSAL_REASONS.get(key, ""))
             if any(k in schema for k in _NOT_TYPED_DIRECTLY):
                 continue
             try:
@@ -736,7 +740,7 @@ class SchemaCompiler:
         for key, val in schema.items():
             if key in UNSUPPORTED and _NO_OP.get(key, object()) != val and not self._excluded_by_type(schema, key) \
                     and not (key == "uniqueItems" and self._left_to_item_memory(schema)):
-                raise UnsupportedSchemaError(key, pointer)
+                raise UnsupportedSchemaError(key, pointer, REFUSAL_REASONS.get(key, ""))
         if isinstance(schema.get("items"), list) and "prefixItems" in schema:
             raise InvalidSchemaError(pointer, "'items' as an array together with 'prefixItems'")
 

@@ -17,7 +17,7 @@ import numpy as np
 from .automaton import DEAD, DFA, LazyDFA, Node, compile_node
 from .errors import InvalidSchemaError, SchemaTooComplexError
 from .ids import as_token_id
-from .item_memory import START, Scan, forbidden_tokens, scan
+from .item_memory import START, Scan, remembered_words, scan
 from .json_schema import SchemaCompiler, SchemaOptions
 from .lru import COMPILED, LRU
 from .masks import MaskTable, clear_shared_masks, pack_ids, token_index
@@ -236,12 +236,7 @@ class JsonMatcher(Matcher):
         masked = self._masked
         if masked is not None and masked[0] is current and masked[1] == state:
             return masked[2]
-        refused = forbidden_tokens(self._plan, current, words, self._compiled.vocabulary)
-        if refused:
-            words = words.copy()
-            view = words.view(np.uint32)
-            for t in refused:
-                view[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        words = remembered_words(self._plan, current, words, self._compiled.vocabulary)
         self._masked = (current, state, words)
         return words
 

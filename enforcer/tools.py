@@ -27,6 +27,7 @@ from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpe
 from .lru import COMPILED, LRU
 from .masks import MaskTable, pack_ids, token_index
 from .matcher import CompiledSchema, compiled_schema, schema_node, schema_options
+from .unique_items import UniqueItemsPlan
 from .matcher import clear_cache as clear_schema_cache
 from .json_schema import SchemaOptions
 from .schema_check import check_document, check_schema
@@ -382,6 +383,14 @@ class CompiledTools:
                     if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
         return self.index.text_words | pack_ids(np.array(specials, dtype=np.int64), self.words)
 
+    def unique_plan(self, frame: Frame) -> UniqueItemsPlan | None:
+        """Where the JSON arguments written at ``frame`` keep an item memory (None: they do
+        not, or ``frame`` is not in JSON arguments)."""
+        if frame.tool is None or self.kinds[frame.place] != "json":
+            return None
+        schema = self.schemas[frame.tool]
+        return schema.unique_plan if schema is not None else None
+
     def cached_mask(self, frame: Frame, tstate: int) -> np.ndarray | None:
         """The mask at ``frame`` and text state ``tstate`` if it was computed already (no work)."""
         return self._masks.get((frame.mask_key, tstate))
@@ -578,11 +587,7 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             continue
         where = f"/tools/{i}/function/parameters"
         try:
-            schema = compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None
-            if schema is not None and schema.unique_plan is not None:
-                raise UnsupportedSchemaError("uniqueItems", schema.unique_plan.arrays[0].pointer,
-                                             "a tool call's matcher keeps no item memory (plain JSON mode does)")
-            schemas.append(schema)
+            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
             node = schema_node(args, opts, checked=True) if NamedJson in texts else None
             if node is not None and node.empty:
                 raise InvalidSchemaError("", "no JSON value satisfies this schema")

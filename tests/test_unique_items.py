@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from enforcer import UnsupportedSchemaError, compile_json_schema, compile_tools
+from enforcer.formats import kimi_k2
 from enforcer.json_schema import SchemaOptions
 from enforcer.matcher import compile_schema_dfa
 from enforcer.testing.tokenizers import encode_as_text
@@ -155,14 +156,36 @@ def test_refusals_name_why(schema, reason, kimi_vocab):
 
 
 def test_only_matchers_with_item_memory_take_it(kimi_vocab):
-    """The bare automaton, and tool arguments (whose matcher keeps no item memory yet), refuse
-    it; a ``uniqueItems`` another type rules out is nothing to enforce."""
+    """The bare automaton refuses it (it cannot remember items); a ``uniqueItems`` another
+    type rules out is nothing to enforce; inside ``not`` it is refused."""
     schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
     with pytest.raises(UnsupportedSchemaError):
         compile_schema_dfa(schema, SchemaOptions())
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"t": schema}}}}
-    with pytest.raises(UnsupportedSchemaError):
-        compile_tools([tool], kimi_vocab)
     compile_schema_dfa({"type": "string", "uniqueItems": True}, SchemaOptions())
     with pytest.raises(UnsupportedSchemaError):
         compile_json_schema({"not": schema}, kimi_vocab)
+
+
+def test_tool_arguments_remember_items(kimi_tokenizer, kimi_vocab):
+    """Kimi K2 calls: each call's JSON arguments have their own item memory (a pydantic
+    ``set[str]`` field), kept across rollback, fresh in the next call."""
+    tool = {"type": "function", "function": {"name": "tag", "parameters": TAGS}}
+    tools = compile_tools([tool], kimi_vocab)
+
+    def call(counter, arguments):
+        ids = [kimi_vocab.token_id(kimi_k2.CALL_BEGIN)] + encode_as_text(kimi_tokenizer, f"functions.tag:{counter}")
+        ids += [kimi_vocab.token_id(kimi_k2.ARGUMENT_BEGIN)] + encode_as_text(kimi_tokenizer, arguments)
+        return ids + [kimi_vocab.token_id(kimi_k2.CALL_END)]
+
+    section = [kimi_vocab.token_id(kimi_k2.SECTION_BEGIN)]
+    good = section + call(0, '{"tags": ["a", "b"]}') + call(1, '{"tags": ["a"]}')
+    matcher = tools.matcher()
+    assert feed(matcher, good) == len(good)
+    assert [json.loads(c["function"]["arguments"]) for c in matcher.calls] == [{"tags": ["a", "b"]}, {"tags": ["a"]}]
+    bad = section + call(0, '{"tags": ["a", "a"]}')
+    matcher = tools.matcher()
+    refused = feed(matcher, bad)
+    assert refused < len(bad) - 1 and kimi_vocab.token_bytes(bad[refused]).startswith(b'"')  # the closing quote
+    matcher.rollback(1)
+    rest = encode_as_text(kimi_tokenizer, 'b"]}') + [kimi_vocab.token_id(kimi_k2.CALL_END)]
+    assert feed(matcher, rest) == len(rest)
