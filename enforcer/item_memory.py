@@ -22,7 +22,7 @@ import numpy as np
 
 from .lru import LRU
 from .unique_items import (ITEM, MAX_ENDINGS, StringItems, UniqueItemsPlan, canonical_completions, decode_string,
-                           escape_open)
+                           string_bytes)
 from .vocabulary import Vocabulary
 
 FRESH_STEPS = 200_000
@@ -171,13 +171,13 @@ def fresh_string_left(items: StringItems, written: bytes | None, escaped: bool, 
     state = items.state_after(b'"' + written)
     if state < 0:
         return False
-    settled = not escaped and not escape_open(written)
-    if settled and items.capacity[state] > len(seen):
-        return True
-    if settled and 0x5C not in written:
+    prefix = None if escaped else string_bytes(written)
+    if prefix is not None:
+        if items.capacity[state] > len(seen):
+            return True
         endings = items.endings(state)
         if len(endings) <= MAX_ENDINGS:
-            return any(written + ending not in seen_bytes for ending in endings)
+            return any(prefix + ending not in seen_bytes for ending in endings)
     for whole in canonical_completions(items, state, written, FRESH_STEPS):
         if whole is None or decode_string(whole) not in seen:
             return True
@@ -248,28 +248,30 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     if top is None or top.items is None:
         return refused(_allowed(words, quotes.bracket_ids))
     items, seen = top.items, top.seen
-    in_plain_item = state.mode == _STRING and not state.escaped and 0x5C not in state.raw
-    if not items.safe and not in_plain_item:
+    # inside an item whose text so far writes a known string (no escape left open)
+    prefix = string_bytes(state.raw) if state.mode == _STRING and not state.escaped else None
+    if not items.safe and prefix is None:
         every = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
         return refused(every)
     out = refused(_allowed(words, quotes.other_ids))
     if state.mode != _STRING or not seen:
         return out  # a simple token opens an item at most, with infinitely many strings left
     simple = _allowed(words, quotes.simple_ids)
-    if not in_plain_item:
+    if prefix is None:
         return out + refused(simple)
-    raw, seen_bytes = state.raw, top.seen_bytes
+    seen_bytes = top.seen_bytes
     before = dict(zip(quotes.simple_ids.tolist(), quotes.before))
     if items.safe:
-        return out + [t for t in simple.tolist() if raw + before[t] in seen_bytes]
+        return out + [t for t in simple.tolist() if prefix + before[t] in seen_bytes]
     # items that may run out: the next item must still have a string left, and a plain token
     # must not end where every ending spells an earlier item
     opened = items.rows[0][0x22]
     crowded = items.capacity[opened] <= len(seen) + 1
     out += [t for t in simple.tolist()
-            if raw + before[t] in seen_bytes or (crowded and scan(plan, state, tokens[t]) is None)]
+            if prefix + before[t] in seen_bytes or (crowded and scan(plan, state, tokens[t]) is None)]
     out += refused(_allowed(words, quotes.backslash_ids))
-    starts = {v[len(raw):len(raw) + k] for v in seen_bytes if v.startswith(raw) for k in range(1, len(v) - len(raw) + 1)}
+    starts = {v[len(prefix):len(prefix) + k] for v in seen_bytes if v.startswith(prefix)
+              for k in range(1, len(v) - len(prefix) + 1)}
     plain = [t for start in starts for t in quotes.plain.get(start, ())]
     return out + refused(_allowed(words, np.array(plain, dtype=np.int64)))
 

@@ -27,7 +27,7 @@ from typing import Any, Iterator, NamedTuple, Union
 import numpy as np
 
 from .automaton import DEAD, DFA, compile_node
-from .errors import EnforcerError, InvalidSchemaError, UnsupportedSchemaError
+from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .json_schema import ANNOTATIONS, DRAFTS_IGNORING_REF_SIBLINGS, KEYWORDS, SchemaCompiler, declared_types
 
 MAX_VISITS = 50_000
@@ -165,7 +165,7 @@ class StringItems:
             for whole in canonical_completions(self, state, b"", FINITE_STEPS):
                 if whole is None or len(hit) > MAX_ENDINGS:
                     break
-                hit.append(_unescape_canonical(whole[1:-1]))
+                hit.append(string_bytes(whole[1:-1]) or b"")
             self._endings[state] = hit
         return hit
 
@@ -176,14 +176,14 @@ class StringItems:
             return 0
         if self.capacity[opened] >= limit:
             return limit
-        found = 0
+        found: set[str] = set()
         for text in canonical_completions(self, opened, b"", FINITE_STEPS):
             if text is None:
                 return limit  # too many to count: enough
-            found += 1
-            if found >= limit:
+            found.add(decode_string(text))
+            if len(found) >= limit:
                 break
-        return found
+        return len(found)
 
 
 def _capacity(dfa: DFA) -> np.ndarray:
@@ -272,16 +272,30 @@ def _open_escape(written: bytes) -> tuple[int, int]:
     return _BODY, 0
 
 
-def escape_open(written: bytes) -> bool:
-    """Whether the string text ``written`` ends inside an escape."""
-    return _open_escape(written)[0] != _BODY
+def _high_surrogate_last(body: bytes) -> bool:
+    """Whether the string body ``body`` ends with a whole ``\\u`` escape of a high surrogate
+    (whose low half must follow as an escape too)."""
+    i, n, last = 0, len(body), False
+    while i < n:
+        if body[i] == 0x5C and i + 1 < n:
+            if body[i + 1] == 0x75 and i + 6 <= n:
+                last = 0xD800 <= int(body[i + 2:i + 6], 16) < 0xDC00
+                i += 6
+                continue
+            last = False
+            i += 2
+            continue
+        last = False
+        i += 1
+    return last
 
 
 def canonical_completions(items: StringItems, state: int, written: bytes, budget: int) -> Iterator[bytes | None]:
     """Whole item texts ``'"' + written + rest`` the items accept from ``state`` (reached by
     ``'"' + written``), depth first, each string once in the spelling JSON serialisers write:
-    a backslash only before ``"``, ``\\``, a control character's short escape or its ``\\u00XX``
-    (an escape ``written`` left open is finished in every way). Every spelling of a string the
+    a backslash only before ``"``, ``\\``, a control character's short escape or its ``\\u00XX``,
+    or the low half of a surrogate pair a ``\\u`` escape began (an escape ``written`` left open
+    is finished in every way). Every spelling of a string the
     item automata accept is accepted in this one too (string escapes are compiled for every
     character alike), so the strings met are exactly the strings that can complete the item.
     Yields None and stops after ``budget`` steps."""
@@ -309,7 +323,9 @@ def canonical_completions(items: StringItems, state: int, written: bytes, budget
             if mode == _BODY:
                 children.append((target, more, _ESCAPE if b == 0x5C else _BODY, 0))
             elif mode == _ESCAPE:
-                if b in _CANONICAL_AFTER_BACKSLASH:
+                if b == 0x75 and _high_surrogate_last(written + text[:-1]):  # the low half: any
+                    children.append((target, more, _OPEN_HEX, 4))
+                elif b in _CANONICAL_AFTER_BACKSLASH:
                     children.append((target, more, _CONTROL if b == 0x75 else _BODY, 0))
             elif mode == _CONTROL:  # \\u00XX, lowercase, for controls without a short escape
                 if (due < 2 and b == 0x30) or (due == 2 and b in b"01") \
@@ -331,24 +347,39 @@ def decode_string(text: bytes) -> str:
 _SHORT_ESCAPES = {ord(k): v for k, v in zip('"\\/bfnrt', b'"\\/\b\f\n\r\t')}
 
 
-def _unescape_canonical(body: bytes) -> bytes:
-    """The UTF-8 bytes a string body in :func:`canonical_completions`' spelling writes (short
-    escapes and ``\\u00XX`` only); a partial character at its start is kept as it is."""
+def string_bytes(body: bytes) -> bytes | None:
+    """The UTF-8 bytes (lone surrogates kept) a JSON string body writes, escapes decoded; a
+    partial character at either end is kept as it is. None when the body ends inside an
+    escape, or right after a high surrogate's ``\\u`` escape (its pair may follow)."""
     if 0x5C not in body:
         return body
     out = bytearray()
-    i = 0
-    while i < len(body):
+    i, n = 0, len(body)
+    while i < n:
         b = body[i]
         if b != 0x5C:
             out.append(b)
             i += 1
-        elif body[i + 1] == 0x75:
-            out += chr(int(body[i + 2:i + 6], 16)).encode("utf-8", "surrogatepass")
-            i += 6
-        else:
+            continue
+        if i + 1 >= n:
+            return None
+        if body[i + 1] != 0x75:
             out.append(_SHORT_ESCAPES[body[i + 1]])
             i += 2
+            continue
+        if i + 6 > n:
+            return None
+        code = int(body[i + 2:i + 6], 16)
+        i += 6
+        if 0xD800 <= code < 0xDC00:
+            if i == n:
+                return None
+            if body[i:i + 2] == b"\\u" and i + 6 <= n and 0xDC00 <= int(body[i + 2:i + 6], 16) < 0xE000:
+                code = 0x10000 + ((code - 0xD800) << 10) + int(body[i + 2:i + 6], 16) - 0xDC00
+                i += 6
+            elif body[i:i + 1] == b"\\" and i + 6 > n:
+                return None  # a \\u escape follows, not whole yet: it may be the pair
+        out += chr(code).encode("utf-8", "surrogatepass")
     return bytes(out)
 
 
@@ -650,7 +681,11 @@ def _string_items(compiler: SchemaCompiler, unique: _Producer) -> StringItems:
     if not _only_strings(compiler.deref(items, f"{pointer}/items")):
         raise UnsupportedSchemaError("uniqueItems", pointer, reason)
     node = compiler.value(items, f"{pointer}/items", 1, ())
-    dfa = compile_node(node, MAX_ITEM_STATES)
+    try:
+        dfa = compile_node(node, MAX_ITEM_STATES)
+    except SchemaTooComplexError as exc:
+        raise SchemaTooComplexError(f"its items' automaton ({exc.reason})", f"{pointer}/items", exc.budget,
+                                    "uniqueItems") from None
     if dfa.is_empty:
         return StringItems(f"{pointer}/items", dfa)
     starts = np.flatnonzero(dfa.transitions[0] != DEAD).tolist()

@@ -189,3 +189,16 @@ def test_tool_arguments_remember_items(kimi_tokenizer, kimi_vocab):
     matcher.rollback(1)
     rest = encode_as_text(kimi_tokenizer, 'b"]}') + [kimi_vocab.token_id(kimi_k2.CALL_END)]
     assert feed(matcher, rest) == len(rest)
+
+
+def test_escaped_prefixes_are_compared_as_strings(kimi_tokenizer, kimi_vocab):
+    """Bounded items written with escapes: the duplicate is refused wherever its last
+    character comes, and a fresh one is not, whichever spelling came first."""
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 4}, "uniqueItems": True}
+    compiled = compile_json_schema(schema, kimi_vocab)
+    for text, valid in (('["a\\nb", "a\\u000ab"]', False), ('["a\\u000ab", "a\\nb"]', False),
+                        ('["a\\nb", "a\\nc"]', True), ('["\\u00e9t\\u00e9", "\\u00e9t\\u00e9"]', False),
+                        ('["\\ud83d\\ude00", "\\ud83d\\ude01"]', True), ('["\\ud83d\\ude00", "\\ud83d\\ude00"]', False)):
+        ids = encode_as_text(kimi_tokenizer, text)
+        matcher = compiled.matcher()
+        assert (feed(matcher, ids) == len(ids) and matcher.is_accepting()) == valid, text
