@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .lru import LRU
-from .unique_items import (ITEM, MAX_ENDINGS, StringItems, UniqueItemsPlan, canonical_completions, decode_string,
+from .unique_items import (CAPACITY_CAP, ITEM, MAX_ENDINGS, StringItems, UniqueItemsPlan, canonical_completions, decode_string,
                            string_bytes)
 from .vocabulary import Vocabulary
 
@@ -35,6 +35,7 @@ close is due, inside a string, inside a number or literal."""
 _SPACE = frozenset(b" \t\r\n")
 _SCALAR_END = frozenset(b" \t\r\n,]}")
 _STRING_STOP = re.compile(rb'["\\]')
+_NEEDS_ESCAPE = re.compile(rb'["\\\x00-\x1f]')
 
 
 class Container(NamedTuple):
@@ -171,6 +172,8 @@ def fresh_string_left(items: StringItems, written: bytes | None, escaped: bool, 
     state = items.state_after(b'"' + written)
     if state < 0:
         return False
+    if items.capacity[state] >= CAPACITY_CAP:
+        return True  # infinitely many strings, however the text so far is spelt
     prefix = None if escaped else string_bytes(written)
     if prefix is not None:
         if items.capacity[state] > len(seen):
@@ -184,52 +187,143 @@ def fresh_string_left(items: StringItems, written: bytes | None, escaped: bool, 
     return False
 
 
+class Completions(NamedTuple):
+    """How tokens holding a quote complete strings, read from one side of a quote (inside an
+    item's string, or between items): ``single`` maps the one string a token completes (its
+    UTF-8 bytes; from inside, the part after the item's text so far) to the tokens; ``multiple``
+    lists the tokens that complete several, with them; ``unread`` are the tokens not read so
+    (an escape cut by the token's end, a quote after a bracket or colon), which are scanned.
+    ``trailing`` maps each token that ends inside a new string to what that string holds so
+    far, and ``at_start`` lists the tokens that end where an item is due (after a comma): where
+    items may run out, those are the tokens that can end with no string left."""
+
+    single: dict[bytes, list[int]]
+    multiple: list[tuple[int, tuple[bytes, ...]]]
+    unread: np.ndarray
+    trailing: dict[bytes, list[int]]
+    at_start: np.ndarray
+
+
 class QuoteTokens(NamedTuple):
     """Per vocabulary: the tokens holding a quote (the only ones that can complete a string),
-    split into ``simple`` ones (one quote, no backslash; ``before``: their bytes before it) and
-    the ``other`` ones; the tokens that can open an array and complete an item in it (a ``[``
-    followed by two quotes); the tokens with a backslash but no quote; and the ids of the tokens
-    with neither, by their bytes."""
+    split into ``simple`` ones (one quote, no backslash) and
+    the ``other`` ones; the same tokens read from inside an item and from between items
+    (:class:`Completions`); the tokens that can open an array and complete an item in it (a ``[``
+    followed by two quotes); the tokens without a quote by the bytes they add to a string (escapes
+    decoded), and those that end inside an escape (``cut``)."""
 
     simple_ids: np.ndarray
-    before: list[bytes]
     other_ids: np.ndarray
+    inside: Completions
+    between: Completions
     bracket_ids: np.ndarray
-    backslash_ids: np.ndarray
-    plain: dict[bytes, list[int]]
+    unquoted: dict[bytes, list[int]]
+    cut_ids: np.ndarray
 
 
 _QUOTE_TOKENS: LRU[QuoteTokens] = LRU(8)
+_STRUCTURE = frozenset(b"[]{}:")
+
+
+class _Reading(NamedTuple):
+    done: tuple[bytes, ...]  # the strings completed
+    trailing: bytes | None  # what the string the token leaves open holds (None: it ends outside)
+    at_start: bool  # it ends after a comma, where an item is due
+
+
+def _completed_strings(data: bytes, inside: bool) -> _Reading | None:
+    """How a token reads when it starts inside a string (``inside``) or outside one in an
+    array of strings; None when it cannot be read so: an escape its end cuts, a quote after
+    a bracket or colon."""
+    done: list[bytes] = []
+    raw = bytearray()
+    in_string, left, at_start = inside, False, False
+    i, n = 0, len(data)
+    while i < n:
+        b = data[i]
+        if in_string:
+            if b == 0x5C:
+                if i + 1 >= n:
+                    return None
+                raw += data[i:i + 2]
+                i += 2
+                continue
+            if b == 0x22:
+                written = string_bytes(bytes(raw))
+                if written is None:
+                    return None
+                done.append(written)
+                raw.clear()
+                in_string = False
+            else:
+                raw.append(b)
+        elif b == 0x22:
+            if left:
+                return None
+            in_string, at_start = True, False
+        elif b in _STRUCTURE:
+            left, at_start = True, False
+        elif b == 0x2C:
+            at_start = not left
+        i += 1
+    trailing = string_bytes(bytes(raw)) if in_string else None
+    if in_string and trailing is None:
+        return None
+    return _Reading(tuple(done), trailing, at_start)
+
+
+def _completions(tokens: list[tuple[int, bytes]], inside: bool) -> Completions:
+    single: dict[bytes, list[int]] = {}
+    multiple: list[tuple[int, tuple[bytes, ...]]] = []
+    unread: list[int] = []
+    trailing: dict[bytes, list[int]] = {}
+    at_start: list[int] = []
+    for token_id, data in tokens:
+        found = _completed_strings(data, inside)
+        if found is None:
+            unread.append(token_id)
+            continue
+        if len(found.done) == 1:
+            single.setdefault(found.done[0], []).append(token_id)
+        elif found.done:
+            multiple.append((token_id, found.done))
+        if found.trailing is not None and (found.done or not inside):
+            trailing.setdefault(found.trailing, []).append(token_id)
+        if found.at_start:
+            at_start.append(token_id)
+    return Completions(single, multiple, np.array(unread, dtype=np.int64), trailing,
+                       np.array(at_start, dtype=np.int64))
 
 
 def quote_tokens(vocabulary: Vocabulary) -> QuoteTokens:
-    """:class:`QuoteTokens` of ``vocabulary`` (kept for the 8 most recent; ~50 ms for 150k ids)."""
+    """:class:`QuoteTokens` of ``vocabulary`` (kept for the 8 most recent; ~0.1 s for 150k ids)."""
     hit = _QUOTE_TOKENS.get(vocabulary.fingerprint)
     if hit is not None:
         return hit
-    simple, before, other, bracket, backslash = [], [], [], [], []
-    plain: dict[bytes, list[int]] = {}
+    simple, other, bracket, cut = [], [], [], []
+    quoted: list[tuple[int, bytes]] = []
+    unquoted: dict[bytes, list[int]] = {}
     for token_id, data in enumerate(vocabulary.byte_tokens):
         if not data:
             continue
         if 0x22 not in data:
-            if 0x5C in data:
-                backslash.append(token_id)
+            written = string_bytes(data)
+            if written is None:
+                cut.append(token_id)
             else:
-                plain.setdefault(data, []).append(token_id)
+                unquoted.setdefault(written, []).append(token_id)
             continue
-        if data.count(b'"') == 1 and 0x5C not in data:
-            simple.append(token_id)
-            before.append(data[:data.index(b'"')])
-        else:
-            other.append(token_id)
+        quoted.append((token_id, data))
+        (simple if data.count(b'"') == 1 and 0x5C not in data else other).append(token_id)
         opened = data.find(b"[")
         if opened >= 0 and data.count(b'"', opened) >= 2:
             bracket.append(token_id)
+
     def ids(values: list[int]) -> np.ndarray:
         return np.array(values, dtype=np.int64)
 
-    found = QuoteTokens(ids(simple), before, ids(other), ids(bracket), ids(backslash), plain)
+    found = QuoteTokens(ids(simple), ids(other), _completions(quoted, True), _completions(quoted, False),
+                        ids(bracket), unquoted, ids(cut))
     return _QUOTE_TOKENS.put(vocabulary.fingerprint, found)
 
 
@@ -250,30 +344,71 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     items, seen = top.items, top.seen
     # inside an item whose text so far writes a known string (no escape left open)
     prefix = string_bytes(state.raw) if state.mode == _STRING and not state.escaped else None
-    if not items.safe and prefix is None:
-        every = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
-        return refused(every)
-    out = refused(_allowed(words, quotes.other_ids))
-    if state.mode != _STRING or not seen:
-        return out  # a simple token opens an item at most, with infinitely many strings left
-    simple = _allowed(words, quotes.simple_ids)
-    if prefix is None:
-        return out + refused(simple)
+    if prefix is None and state.mode == _STRING:  # an escape is open
+        if items.safe:  # only a completion can be refused
+            return refused(_allowed(words, np.concatenate([quotes.simple_ids, quotes.other_ids])))
+        return refused(np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")))
+    out = _completing_a_seen_string(plan, state, words, vocabulary, prefix or b"", top)
+    if items.safe or not seen:
+        return out
+    # items whose strings may run out: a token must not end where no string is left. It can
+    # only if the string it ends in begins one written already, or it ends where an item is
+    # due once few strings are left, so only those are scanned.
+    prefix = prefix or b""
     seen_bytes = top.seen_bytes
-    before = dict(zip(quotes.simple_ids.tolist(), quotes.before))
-    if items.safe:
-        return out + [t for t in simple.tolist() if prefix + before[t] in seen_bytes]
-    # items that may run out: the next item must still have a string left, and a plain token
-    # must not end where every ending spells an earlier item
-    opened = items.rows[0][0x22]
-    crowded = items.capacity[opened] <= len(seen) + 1
-    out += [t for t in simple.tolist()
-            if prefix + before[t] in seen_bytes or (crowded and scan(plan, state, tokens[t]) is None)]
-    out += refused(_allowed(words, quotes.backslash_ids))
-    starts = {v[len(prefix):len(prefix) + k] for v in seen_bytes if v.startswith(prefix)
-              for k in range(1, len(v) - len(prefix) + 1)}
-    plain = [t for start in starts for t in quotes.plain.get(start, ())]
-    return out + refused(_allowed(words, np.array(plain, dtype=np.int64)))
+    inside = state.mode == _STRING
+    reading = quotes.inside if inside else quotes.between
+
+    def few_left(text: bytes) -> bool:
+        """Whether an item written ``text`` so far (plain bytes: no escape needed) may have
+        no more strings left than were written (or ``text`` needs escapes: not looked at)."""
+        if _NEEDS_ESCAPE.search(text):
+            return True
+        state_at = items.state_after(b'"' + text)
+        return state_at >= 0 and items.capacity[state_at] <= len(seen)
+
+    starts = {v[:k] for v in seen_bytes for k in range(len(v) + 1)}
+    risky = [t for start in starts if few_left(start) for t in reading.trailing.get(start, ())]
+    if inside:
+        ahead = {v[len(prefix):len(prefix) + k] for v in seen_bytes if v.startswith(prefix)
+                 for k in range(1, len(v) - len(prefix) + 1)}
+        risky += [t for start in ahead if 0x5C in state.raw or few_left(state.raw + start)
+                  for t in quotes.unquoted.get(start, ())]
+        # a token that ends inside an escape: each string has at most 16 spellings there (the
+        # case of four hex digits), so more than 16 texts per string written leave one
+        tokens_text = vocabulary.byte_tokens
+        for t in _allowed(words, quotes.cut_ids).tolist():
+            state_at = items.state_after(b'"' + state.raw + tokens_text[t])
+            if state_at >= 0 and items.capacity[state_at] <= 16 * len(seen):
+                risky.append(t)
+    if items.capacity[items.rows[0][0x22]] <= len(seen) + 2:  # an item may be due with none left
+        risky += reading.at_start.tolist()
+        if not inside:  # a comma (without quotes) where the next item is due
+            every = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+            risky += [t for t in every.tolist() if 0x22 not in vocabulary.byte_tokens[t]]
+    return out + refused(_allowed(words, np.array(sorted(set(risky)), dtype=np.int64)))
+
+
+def _completing_a_seen_string(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, vocabulary: Vocabulary,
+                              prefix: bytes, top: Container) -> list[int]:
+    """:func:`forbidden_tokens` for items with infinitely many strings left everywhere: only a
+    token that completes a string already written (or two equal ones) is refused, found by
+    lookups of the strings written (from inside an item, those that begin with its text so far)."""
+    quotes = quote_tokens(vocabulary)
+    reading = quotes.inside if state.mode == _STRING else quotes.between
+    seen = top.seen_bytes
+    inside = state.mode == _STRING
+    out: list[int] = []
+    for value in seen:
+        if not inside or value.startswith(prefix):
+            out += reading.single.get(value[len(prefix):] if inside else value, ())
+    for token, strings in reading.multiple:
+        whole = (prefix + strings[0],) + strings[1:] if inside else strings
+        if len(set(whole)) < len(whole) or not seen.isdisjoint(whole):
+            out.append(token)
+    tokens = vocabulary.byte_tokens
+    out += [t for t in _allowed(words, reading.unread).tolist() if scan(plan, state, tokens[t]) is None]
+    return _allowed(words, np.array(out, dtype=np.int64)).tolist() if out else out
 
 
 def remembered_words(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, vocabulary: Vocabulary) -> np.ndarray:

@@ -344,13 +344,15 @@ def decode_string(text: bytes) -> str:
     return json.loads(text.decode("utf-8", "surrogatepass"))
 
 
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 _SHORT_ESCAPES = {ord(k): v for k, v in zip('"\\/bfnrt', b'"\\/\b\f\n\r\t')}
 
 
 def string_bytes(body: bytes) -> bytes | None:
     """The UTF-8 bytes (lone surrogates kept) a JSON string body writes, escapes decoded; a
     partial character at either end is kept as it is. None when the body ends inside an
-    escape, or right after a high surrogate's ``\\u`` escape (its pair may follow)."""
+    escape, or right after a high surrogate's ``\\u`` escape (its pair may follow), or holds
+    what is no JSON escape."""
     if 0x5C not in body:
         return body
     out = bytearray()
@@ -364,17 +366,22 @@ def string_bytes(body: bytes) -> bytes | None:
         if i + 1 >= n:
             return None
         if body[i + 1] != 0x75:
+            if body[i + 1] not in _SHORT_ESCAPES:
+                return None  # not a JSON escape
             out.append(_SHORT_ESCAPES[body[i + 1]])
             i += 2
             continue
         if i + 6 > n:
+            return None
+        if not _HEX_DIGITS.issuperset(body[i + 2:i + 6]):
             return None
         code = int(body[i + 2:i + 6], 16)
         i += 6
         if 0xD800 <= code < 0xDC00:
             if i == n:
                 return None
-            if body[i:i + 2] == b"\\u" and i + 6 <= n and 0xDC00 <= int(body[i + 2:i + 6], 16) < 0xE000:
+            if body[i:i + 2] == b"\\u" and i + 6 <= n and _HEX_DIGITS.issuperset(body[i + 2:i + 6]) \
+                    and 0xDC00 <= int(body[i + 2:i + 6], 16) < 0xE000:
                 code = 0x10000 + ((code - 0xD800) << 10) + int(body[i + 2:i + 6], 16) - 0xDC00
                 i += 6
             elif body[i:i + 1] == b"\\" and i + 6 > n:

@@ -8,6 +8,7 @@ import json
 import random
 
 import jsonschema
+import numpy as np
 import pytest
 
 from enforcer import UnsupportedSchemaError, compile_json_schema, compile_tools
@@ -202,3 +203,34 @@ def test_escaped_prefixes_are_compared_as_strings(kimi_tokenizer, kimi_vocab):
         ids = encode_as_text(kimi_tokenizer, text)
         matcher = compiled.matcher()
         assert (feed(matcher, ids) == len(ids) and matcher.is_accepting()) == valid, text
+
+
+def test_fast_refusals_equal_scanning_every_token(kimi_vocab):
+    """The lookups of ``forbidden_tokens`` against their oracle: ``scan`` run on every allowed
+    token, at states of random walks over items that never run out and items that may."""
+    from enforcer.item_memory import forbidden_tokens, scan
+
+    schemas = [TAGS,
+               {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True},
+               {"type": "array", "items": {"enum": ["a", "ab", 'b"', "é\\n"]}, "uniqueItems": True}]
+    rng = random.Random(3)
+    tokens = kimi_vocab.byte_tokens
+    for schema in schemas:
+        compiled = compile_json_schema(schema, kimi_vocab)
+        plan = compiled.unique_plan
+        matcher = compiled.matcher()
+        checked = 0
+        for _ in range(60):
+            state = matcher._scans[-1]
+            base = compiled.masks.mask(matcher._states[-1])
+            if state.containers and state.containers[-1].items is not None and rng.random() < 0.4:
+                every = np.flatnonzero(np.unpackbits(base.view(np.uint8), bitorder="little")).tolist()
+                oracle = sorted(t for t in every if scan(plan, state, tokens[t]) is None)
+                assert sorted(set(forbidden_tokens(plan, state, base, kimi_vocab))) == oracle, state
+                checked += 1
+            allowed = matcher.allowed_token_ids()
+            if not allowed:
+                break
+            short = [t for t in allowed if len(tokens[t]) <= 3] or allowed
+            assert matcher.accept_token(rng.choice(short))
+        assert checked
