@@ -209,15 +209,13 @@ class QuoteTokens(NamedTuple):
     split into ``simple`` ones (one quote, no backslash) and
     the ``other`` ones; the same tokens read from inside an item and from between items
     (:class:`Completions`); the tokens that can open an array and complete an item in it (a ``[``
-    followed by two quotes); the tokens without a quote by the bytes they add to a string (escapes
-    decoded), and those that end inside an escape (``cut``)."""
+    followed by two quotes); and the tokens without a quote that end inside an escape (``cut``)."""
 
     simple_ids: np.ndarray
     other_ids: np.ndarray
     inside: Completions
     between: Completions
     bracket_ids: np.ndarray
-    unquoted: dict[bytes, list[int]]
     cut_ids: np.ndarray
 
 
@@ -295,23 +293,38 @@ def _completions(tokens: list[tuple[int, bytes]], inside: bool) -> Completions:
                        np.array(at_start, dtype=np.int64))
 
 
+_UNQUOTED: LRU[dict] = LRU(8)
+
+
+def unquoted_tokens(vocabulary: Vocabulary) -> dict[bytes, list[int]]:
+    """The tokens without a quote, by the bytes they add to a string (escapes decoded; those
+    that end inside an escape left out): what items that may run out look up (kept for the 8
+    most recent vocabularies; ~0.1 s for 150k ids, once)."""
+    hit = _UNQUOTED.get(vocabulary.fingerprint)
+    if hit is None:
+        hit = {}
+        for token_id, data in enumerate(vocabulary.byte_tokens):
+            if data and 0x22 not in data:
+                written = string_bytes(data)
+                if written is not None:
+                    hit.setdefault(written, []).append(token_id)
+        hit = _UNQUOTED.put(vocabulary.fingerprint, hit)
+    return hit
+
+
 def quote_tokens(vocabulary: Vocabulary) -> QuoteTokens:
-    """:class:`QuoteTokens` of ``vocabulary`` (kept for the 8 most recent; ~0.1 s for 150k ids)."""
+    """:class:`QuoteTokens` of ``vocabulary`` (kept for the 8 most recent; ~20 ms for 150k ids)."""
     hit = _QUOTE_TOKENS.get(vocabulary.fingerprint)
     if hit is not None:
         return hit
     simple, other, bracket, cut = [], [], [], []
     quoted: list[tuple[int, bytes]] = []
-    unquoted: dict[bytes, list[int]] = {}
     for token_id, data in enumerate(vocabulary.byte_tokens):
-        if not data:
+        if not data or (0x22 not in data and 0x5C not in data):
             continue
         if 0x22 not in data:
-            written = string_bytes(data)
-            if written is None:
+            if string_bytes(data) is None:
                 cut.append(token_id)
-            else:
-                unquoted.setdefault(written, []).append(token_id)
             continue
         quoted.append((token_id, data))
         (simple if data.count(b'"') == 1 and 0x5C not in data else other).append(token_id)
@@ -323,7 +336,7 @@ def quote_tokens(vocabulary: Vocabulary) -> QuoteTokens:
         return np.array(values, dtype=np.int64)
 
     found = QuoteTokens(ids(simple), ids(other), _completions(quoted, True), _completions(quoted, False),
-                        ids(bracket), unquoted, ids(cut))
+                        ids(bracket), ids(cut))
     return _QUOTE_TOKENS.put(vocabulary.fingerprint, found)
 
 
@@ -372,8 +385,9 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     if inside:
         ahead = {v[len(prefix):len(prefix) + k] for v in seen_bytes if v.startswith(prefix)
                  for k in range(1, len(v) - len(prefix) + 1)}
+        unquoted = unquoted_tokens(vocabulary)
         risky += [t for start in ahead if 0x5C in state.raw or few_left(state.raw + start)
-                  for t in quotes.unquoted.get(start, ())]
+                  for t in unquoted.get(start, ())]
         # a token that ends inside an escape: each string has at most 16 spellings there (the
         # case of four hex digits), so more than 16 texts per string written leave one
         tokens_text = vocabulary.byte_tokens
