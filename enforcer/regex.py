@@ -305,7 +305,16 @@ class _Anchor:
     end: bool  # False: ``^``, True: ``$``
 
 
-_Re = _Chars | _Cat | _Or | _Loop | _Anchor
+@dataclass(frozen=True, slots=True, eq=False)
+class _Look:
+    """A lookahead ``(?=item)`` or, ``negative``, ``(?!item)``: exact only right after a leading
+    ``^`` (:func:`_leading_lookaheads`)."""
+
+    item: "_Re"
+    negative: bool
+
+
+_Re = _Chars | _Cat | _Or | _Loop | _Anchor | _Look
 
 _QUANTIFIER = re.compile(r"\{(\d+)(,(\d*))?\}")
 _GROUP_NAME = re.compile(r"<([^\W\d]|\$)([\w$]*)>")
@@ -363,8 +372,15 @@ class _Parser:
             return _Anchor(c == "$")
         if c == "\\" and self.peek(1) in ("b", "B"):
             raise self.unsupported("a word boundary assertion (\\b, \\B)")
-        if self.src.startswith(("(?=", "(?!", "(?<=", "(?<!"), self.pos):
-            raise self.unsupported("a lookaround assertion")
+        if self.src.startswith(("(?<=", "(?<!"), self.pos):
+            raise self.unsupported("a lookbehind assertion")
+        if self.src.startswith(("(?=", "(?!"), self.pos):
+            negative = self.peek(2) == "!"
+            self.pos += 3
+            look = _Look(self.group_body(), negative)
+            if self.quantifier(consume=False):
+                raise self.unsupported("a quantified lookahead")
+            return look
         atom = self.atom()
         bounds = self.quantifier(consume=True)
         if bounds is None:
@@ -420,11 +436,6 @@ class _Parser:
 
     def group(self) -> _Re:
         self.pos += 1
-        self.depth += 1
-        if self.depth > MAX_GROUP_DEPTH:
-            raise SchemaTooComplexError(
-                f"pattern {self.src!r} at {self.pointer or '(root)'} nests groups deeper than "
-                f"{MAX_GROUP_DEPTH}")
         if self.src.startswith("?:", self.pos):
             self.pos += 2
         elif self.src.startswith("?<", self.pos):
@@ -436,6 +447,15 @@ class _Parser:
             if _MODIFIER_GROUP.match(self.src, self.pos - 1):
                 raise self.unsupported("an inline flag group")
             raise self.invalid("invalid group")
+        return self.group_body()
+
+    def group_body(self) -> _Re:
+        """A group's disjunction and its ``)``, with what opened it read."""
+        self.depth += 1
+        if self.depth > MAX_GROUP_DEPTH:
+            raise SchemaTooComplexError(
+                f"pattern {self.src!r} at {self.pointer or '(root)'} nests groups deeper than "
+                f"{MAX_GROUP_DEPTH}")
         inner = self.disjunction()
         if self.peek() != ")":
             raise self.invalid("missing ')'")
@@ -574,6 +594,8 @@ def _positions(node: _Re) -> int:
         return 0
     if isinstance(node, (_Cat, _Or)):
         return sum(_positions(i) for i in node.items)
+    if isinstance(node, _Look):
+        return _positions(node.item)
     return _positions(node.item) * max(node.lo + 1 if node.hi is None else node.hi, 1)
 
 
@@ -800,13 +822,67 @@ def pattern_node(pattern: str, pointer: str, *, escapes: Escapes = "all") -> Nod
     schema object holding the pattern, for error messages; ``escapes`` is :data:`Escapes`."""
     if escapes not in _ESCAPES:
         raise ValueError(f"escapes must be one of {_ESCAPES}, not {escapes!r}")
-    node = _search(_parse(pattern, pointer), escapes)
+    tree = _parse(pattern, pointer)
+    # a pattern matches somewhere when one of its alternatives does: each is searched alone
+    # when one of them opens with lookaheads
+    options = tree.items if isinstance(tree, _Or) and any(map(_has_look, tree.items)) else (tree,)
+    nodes = []
+    for option in options:
+        body, looks = _leading_lookaheads(option, pattern, pointer)
+        node = _search(body, escapes)
+        if looks:
+            try:
+                node = _with_lookaheads(node, looks, escapes)
+            except SchemaTooComplexError as exc:
+                raise SchemaTooComplexError(f"pattern {pattern!r} at {pointer or '(root)'} with its lookaheads: "
+                                            f"{exc.reason}", pointer, exc.budget, "pattern") from None
+        nodes.append(node)
+    node = alt(*nodes)
     size = _expanded_size(node, {})
     if size > MAX_EXPANDED_NODES:
         raise SchemaTooComplexError(
             f"pattern {pattern!r} at {pointer or '(root)'} expands to {size} automaton pieces "
             f"(limit {MAX_EXPANDED_NODES})")
     return node
+
+
+def _leading_lookaheads(tree: _Re, pattern: str, pointer: str) -> tuple[_Re, list[_Look]]:
+    """``tree`` (the pattern or one of its top alternatives) without the lookaheads right after
+    its leading ``^`` (``^(?!x)(?=y)rest``: they test the input from its start, so each is the
+    set of strings ``^x`` matches), and those lookaheads; a lookahead anywhere else is refused
+    (it would test each position a match may start at, or the middle of one)."""
+    looks: list[_Look] = []
+    rest = tree
+    if isinstance(tree, _Cat) and tree.items and isinstance(tree.items[0], _Anchor) and not tree.items[0].end:
+        k = 1
+        while k < len(tree.items) and isinstance(tree.items[k], _Look):
+            looks.append(tree.items[k])
+            k += 1
+        if looks:
+            rest = _Cat((tree.items[0],) + tree.items[k:]) if k < len(tree.items) else tree.items[0]
+    if _has_look(rest) or any(_has_look(look.item) for look in looks):
+        raise UnsupportedSchemaError("pattern", pointer, f"a lookahead in {pattern!r} elsewhere than right after a "
+                                     "leading '^' is not supported exactly")
+    return rest, looks
+
+
+def _has_look(node: _Re) -> bool:
+    if isinstance(node, _Look):
+        return True
+    if isinstance(node, (_Cat, _Or)):
+        return any(_has_look(i) for i in node.items)
+    return isinstance(node, _Loop) and _has_look(node.item)
+
+
+def _with_lookaheads(node: Node, looks: list[_Look], escapes: Escapes) -> Node:
+    """``node`` (the strings the pattern's rest matches, from the start) within each positive
+    lookahead's strings and outside each negative one's: automata built whole (within
+    :data:`~enforcer.automaton.DEFAULT_MAX_STATES`), as one embedded automaton."""
+    dfa = compile_node(node)
+    for look in looks:
+        tested = compile_node(_search(_Cat((_Anchor(False), look.item)), escapes))
+        dfa = dfa.difference(tested) if look.negative else dfa.intersect(tested)
+    return Embedded(dfa)
 
 
 def _expanded_size(node: Node, memo: dict[int, int]) -> int:
