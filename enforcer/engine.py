@@ -138,7 +138,7 @@ class ToolCallMatcher(Matcher):
         if plan is not None:  # JSON arguments with unique arrays: the token's text, if any, is theirs
             text = nxt[0] is frame or token_id not in frame.exits
             before = self._scans[-1] if nxt[0] is frame else START
-            remembered = scan(plan, before, self._tools.vocabulary.byte_tokens[token_id]) if text else before
+            remembered = scan(plan, before, self._tools.vocabulary.byte_tokens[token_id], commit=True) if text else before
             if remembered is None or before is None:
                 return False
         self._stack.append(nxt)

@@ -15,6 +15,7 @@ answered by one set lookup), or per allowed token when the items may run out of 
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any, NamedTuple
 
@@ -38,16 +39,100 @@ _STRING_STOP = re.compile(rb'["\\]')
 _NEEDS_ESCAPE = re.compile(rb'["\\\x00-\x1f]')
 
 
+class ItemSet:
+    """The strings one unique array of one sequence has held, in order, shared by the scans of
+    that sequence: a scan sees the first ``count`` of them (:class:`Seen`), so rollback keeps
+    them and the next string committed at a smaller count drops those past it. O(1) per string
+    to look up (a snapshot per token would cost the square of the array's length in memory);
+    kept sorted by bytes too, for the strings that begin with a given text."""
+
+    __slots__ = ("order", "index", "byte_index", "prefix_min", "by_bytes")
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.index: dict[str, int] = {}
+        self.byte_index: dict[bytes, int] = {}
+        self.prefix_min: dict[bytes, int] = {}
+        """Each prefix of a string held (UTF-8) -> the least position of a string it begins
+        (entries of dropped strings stay, past every count that can see them)."""
+        self.by_bytes: list[tuple[bytes, int]] = []
+
+    def add(self, value: str, count: int) -> None:
+        """Hold ``value`` as string ``count`` (forgetting any rolled back past it)."""
+        if len(self.order) > count:
+            for dropped in self.order[count:]:
+                del self.index[dropped]
+                del self.byte_index[dropped.encode("utf-8", "surrogatepass")]
+            del self.order[count:]
+            self.by_bytes = [entry for entry in self.by_bytes if entry[1] < count]
+        written = value.encode("utf-8", "surrogatepass")
+        self.order.append(value)
+        self.index[value] = count
+        self.byte_index[written] = count
+        for k in range(len(written) + 1):
+            if self.prefix_min.get(written[:k], count + 1) > count:
+                self.prefix_min[written[:k]] = count
+        bisect.insort(self.by_bytes, (written, count))
+
+
+class Seen:
+    """The strings a unique array holds at one scan: the first ``count`` of ``held``, and the
+    ``pending`` ones a token being tried completed (not committed). Immutable."""
+
+    __slots__ = ("held", "count", "pending")
+
+    def __init__(self, held: ItemSet, count: int = 0, pending: tuple[str, ...] = ()) -> None:
+        self.held = held
+        self.count = count
+        self.pending = pending
+
+    def __contains__(self, value: str) -> bool:
+        return self.held.index.get(value, self.count) < self.count or value in self.pending
+
+    def __len__(self) -> int:
+        return self.count + len(self.pending)
+
+    def _pending_bytes(self) -> list[bytes]:
+        return [p.encode("utf-8", "surrogatepass") for p in self.pending]
+
+    def holds_bytes(self, value: bytes) -> bool:
+        """Whether a string held is written by these UTF-8 bytes."""
+        return self.held.byte_index.get(value, self.count) < self.count or value in self._pending_bytes()
+
+    def begins(self, start: bytes) -> bool:
+        """Whether a string held begins with these UTF-8 bytes."""
+        return self.held.prefix_min.get(start, self.count) < self.count \
+            or any(p.startswith(start) for p in self._pending_bytes())
+
+    def beginning_with(self, start: bytes) -> list[bytes]:
+        """The strings held (UTF-8) that begin with ``start``."""
+        by_bytes = self.held.by_bytes
+        found = []
+        for k in range(bisect.bisect_left(by_bytes, (start, -1)), len(by_bytes)):
+            written, position = by_bytes[k]
+            if not written.startswith(start):
+                break
+            if position < self.count:
+                found.append(written)
+        return found + [p for p in self._pending_bytes() if p.startswith(start)]
+
+    def with_string(self, value: str, commit: bool) -> "Seen":
+        """These strings and ``value``: committed to ``held`` (an accepted token's), or pending."""
+        if commit and not self.pending:
+            self.held.add(value, self.count)
+            return Seen(self.held, self.count + 1)
+        return Seen(self.held, self.count, self.pending + (value,))
+
+
 class Container(NamedTuple):
     """One open object or array: its instance path, an object's current key, and for a unique
-    array its items and the strings written so far."""
+    array its items and the strings it holds."""
 
     is_array: bool
     path: tuple[Any, ...]
     key: str | None = None
     items: StringItems | None = None
-    seen: frozenset[str] = frozenset()
-    seen_bytes: frozenset[bytes] = frozenset()
+    seen: Seen | None = None
 
 
 class Scan(NamedTuple):
@@ -65,9 +150,11 @@ class Scan(NamedTuple):
 START = Scan()
 
 
-def scan(plan: UniqueItemsPlan, state: Scan, data: bytes) -> Scan | None:
+def scan(plan: UniqueItemsPlan, state: Scan, data: bytes, commit: bool = False) -> Scan | None:
     """``state`` after the text ``data``; None when ``data`` completes an item of a unique array
-    equal to an earlier one, or ends where no new string is left to write."""
+    equal to an earlier one, or ends where no new string is left to write. ``commit``: the
+    token is accepted, its strings join the arrays' :class:`ItemSet` (else they stay pending
+    in the returned scan, and nothing shared changes)."""
     containers = list(state.containers)
     mode, raw, recording, escaped = state.mode, state.raw, state.recording, state.escaped
     i, n = 0, len(data)
@@ -98,12 +185,11 @@ def scan(plan: UniqueItemsPlan, state: Scan, data: bytes) -> Scan | None:
                 containers[-1] = top._replace(key=decode_string(b'"' + raw + b'"'))
                 mode = _COLON
             else:
-                if top is not None and top.items is not None:
+                if top is not None and top.seen is not None:
                     value = decode_string(b'"' + raw + b'"')
                     if value in top.seen:
                         return None
-                    containers[-1] = top._replace(seen=top.seen | {value},
-                                                  seen_bytes=top.seen_bytes | {value.encode("utf-8", "surrogatepass")})
+                    containers[-1] = top._replace(seen=top.seen.with_string(value, commit))
                 mode = _AFTER
             raw, recording = b"", False
             continue
@@ -130,7 +216,8 @@ def scan(plan: UniqueItemsPlan, state: Scan, data: bytes) -> Scan | None:
                     containers.append(Container(False, path))
                     mode = _KEY
                 else:
-                    containers.append(Container(True, path, items=plan.array_at(path)))
+                    items = plan.array_at(path)
+                    containers.append(Container(True, path, items=items, seen=None if items is None else Seen(ItemSet())))
             else:
                 mode = _SCALAR
         elif mode == _KEY:
@@ -149,9 +236,9 @@ def scan(plan: UniqueItemsPlan, state: Scan, data: bytes) -> Scan | None:
                 containers.pop()
     top = containers[-1] if containers else None
     if top is not None and top.items is not None and top.seen:
-        if mode == _STRING and not fresh_string_left(top.items, raw, escaped, top.seen, top.seen_bytes):
+        if mode == _STRING and not fresh_string_left(top.items, raw, escaped, top.seen):
             return None
-        if mode == _VALUE and not fresh_string_left(top.items, None, False, top.seen, top.seen_bytes):
+        if mode == _VALUE and not fresh_string_left(top.items, None, False, top.seen):
             return None
     return Scan(tuple(containers), mode, raw, recording, escaped)
 
@@ -162,10 +249,9 @@ def _child_path(top: Container | None) -> tuple[Any, ...]:
     return top.path + ((ITEM,) if top.is_array else (top.key,))
 
 
-def fresh_string_left(items: StringItems, written: bytes | None, escaped: bool, seen: frozenset[str],
-                      seen_bytes: frozenset[bytes]) -> bool:
+def fresh_string_left(items: StringItems, written: bytes | None, escaped: bool, seen: Seen) -> bool:
     """Whether an item that starts with ``written`` (None: not started) can still end as a
-    string not in ``seen`` (``seen_bytes``: the same strings in UTF-8): at once when more
+    string not in ``seen``: at once when more
     strings are left than ``seen`` holds (:attr:`StringItems.capacity`), else by the item's
     endings from there, or, inside an escape, by a search."""
     written = written or b""
@@ -180,7 +266,7 @@ def fresh_string_left(items: StringItems, written: bytes | None, escaped: bool, 
             return True
         endings = items.endings(state)
         if len(endings) <= MAX_ENDINGS:
-            return any(prefix + ending not in seen_bytes for ending in endings)
+            return any(not seen.holds_bytes(prefix + ending) for ending in endings)
     for whole in canonical_completions(items, state, written, FRESH_STEPS):
         if whole is None or decode_string(whole) not in seen:
             return True
@@ -352,7 +438,7 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     def refused(ids: np.ndarray | list[int]) -> list[int]:
         return [t for t in (ids.tolist() if isinstance(ids, np.ndarray) else ids) if scan(plan, state, tokens[t]) is None]
 
-    if top is None or top.items is None:
+    if top is None or top.items is None or top.seen is None:
         return refused(_allowed(words, quotes.bracket_ids))
     items, seen = top.items, top.seen
     # inside an item whose text so far writes a known string (no escape left open)
@@ -361,14 +447,13 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
         if items.safe:  # only a completion can be refused
             return refused(_allowed(words, np.concatenate([quotes.simple_ids, quotes.other_ids])))
         return refused(np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")))
-    out = _completing_a_seen_string(plan, state, words, vocabulary, prefix or b"", top)
+    out = _completing_a_seen_string(plan, state, words, vocabulary, prefix or b"", seen)
     if items.safe or not seen:
         return out
     # items whose strings may run out: a token must not end where no string is left. It can
     # only if the string it ends in begins one written already, or it ends where an item is
     # due once few strings are left, so only those are scanned.
     prefix = prefix or b""
-    seen_bytes = top.seen_bytes
     inside = state.mode == _STRING
     reading = quotes.inside if inside else quotes.between
 
@@ -380,10 +465,9 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
         state_at = items.state_after(b'"' + text)
         return state_at >= 0 and items.capacity[state_at] <= len(seen)
 
-    starts = {v[:k] for v in seen_bytes for k in range(len(v) + 1)}
-    risky = [t for start in starts if few_left(start) for t in reading.trailing.get(start, ())]
+    risky = [t for start, ids in reading.trailing.items() if seen.begins(start) and few_left(start) for t in ids]
     if inside:
-        ahead = {v[len(prefix):len(prefix) + k] for v in seen_bytes if v.startswith(prefix)
+        ahead = {v[len(prefix):len(prefix) + k] for v in seen.beginning_with(prefix)
                  for k in range(1, len(v) - len(prefix) + 1)}
         unquoted = unquoted_tokens(vocabulary)
         risky += [t for start in ahead if 0x5C in state.raw or few_left(state.raw + start)
@@ -404,21 +488,24 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
 
 
 def _completing_a_seen_string(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, vocabulary: Vocabulary,
-                              prefix: bytes, top: Container) -> list[int]:
+                              prefix: bytes, seen: Seen) -> list[int]:
     """:func:`forbidden_tokens` for items with infinitely many strings left everywhere: only a
     token that completes a string already written (or two equal ones) is refused, found by
     lookups of the strings written (from inside an item, those that begin with its text so far)."""
     quotes = quote_tokens(vocabulary)
     reading = quotes.inside if state.mode == _STRING else quotes.between
-    seen = top.seen_bytes
     inside = state.mode == _STRING
     out: list[int] = []
-    for value in seen:
-        if not inside or value.startswith(prefix):
+    if len(seen) < len(reading.single):
+        for value in seen.beginning_with(prefix if inside else b""):
             out += reading.single.get(value[len(prefix):] if inside else value, ())
+    else:
+        for completed, ids in reading.single.items():
+            if seen.holds_bytes(prefix + completed if inside else completed):
+                out += ids
     for token, strings in reading.multiple:
         whole = (prefix + strings[0],) + strings[1:] if inside else strings
-        if len(set(whole)) < len(whole) or not seen.isdisjoint(whole):
+        if len(set(whole)) < len(whole) or any(map(seen.holds_bytes, whole)):
             out.append(token)
     tokens = vocabulary.byte_tokens
     out += [t for t in _allowed(words, reading.unread).tolist() if scan(plan, state, tokens[t]) is None]

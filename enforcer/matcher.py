@@ -194,7 +194,7 @@ class JsonMatcher(Matcher):
             if state == DEAD:
                 return False
         if self._plan is not None:
-            scanned = scan(self._plan, self._scans[-1], data)
+            scanned = scan(self._plan, self._scans[-1], data, commit=True)
             if scanned is None:
                 return False
             self._scans.append(scanned)
