@@ -288,6 +288,8 @@ class Completions(NamedTuple):
     unread: np.ndarray
     trailing: dict[bytes, list[int]]
     at_start: np.ndarray
+    most: int
+    """The most strings one token completes (what a token adds to the strings written)."""
 
 
 class QuoteTokens(NamedTuple):
@@ -375,8 +377,9 @@ def _completions(tokens: list[tuple[int, bytes]], inside: bool) -> Completions:
             trailing.setdefault(found.trailing, []).append(token_id)
         if found.at_start:
             at_start.append(token_id)
+    most = max([len(strings) for _, strings in multiple] + [1 if single else 0])
     return Completions(single, multiple, np.array(unread, dtype=np.int64), trailing,
-                       np.array(at_start, dtype=np.int64))
+                       np.array(at_start, dtype=np.int64), most)
 
 
 _UNQUOTED: LRU[dict] = LRU(8)
@@ -457,15 +460,16 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     inside = state.mode == _STRING
     reading = quotes.inside if inside else quotes.between
 
-    def few_left(text: bytes) -> bool:
+    def few_left(text: bytes, added: int = 0) -> bool:
         """Whether an item written ``text`` so far (plain bytes: no escape needed) may have
-        no more strings left than were written (or ``text`` needs escapes: not looked at)."""
+        no more strings left than were written, with ``added`` more (or ``text`` needs
+        escapes: not looked at)."""
         if _NEEDS_ESCAPE.search(text):
             return True
-        state_at = items.state_after(b'"' + text)
-        return state_at >= 0 and items.capacity[state_at] <= len(seen)
+        return items.capacity_after(text) <= len(seen) + added
 
-    risky = [t for start, ids in reading.trailing.items() if seen.begins(start) and few_left(start) for t in ids]
+    # a token that opens a new item has completed the current one (or more) first
+    risky = [t for start, ids in reading.trailing.items() if few_left(start, reading.most) for t in ids]
     if inside:
         ahead = {v[len(prefix):len(prefix) + k] for v in seen.beginning_with(prefix)
                  for k in range(1, len(v) - len(prefix) + 1)}
@@ -479,7 +483,7 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
             state_at = items.state_after(b'"' + state.raw + tokens_text[t])
             if state_at >= 0 and items.capacity[state_at] <= 16 * len(seen):
                 risky.append(t)
-    if items.capacity[items.rows[0][0x22]] <= len(seen) + 2:  # an item may be due with none left
+    if items.capacity[items.rows[0][0x22]] <= len(seen) + reading.most:  # an item may be due with none left
         risky += reading.at_start.tolist()
         if not inside:  # a comma (without quotes) where the next item is due
             every = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))

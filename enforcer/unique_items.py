@@ -133,7 +133,7 @@ class StringItems:
     token holding a quote can complete an item or end in trouble, and only those need a check.
     Immutable but for a memo of :meth:`endings`."""
 
-    __slots__ = ("pointer", "dfa", "capacity", "safe", "rows", "_endings")
+    __slots__ = ("pointer", "dfa", "capacity", "safe", "rows", "_endings", "_after")
 
     def __init__(self, pointer: str, dfa: DFA) -> None:
         self.pointer = pointer
@@ -143,6 +143,7 @@ class StringItems:
         self.safe = bool(((self.capacity >= CAPACITY_CAP) | final).all())
         self.rows: list[list[int]] = dfa.transitions.tolist()
         self._endings: dict[int, list[bytes]] = {}
+        self._after: dict[bytes, int] = {}
 
     def state_after(self, text: bytes) -> int:
         """The item automaton's state after ``text`` (from the opening quote on)."""
@@ -153,6 +154,15 @@ class StringItems:
             if state == DEAD:
                 return DEAD
         return state
+
+    def capacity_after(self, text: bytes) -> int:
+        """:attr:`capacity` at the state after ``'"' + text`` (-1 when the items cannot begin
+        so); memoised, for the few texts a vocabulary's tokens open items with."""
+        hit = self._after.get(text)
+        if hit is None:
+            state = self.state_after(b'"' + text)
+            hit = self._after[text] = -1 if state == DEAD else int(self.capacity[state])
+        return hit
 
     def endings(self, state: int) -> list[bytes]:
         """What the rest of an item adds from ``state`` (outside any escape), as the bytes of

@@ -205,7 +205,7 @@ def test_escaped_prefixes_are_compared_as_strings(kimi_tokenizer, kimi_vocab):
         assert (feed(matcher, ids) == len(ids) and matcher.is_accepting()) == valid, text
 
 
-def test_fast_refusals_equal_scanning_every_token(kimi_vocab):
+def test_fast_refusals_equal_scanning_every_token(kimi_tokenizer, kimi_vocab):
     """The lookups of ``forbidden_tokens`` against their oracle: ``scan`` run on every allowed
     token, at states of random walks over items that never run out and items that may."""
     from enforcer.item_memory import forbidden_tokens, scan
@@ -215,6 +215,21 @@ def test_fast_refusals_equal_scanning_every_token(kimi_vocab):
                {"type": "array", "items": {"enum": ["a", "ab", 'b"', "é\\n"]}, "uniqueItems": True}]
     rng = random.Random(3)
     tokens = kimi_vocab.byte_tokens
+
+    def check(compiled, matcher):
+        state = matcher._scans[-1]
+        base = compiled.masks.mask(matcher._states[-1])
+        every = np.flatnonzero(np.unpackbits(base.view(np.uint8), bitorder="little")).tolist()
+        oracle = sorted(t for t in every if scan(compiled.unique_plan, state, tokens[t]) is None)
+        assert sorted(set(forbidden_tokens(compiled.unique_plan, state, base, kimi_vocab))) == oracle, state
+
+    # items used up inside the last one: a token that closes it and opens another is refused
+    enum = compile_json_schema({"type": "array", "items": {"enum": ["German", "International"]}, "uniqueItems": True},
+                               kimi_vocab)
+    matcher = enum.matcher()
+    assert matcher.accept_tokens(encode_as_text(kimi_tokenizer, '["German","International'))
+    check(enum, matcher)
+    assert not any(b'",' in tokens[t] for t in matcher.allowed_token_ids())
     for schema in schemas:
         compiled = compile_json_schema(schema, kimi_vocab)
         plan = compiled.unique_plan
