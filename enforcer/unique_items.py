@@ -29,6 +29,7 @@ import numpy as np
 from .automaton import DEAD, DFA, compile_node
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .json_schema import ANNOTATIONS, DRAFTS_IGNORING_REF_SIBLINGS, KEYWORDS, SchemaCompiler, declared_types
+from .lru import LRU
 
 MAX_VISITS = 50_000
 """Sub-schema visits while locating arrays; a schema that needs more is refused (its
@@ -119,6 +120,52 @@ def concrete_match(pattern: Path, path: tuple[Any, ...]) -> bool:
     return True
 
 
+def _exact(step: Any) -> bool:
+    """Whether a path step is one key name or the array's items (not a set of keys)."""
+    return isinstance(step, str) or step is ITEM
+
+
+class PathIndex:
+    """Instance-path patterns, each with a payload, found by the path they meet: indexed by
+    their steps before the first that is a set of keys, so a query looks up each head of its
+    own path (a query holding a set of keys reads them all). Built once per plan."""
+
+    __slots__ = ("_by_head", "_entries")
+
+    def __init__(self) -> None:
+        self._by_head: dict[tuple, list[tuple[Path, Any]]] = {}
+        self._entries: list[tuple[Path, Any]] = []
+
+    def add(self, path: Path, payload: Any) -> None:
+        cut = next((k for k, step in enumerate(path) if not _exact(step)), len(path))
+        self._by_head.setdefault(path[:cut], []).append((path, payload))
+        self._entries.append((path, payload))
+
+    def _candidates(self, path: tuple) -> Iterator[tuple[Path, Any]]:
+        if all(map(_exact, path)):
+            for k in range(len(path) + 1):
+                yield from self._by_head.get(path[:k], ())
+        else:
+            yield from self._entries
+
+    def meeting(self, path: Path) -> Iterator[Any]:
+        """Payloads of the patterns some concrete path matches along with ``path``."""
+        return (payload for other, payload in self._candidates(path) if _paths_meet(other, path))
+
+    def prefixes_meeting(self, path: Path) -> Iterator[Any]:
+        """Payloads of the patterns that may match a prefix of a path ``path`` matches."""
+        return (payload for other, payload in self._candidates(path) if _prefix_meets(other, path))
+
+    def matching(self, path: tuple[Any, ...]) -> Iterator[Any]:
+        """Payloads of the patterns the concrete instance path ``path`` (array items as
+        :data:`ITEM`) matches: a pattern's head (its names and items before any other step) is
+        then a head of ``path``."""
+        for k in range(len(path) + 1):
+            for other, payload in self._by_head.get(path[:k], ()):
+                if concrete_match(other, path):
+                    yield payload
+
+
 CAPACITY_CAP = 1 << 40
 """Capacities at or above this count as infinitely many strings."""
 
@@ -131,12 +178,12 @@ class StringItems:
     strings than that never leaves the item without a way to finish. ``safe``: every state but
     the final ones has infinitely many (free strings, ``minLength``, open patterns): then only a
     token holding a quote can complete an item or end in trouble, and only those need a check.
-    Immutable but for a memo of :meth:`endings`."""
+    Immutable but for memos (:meth:`endings`, :meth:`capacity_after`); shared by every compile
+    whose items are the same schema without references."""
 
-    __slots__ = ("pointer", "dfa", "capacity", "safe", "rows", "_endings", "_after")
+    __slots__ = ("dfa", "capacity", "safe", "rows", "_endings", "_after")
 
-    def __init__(self, pointer: str, dfa: DFA) -> None:
-        self.pointer = pointer
+    def __init__(self, dfa: DFA) -> None:
         self.dfa = dfa
         self.capacity = _capacity(dfa)
         final = dfa.accepting & (dfa.transitions == DEAD).all(axis=1)
@@ -239,18 +286,16 @@ class UniqueArray(NamedTuple):
 
 
 class UniqueItemsPlan(NamedTuple):
-    """Every instance path with a unique array, and the schema objects whose ``uniqueItems``
-    the compiler then leaves to the item memory."""
+    """Every instance path with a unique array (indexed by path), and the schema objects whose
+    ``uniqueItems`` the compiler then leaves to the item memory."""
 
     arrays: tuple[UniqueArray, ...]
     holders: tuple[dict, ...]
+    index: PathIndex
 
     def array_at(self, path: tuple[Any, ...]) -> StringItems | None:
         """The items of the unique array at the concrete instance path ``path``, if any."""
-        for array in self.arrays:
-            if concrete_match(array.path, path):
-                return array.items
-        return None
+        return next((array.items for array in self.index.matching(path)), None)
 
 
 _CANONICAL_AFTER_BACKSLASH = frozenset(b'"\\bfnrtu')
@@ -624,6 +669,24 @@ def _only_strings(items: Any) -> bool:
     return kind == "string" or kind == ["string"]
 
 
+def _holds_reference(schema: Any) -> bool:
+    """Whether a reference or a base URI appears anywhere in ``schema``."""
+    stack = [schema]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if {"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"} & v.keys():
+                return True
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+_ITEMS: LRU[StringItems] = LRU(256)
+"""Item automata by (items schema without references, options): shared by every compile."""
+
+
 def holds_unique_items(schema: Any) -> bool:
     """Whether ``uniqueItems: true`` appears anywhere in ``schema`` (one pass over it)."""
     stack = [schema]
@@ -644,6 +707,11 @@ def plan_unique_items(compiler: SchemaCompiler) -> UniqueItemsPlan:
     enforced exactly and why."""
     walk = _Walk(compiler)
     walk.run(compiler.root)
+    free, producers = PathIndex(), PathIndex()
+    for path, pointer in walk.free:
+        free.add(path, pointer)
+    for producer in walk.producers:
+        producers.add(producer.path, producer)
     arrays: list[UniqueArray] = []
     holders: list[dict] = []
     items_of: dict[int, StringItems] = {}
@@ -657,27 +725,30 @@ def plan_unique_items(compiler: SchemaCompiler) -> UniqueItemsPlan:
                 single.add(key)
                 holders.append(unique.schema)
             continue
-        _check_alone(unique, walk)
+        _check_alone(unique, walk, free, producers)
         if key not in items_of:
             items_of[key] = _string_items(compiler, unique)
             holders.append(unique.schema)
         arrays.append(UniqueArray(unique.path, unique.pointer, items_of[key]))
-    return UniqueItemsPlan(tuple(arrays), tuple(holders))
+    index = PathIndex()
+    for array in arrays:
+        index.add(array.path, array)
+    return UniqueItemsPlan(tuple(arrays), tuple(holders), index)
 
 
-def _check_alone(unique: _Producer, walk: _Walk) -> None:
+def _check_alone(unique: _Producer, walk: _Walk, free: PathIndex, producers: PathIndex) -> None:
     """Refuse unless ``unique`` is the only schema that may describe an array at its paths, at
-    paths the walk has all (not inside a recursion, which repeats them without end)."""
+    paths the walk has all (not inside a recursion, which repeats them without end). ``free``
+    holds the walk's loosely described regions, ``producers`` its array schemas, by path."""
     if unique.entered & walk.recursive:
         raise UnsupportedSchemaError("uniqueItems", unique.pointer, "inside a recursive $ref (its arrays lie at "
                                      "paths without end, which the item memory does not follow)")
-    for path, pointer in walk.free:
-        if _prefix_meets(path, unique.path):
-            raise UnsupportedSchemaError("uniqueItems", unique.pointer,
-                                         f"a value described by {pointer or '(root)'} only loosely (free-form, or "
-                                         "a recursive $ref) may hold this array, where its items need not differ")
-    for other in walk.producers:
-        if other.schema is not unique.schema and _paths_meet(other.path, unique.path):
+    for pointer in free.prefixes_meeting(unique.path):
+        raise UnsupportedSchemaError("uniqueItems", unique.pointer,
+                                     f"a value described by {pointer or '(root)'} only loosely (free-form, or "
+                                     "a recursive $ref) may hold this array, where its items need not differ")
+    for other in producers.meeting(unique.path):
+        if other.schema is not unique.schema:
             raise UnsupportedSchemaError("uniqueItems", unique.pointer,
                                          f"the schema at {other.pointer or '(root)'} may describe the same array, so "
                                          "whether its items must differ depends on the instance")
@@ -697,18 +768,23 @@ def _string_items(compiler: SchemaCompiler, unique: _Producer) -> StringItems:
              "compares strings)"
     if not _only_strings(compiler.deref(items, f"{pointer}/items")):
         raise UnsupportedSchemaError("uniqueItems", pointer, reason)
-    node = compiler.value(items, f"{pointer}/items", 1, ())
-    try:
-        dfa = compile_node(node, MAX_ITEM_STATES)
-    except SchemaTooComplexError as exc:
-        raise SchemaTooComplexError(f"its items' automaton ({exc.reason})", f"{pointer}/items", exc.budget,
-                                    "uniqueItems") from None
-    if dfa.is_empty:
-        return StringItems(f"{pointer}/items", dfa)
-    starts = np.flatnonzero(dfa.transitions[0] != DEAD).tolist()
-    if starts != [0x22] or dfa.accepting[0]:
-        raise UnsupportedSchemaError("uniqueItems", pointer, reason)
-    found = StringItems(f"{pointer}/items", dfa)
+    # items without references mean the same wherever they stand: built once per process
+    key = (json.dumps(items, sort_keys=True), compiler.options) if not _holds_reference(items) else None
+    found = _ITEMS.get(key) if key is not None else None
+    if found is None:
+        node = compiler.value(items, f"{pointer}/items", 1, ())
+        try:
+            dfa = compile_node(node, MAX_ITEM_STATES)
+        except SchemaTooComplexError as exc:
+            raise SchemaTooComplexError(f"its items' automaton ({exc.reason})", f"{pointer}/items", exc.budget,
+                                        "uniqueItems") from None
+        if not dfa.is_empty and (np.flatnonzero(dfa.transitions[0] != DEAD).tolist() != [0x22] or dfa.accepting[0]):
+            raise UnsupportedSchemaError("uniqueItems", pointer, reason)
+        found = StringItems(dfa)
+        if key is not None:
+            found = _ITEMS.put(key, found)
+    if found.dfa.is_empty:
+        return found
     minimum = schema.get("minItems", 0)
     if isinstance(minimum, (int, float)) and minimum > 1:
         available = found.distinct_strings(MAX_FINITE_VALUES)

@@ -272,6 +272,10 @@ HUGE: dict[str, Any] = {
                                       for i in range(1000)]},
     "anyOf-1000-branches": {"anyOf": [{"const": f"v{i}"} for i in range(1000)]},
     "oneOf-1000-consts": {"oneOf": [{"const": i} for i in range(1000)]},
+    "uniqueItems-10000-arrays": {"type": "object", "properties": {
+        f"k{i}": {"type": "array", "items": {"type": "string"}, "uniqueItems": True} for i in range(10_000)}},
+    "uniqueItems-nested-3000": {"type": "array", "items": {"type": "object", "properties": {
+        f"k{i}": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True} for i in range(3000)}}},
 }
 for name, schema in HUGE.items():
     case(f"huge-{name}", "schema", lambda s=schema: s)
