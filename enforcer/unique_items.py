@@ -684,7 +684,7 @@ def _holds_reference(schema: Any) -> bool:
 
 
 _ITEMS: LRU[StringItems] = LRU(256)
-"""Item automata by (items schema without references, options): shared by every compile."""
+"""Item automata by (items schema without references, dialect, options): shared by every compile."""
 
 
 def holds_unique_items(schema: Any) -> bool:
@@ -769,7 +769,8 @@ def _string_items(compiler: SchemaCompiler, unique: _Producer) -> StringItems:
     if not _only_strings(compiler.deref(items, f"{pointer}/items")):
         raise UnsupportedSchemaError("uniqueItems", pointer, reason)
     # items without references mean the same wherever they stand: built once per process
-    key = (json.dumps(items, sort_keys=True), compiler.options) if not _holds_reference(items) else None
+    key = (json.dumps(items, sort_keys=True), compiler.dialect, compiler.options) \
+        if not _holds_reference(items) else None
     found = _ITEMS.get(key) if key is not None else None
     if found is None:
         node = compiler.value(items, f"{pointer}/items", 1, ())
