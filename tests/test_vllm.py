@@ -140,7 +140,7 @@ def test_read_settings_names_the_bad_field(raw: Any, fragment: str) -> None:
 @needs_vllm
 @pytest.mark.parametrize("settings, fragment", [
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}}}]},
+        "type": "object", "properties": {"a": {"type": "array", "items": {"type": "object"}, "uniqueItems": True}}}}}]},
      "keyword 'uniqueItems'"),
     ({"tools": WEATHER + WEATHER[:1]}, "duplicate function name 'get_weather'"),
     ({"tools": WEATHER, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "'nope'"),

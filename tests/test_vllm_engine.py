@@ -436,7 +436,7 @@ def test_server_named_choice_auto_choice_and_bad_declarations(server: str) -> No
     _check_calls([c.model_dump() for c in auto.choices[0].message.tool_calls], load_tools("weather"))
 
     bad = [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}}}]
+        "type": "object", "properties": {"a": {"type": "array", "items": {"type": "object"}, "uniqueItems": True}}}}}]
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="smollm2-k2", messages=MESSAGES, tools=bad, max_tokens=8)
     assert "keyword 'uniqueItems'" in str(info.value)
