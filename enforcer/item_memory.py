@@ -8,9 +8,10 @@ an earlier one, or leave the item (or the next one) with no string left to write
 check is exact, so the automaton's masks minus :func:`forbidden_tokens` are the allowed tokens.
 
 Cost: a few microseconds per accepted token (a scan of its bytes); at a mask inside a unique
-array, one check per allowed token that holds a quote (about 1,300 of Kimi's 151,899 ids, most
-answered by one set lookup), or per allowed token when the items may run out of strings (an
-``enum``, a bounded pattern). Scans are immutable tuples: rollback keeps one per token.
+array, lookups of the strings written against what a vocabulary's quote tokens complete (read
+once per vocabulary, :func:`quote_tokens`), and a scan of the few tokens those lookups cannot
+settle. Scans are immutable tuples, one per token; the strings themselves live once per array
+in an :class:`ItemSet` each scan sees a prefix of, so rollback is exact and memory linear.
 """
 
 from __future__ import annotations
@@ -293,14 +294,12 @@ class Completions(NamedTuple):
 
 
 class QuoteTokens(NamedTuple):
-    """Per vocabulary: the tokens holding a quote (the only ones that can complete a string),
-    split into ``simple`` ones (one quote, no backslash) and
-    the ``other`` ones; the same tokens read from inside an item and from between items
-    (:class:`Completions`); the tokens that can open an array and complete an item in it (a ``[``
-    followed by two quotes); and the tokens without a quote that end inside an escape (``cut``)."""
+    """Per vocabulary: the tokens holding a quote (the only ones that can complete a string);
+    the same tokens read from inside an item and from between items (:class:`Completions`); the
+    tokens that can open an array and complete an item in it (a ``[`` followed by two quotes);
+    and the tokens without a quote that end inside an escape (``cut``)."""
 
-    simple_ids: np.ndarray
-    other_ids: np.ndarray
+    quote_ids: np.ndarray
     inside: Completions
     between: Completions
     bracket_ids: np.ndarray
@@ -406,7 +405,7 @@ def quote_tokens(vocabulary: Vocabulary) -> QuoteTokens:
     hit = _QUOTE_TOKENS.get(vocabulary.fingerprint)
     if hit is not None:
         return hit
-    simple, other, bracket, cut = [], [], [], []
+    bracket, cut = [], []
     quoted: list[tuple[int, bytes]] = []
     for token_id, data in enumerate(vocabulary.byte_tokens):
         if not data or (0x22 not in data and 0x5C not in data):
@@ -416,7 +415,6 @@ def quote_tokens(vocabulary: Vocabulary) -> QuoteTokens:
                 cut.append(token_id)
             continue
         quoted.append((token_id, data))
-        (simple if data.count(b'"') == 1 and 0x5C not in data else other).append(token_id)
         opened = data.find(b"[")
         if opened >= 0 and data.count(b'"', opened) >= 2:
             bracket.append(token_id)
@@ -424,8 +422,8 @@ def quote_tokens(vocabulary: Vocabulary) -> QuoteTokens:
     def ids(values: list[int]) -> np.ndarray:
         return np.array(values, dtype=np.int64)
 
-    found = QuoteTokens(ids(simple), ids(other), _completions(quoted, True), _completions(quoted, False),
-                        ids(bracket), ids(cut))
+    found = QuoteTokens(ids([token_id for token_id, _ in quoted]), _completions(quoted, True),
+                        _completions(quoted, False), ids(bracket), ids(cut))
     return _QUOTE_TOKENS.put(vocabulary.fingerprint, found)
 
 
@@ -434,12 +432,11 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     Only tokens that can complete an item, or end where few strings are left, are scanned:
     inside an item, a token without a quote or backslash can end where no new string is left
     only if the item then spells the start of an earlier one, so only those are looked up."""
-    tokens = vocabulary.byte_tokens
     quotes = quote_tokens(vocabulary)
     top = state.containers[-1] if state.containers else None
 
-    def refused(ids: np.ndarray | list[int]) -> list[int]:
-        return [t for t in (ids.tolist() if isinstance(ids, np.ndarray) else ids) if scan(plan, state, tokens[t]) is None]
+    def refused(ids: np.ndarray) -> list[int]:
+        return _refused(plan, state, ids, vocabulary)
 
     if top is None or top.items is None or top.seen is None:
         return refused(_allowed(words, quotes.bracket_ids))
@@ -448,9 +445,9 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
     prefix = string_bytes(state.raw) if state.mode == _STRING and not state.escaped else None
     if prefix is None and state.mode == _STRING:  # an escape is open
         if items.safe:  # only a completion can be refused
-            return refused(_allowed(words, np.concatenate([quotes.simple_ids, quotes.other_ids])))
+            return refused(_allowed(words, quotes.quote_ids))
         return refused(np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")))
-    out = _completing_a_seen_string(plan, state, words, vocabulary, prefix or b"", seen)
+    out = _completing_a_seen_string(plan, state, words, vocabulary, quotes, prefix or b"", seen)
     if items.safe or not seen:
         return out
     # items whose strings may run out: a token must not end where no string is left. It can
@@ -492,11 +489,10 @@ def forbidden_tokens(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, voca
 
 
 def _completing_a_seen_string(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, vocabulary: Vocabulary,
-                              prefix: bytes, seen: Seen) -> list[int]:
-    """:func:`forbidden_tokens` for items with infinitely many strings left everywhere: only a
-    token that completes a string already written (or two equal ones) is refused, found by
-    lookups of the strings written (from inside an item, those that begin with its text so far)."""
-    quotes = quote_tokens(vocabulary)
+                              quotes: QuoteTokens, prefix: bytes, seen: Seen) -> list[int]:
+    """The allowed tokens that complete a string already written (or two equal ones), found by
+    lookups of the strings written (from inside an item, those that begin with its text so far):
+    all :func:`forbidden_tokens` refuses where items never run out of strings."""
     reading = quotes.inside if state.mode == _STRING else quotes.between
     inside = state.mode == _STRING
     out: list[int] = []
@@ -511,9 +507,15 @@ def _completing_a_seen_string(plan: UniqueItemsPlan, state: Scan, words: np.ndar
         whole = (prefix + strings[0],) + strings[1:] if inside else strings
         if len(set(whole)) < len(whole) or any(map(seen.holds_bytes, whole)):
             out.append(token)
-    tokens = vocabulary.byte_tokens
-    out += [t for t in _allowed(words, reading.unread).tolist() if scan(plan, state, tokens[t]) is None]
+    out += _refused(plan, state, _allowed(words, reading.unread), vocabulary)
     return _allowed(words, np.array(out, dtype=np.int64)).tolist() if out else out
+
+
+def _refused(plan: UniqueItemsPlan, state: Scan, ids: np.ndarray, vocabulary: Vocabulary) -> list[int]:
+    """Those of ``ids`` that :func:`scan` refuses from ``state`` (a token tried: nothing shared
+    changes)."""
+    tokens = vocabulary.byte_tokens
+    return [t for t in ids.tolist() if scan(plan, state, tokens[t]) is None]
 
 
 def remembered_words(plan: UniqueItemsPlan, state: Scan, words: np.ndarray, vocabulary: Vocabulary) -> np.ndarray:

@@ -15,8 +15,9 @@ what they are. :func:`plan_unique_items` proves it or refuses, naming the pointe
   the number of distinct strings the items allow.
 
 Cost: one visit per (sub-schema, instance path), at most :data:`MAX_VISITS`; one small
-automaton per distinct item schema. Lifetime: one compile; the plan is immutable and shared by
-every matcher of the compiled schema.
+automaton per distinct item schema (shared across compiles when it holds no reference).
+Lifetime: one compile; the plan is immutable and shared by every matcher of the compiled
+schema.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .automaton import DEAD, DFA, compile_node
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .json_schema import ANNOTATIONS, DRAFTS_IGNORING_REF_SIBLINGS, KEYWORDS, SchemaCompiler, declared_types
 from .lru import LRU
+from .schema_resources import escape as _escape
 
 MAX_VISITS = 50_000
 """Sub-schema visits while locating arrays; a schema that needs more is refused (its
@@ -640,10 +642,6 @@ class _Walk:
             return PatternKey(pattern, self.compiler.key_pattern(pattern, pointer))
         except EnforcerError:
             return OtherKey(frozenset())
-
-
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
 
 
 def _holds_array(value: Any) -> bool:
