@@ -382,10 +382,16 @@ def test_a_whole_anchored_pattern_is_the_language_of_the_general_search(tree: tu
     general search with its anchor graphs: both are the same minimal automaton."""
     from test_json_schema import _same_automaton
 
+    from enforcer.automaton import MINIMISE_LIMIT
+
     ecma = tree[0]
     direct = compile_node(pattern_node(f"^{ecma}$", "", escapes=escapes))
     general = compile_node(pattern_node(f"^(?:{ecma})$|^(?:{ecma})$", "", escapes=escapes))
-    assert _same_automaton(direct, general), ecma
+    if max(direct.num_states, general.num_states) > MINIMISE_LIMIT:
+        # compile_node keeps automata this large as built (not minimal): the languages must agree
+        assert direct.difference(general).is_empty and general.difference(direct).is_empty, ecma
+    else:
+        assert _same_automaton(direct, general), ecma
 
 
 # --------------------------------------------------------------------------------------------
