@@ -12,6 +12,7 @@ their JSON pointer. Cost: linear in the schema, plus jsonschema validation of en
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -80,6 +81,9 @@ _COVERING = {"unevaluatedProperties": "additionalProperties", "unevaluatedItems"
 """The keyword an ``unevaluated*`` equals once what is evaluated is static."""
 MAX_EVALUATION_ALTERNATIVES = 64
 """Most alternatives one ``unevaluated*`` fold splits a schema into."""
+_MAX_OVERLAPPING_BRANCHES = 6
+"""Most branches of an ``anyOf`` that may match together an ``unevaluated*`` fold splits by
+which of them match (``2**n - 1`` sets)."""
 
 
 @dataclass(frozen=True)
@@ -646,8 +650,9 @@ class SchemaCompiler:
         keywords = tuple(k for k in ("unevaluatedProperties", "unevaluatedItems") if k in schema)
         folded = []
         for alternative in self._evaluation_alternatives(schema, pointer, keywords, path, root=True):
+            evaluating, contained, counts = self._without_contains(alternative.evaluating, keywords)
             flat: Any = {}
-            for part in alternative.evaluating:
+            for part in evaluating:
                 flat = merge(flat, part) if flat is not None else None
             if not isinstance(flat, (dict, bool)):
                 raise UnsupportedSchemaError(keywords[0], pointer, "the evaluating sub-schemas do not merge into "
@@ -655,11 +660,30 @@ class SchemaCompiler:
             flat = {} if flat is True else dict(flat) if flat is not False else False  # merge may return a part
             for keyword in keywords:
                 covering = _COVERING[keyword]
-                if isinstance(flat, dict) and not any(isinstance(p, dict) and covering in p
-                                                      for p in alternative.evaluating):
-                    flat[covering] = schema[keyword]
-            folded.append(_Alternative((flat,), alternative.constraining))
+                if isinstance(flat, dict) and not any(isinstance(p, dict) and covering in p for p in evaluating):
+                    unevaluated = schema[keyword]
+                    flat[covering] = ({"anyOf": [*contained, unevaluated]}
+                                      if keyword == "unevaluatedItems" and contained else unevaluated)
+            folded.append(_Alternative((flat,), alternative.constraining + counts))
         return folded
+
+    def _without_contains(self, parts: tuple[Any, ...], keywords: tuple[str, ...]
+                          ) -> tuple[tuple[Any, ...], list[Any], tuple[Any, ...]]:
+        """For an ``unevaluatedItems`` fold: ``parts`` without their ``contains`` (and its
+        bounds), the ``contains`` schemas, and the removed keywords as constraining parts. In
+        draft 2020-12 an item a ``contains`` schema matches is evaluated, at any position
+        (``minContains: 0`` too): past the evaluated prefix, an item must match one of them or
+        ``unevaluatedItems``. (Beside a draft 2019-09 ``contains`` the fold is refused.)"""
+        if "unevaluatedItems" not in keywords:
+            return parts, [], ()
+        kept, contained, counts = [], [], []
+        for part in parts:
+            if isinstance(part, dict) and "contains" in part:
+                contained.append(part["contains"])
+                counts.append({k: part[k] for k in ("contains", "minContains", "maxContains") if k in part})
+                part = {k: v for k, v in part.items() if k not in ("contains", "minContains", "maxContains")}
+            kept.append(part)
+        return tuple(kept), contained, tuple(counts)
 
     def _evaluation_alternatives(self, schema: Any, pointer: str, keywords: tuple[str, ...],
                                  path: tuple[str, ...], root: bool = False) -> list[_Alternative]:
@@ -679,15 +703,16 @@ class SchemaCompiler:
             return [_Alternative((schema,), ())]
         if not root and any(k in schema for k in ("unevaluatedProperties", "unevaluatedItems")):
             return self._folded(schema, pointer, path)
-        blocked = [k for k in ("$dynamicRef", "dependentSchemas", "dependencies") if k in schema]
-        if "unevaluatedItems" in keywords and "contains" in schema:
-            blocked.append("contains")
+        blocked = [k for k in ("$dynamicRef", "dependencies") if k in schema]
+        if "unevaluatedItems" in keywords and "contains" in schema and self.dialect != "2020-12":
+            blocked.append("contains")  # draft 2019-09 says it evaluates nothing; its validators disagree
         if blocked:
             raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside '{blocked[0]}' at "
                                          f"{pointer or '(root)'} (what it evaluates depends on the instance)")
         if "unevaluatedItems" in keywords and (isinstance(schema.get("items"), list) or "additionalItems" in schema):
             raise UnsupportedSchemaError("unevaluatedItems", pointer, "with the draft 2019-09 array form of 'items'")
-        own = {k: v for k, v in schema.items() if k not in _SPLIT_APPLICATORS and k not in keywords and k != "not"}
+        own = {k: v for k, v in schema.items()
+               if k not in _SPLIT_APPLICATORS and k not in keywords and k not in ("not", "dependentSchemas")}
         alternatives = [_Alternative((own,), ({"not": schema["not"]},) if "not" in schema else ())]
 
         def times(others: list[_Alternative]) -> None:
@@ -711,16 +736,15 @@ class SchemaCompiler:
             branches = schema[key]
             if not isinstance(branches, list) or not branches:
                 raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
-            plain = [self.deref(b, f"{pointer}/{key}/{i}") for i, b in enumerate(branches)]
-            for i in range(len(plain)):
-                for j in range(i + 1, len(plain)):
-                    if not self._disjoint(plain[i], plain[j]):
-                        raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside '{key}' at "
-                                                     f"{pointer or '(root)'}: branches {i} and {j} may both match, "
-                                                     "and what is evaluated then depends on the instance")
-            times([alt for i, b in enumerate(branches)
-                   for alt in self._evaluation_alternatives(b, f"{pointer}/{key}/{i}", keywords,
-                                                            path + (f"{pointer}/{key}/{i}",))])
+            times(self._branch_alternatives(key, branches, pointer, keywords, path))
+        dependent = schema.get("dependentSchemas", {})
+        if not isinstance(dependent, dict):
+            raise InvalidSchemaError(pointer, "'dependentSchemas' must be an object")
+        for name, sub in dependent.items():  # the key absent, or present with its schema applied
+            at = f"{pointer}/dependentSchemas/{_escape(name)}"
+            times([_Alternative((), ({"properties": {name: False}},))]
+                  + [_Alternative((), ({"required": [name]},)).both(a)
+                     for a in self._evaluation_alternatives(sub, at, keywords, path + (at,))])
         if "if" in schema:
             condition = self.deref(schema["if"], f"{pointer}/if")
             failures = self._failures(condition, f"{pointer}/if")
@@ -732,6 +756,57 @@ class SchemaCompiler:
             matched = [b.both(a) for a in met for b in then_]  # then's keys first, as _if_then_else writes them
             failed = [_Alternative((), (failure,)).both(b) for failure in failures for b in else_]
             times(matched + failed)
+        return alternatives
+
+    def _branch_alternatives(self, key: str, branches: Any, pointer: str, keywords: tuple[str, ...],
+                             path: tuple[str, ...]) -> list[_Alternative]:
+        """The alternatives of ``anyOf``/``oneOf`` (``key``: ``branches``) for an ``unevaluated*``
+        fold (see :meth:`_evaluation_alternatives`): one per set of branches that match together
+        (``oneOf``: single branches), the others failing beside them as constraining parts (their
+        :meth:`_failures`; a branch disjoint from a matching one fails anyway). Pairwise disjoint
+        branches: one alternative per branch. Exact: every value lies in the alternatives of
+        exactly one such set, whose evaluations are those of its branches together. Refused when
+        a branch that may match beside another is not negated exactly."""
+        if not isinstance(branches, list) or not branches:
+            raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
+        at = [f"{pointer}/{key}/{i}" for i in range(len(branches))]
+        plain = [self.deref(b, at[i]) for i, b in enumerate(branches)]
+        overlap = {(i, j) for i in range(len(plain)) for j in range(len(plain))
+                   if i != j and not self._disjoint(plain[i], plain[j])}
+        each = [self._evaluation_alternatives(b, at[i], keywords, path + (at[i],)) for i, b in enumerate(branches)]
+        if not overlap:
+            return [alt for found in each for alt in found]
+        if key == "oneOf":
+            chosen = [(i,) for i in range(len(branches))]
+        else:
+            if len(branches) > _MAX_OVERLAPPING_BRANCHES:
+                raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside '{key}' at {pointer or '(root)'}:"
+                                             f" {len(branches)} branches that may match together (at most "
+                                             f"{_MAX_OVERLAPPING_BRANCHES} are split by which of them match)")
+            chosen = [s for size in range(1, len(branches) + 1) for s in itertools.combinations(range(len(branches)), size)
+                      if all((i, j) in overlap for i, j in itertools.combinations(s, 2))]
+        failing: dict[int, Any] = {}
+        alternatives: list[_Alternative] = []
+        for matched in chosen:
+            others = [j for j in range(len(branches))
+                      if j not in matched and any((i, j) in overlap for i in matched)]
+            for j in others:
+                if j not in failing:
+                    found = self._failures(branches[j], at[j])
+                    if found is None:
+                        raise UnsupportedSchemaError(keywords[0], pointer, f"not folded beside '{key}' at "
+                                                     f"{pointer or '(root)'}: branch {j} may match beside branch "
+                                                     f"{matched[0]} and is not negated exactly")
+                    failing[j] = _any_of_schema(found) if found else False
+            if any(failing[j] is False for j in others):
+                continue  # a branch every value matches: it never fails
+            combined = [_Alternative((), tuple(failing[j] for j in others))]
+            for i in matched:
+                combined = [a.both(b) for a in combined for b in each[i]]
+            alternatives += combined
+            if len(alternatives) > MAX_EVALUATION_ALTERNATIVES:
+                raise UnsupportedSchemaError(keywords[0], pointer, f"more than {MAX_EVALUATION_ALTERNATIVES} "
+                                             "combinations of what the applicators evaluate")
         return alternatives
 
     def _check_keywords(self, schema: dict, pointer: str) -> None:

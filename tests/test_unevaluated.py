@@ -47,12 +47,74 @@ def test_folded_unevaluated_is_exact(schema):
     check(schema)
 
 
-def test_unevaluated_beside_instance_dependent_evaluation_is_refused():
-    schema = {"properties": {"foo": True}, "anyOf": [{"properties": {"bar": True}}, {"required": ["x"]}],
+def test_unevaluated_beside_branches_not_negated_exactly_is_refused():
+    schema = {"properties": {"foo": True}, "anyOf": [{"properties": {"bar": True}}, {"multipleOf": 2}],
               "unevaluatedProperties": False}
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_schema_dfa(schema, SchemaOptions())
-    assert info.value.keyword == "unevaluatedProperties" and "anyOf" in str(info.value)
+    assert info.value.keyword == "unevaluatedProperties" and "'anyOf'" in str(info.value)
+    assert "branch 1 may match beside branch 0 and is not negated exactly" in str(info.value)
+
+
+def test_unevaluated_items_beside_draft_2019_contains_is_refused():
+    # draft 2019-09 says contains evaluates nothing, jsonschema counts its matches: refused
+    schema = {"$schema": "https://json-schema.org/draft/2019-09/schema", "contains": {"type": "string"},
+              "unevaluatedItems": False}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert "not folded beside 'contains'" in str(info.value)
+
+
+def test_unevaluated_beside_many_overlapping_any_of_branches_is_refused():
+    branches = [{"properties": {f"k{i}": {"const": "v"}}, "required": [f"k{i}"]} for i in range(7)]
+    schema = {"anyOf": branches, "unevaluatedProperties": False}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa(schema, SchemaOptions())
+    assert "7 branches that may match together" in str(info.value)
+
+
+KEYED = [None, "x", {}, {"foo": "s"}, {"bar": "bar"}, {"bar": "no"}, {"baz": "baz"}, {"bar": "bar", "baz": "baz"},
+         {"bar": "bar", "baz": 1}, {"foo": "s", "bar": "bar", "quux": "quux"}, {"quux": "quux"}, {"quux": 0},
+         {"bar": "bar", "baz": "baz", "quux": "quux"}, {"foo": 1, "bar": "bar"}, {"other": 1}, {"foo": "s", "other": 1},
+         {"x": 1}, {"y": 1}, {"x": 1, "y": 2}, {"b": 2, "x": 1}, {"b": 2, "y": 1}, {"foo2": 1}, {"foo2": 1, "bar": 1}, {"foo": "s", "bar": 2}]
+ARRAYS = [None, {}, [], ["a"], [1], ["a", 1], [1, "a"], ["foo"], ["foo", "bar"], ["foo", "baz"], ["foo", "bar", 1],
+          ["foo", 1, "baz"], ["foo", "x", "baz"], [2, 3], [2], [3], [6], [2, 3, 5], [2, 3, 7], [10, 9, 25], [7],
+          [4, 9, 1], ["a", "b", "c"], ["b", "a"], ["a", "c"], ["a", "b"], [True, "a"]]
+
+
+@pytest.mark.parametrize("schema,pool", [
+    # anyOf branches that may match together: split by which of them match (the others failing)
+    ({"properties": {"foo": {"type": "string"}}, "anyOf": [
+        {"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
+        {"properties": {"baz": {"const": "baz"}}, "required": ["baz"]},
+        {"properties": {"quux": {"const": "quux"}}, "required": ["quux"]}], "unevaluatedProperties": False}, KEYED),
+    ({"properties": {"foo": True}, "anyOf": [{"properties": {"bar": True}}, {"required": ["x"]}],
+      "unevaluatedProperties": False}, KEYED + POOL),
+    # oneOf branches that may overlap: one matches, the others fail beside it
+    ({"properties": {"foo": {"type": "string"}}, "oneOf": [
+        {"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
+        {"properties": {"baz": {"const": "baz"}}, "required": ["baz"]}], "unevaluatedProperties": False}, KEYED),
+    ({"$defs": {"two": {"required": ["x"], "properties": {"x": True}}}, "allOf": [
+        {"properties": {"b": True}}, {"oneOf": [{"$ref": "#/$defs/two"}, {"required": ["y"], "properties": {"y": True}}]}],
+      "unevaluatedProperties": False}, KEYED),
+    ({"prefixItems": [{"const": "foo"}], "anyOf": [{"prefixItems": [True, {"const": "bar"}]},
+                                                   {"prefixItems": [True, True, {"const": "baz"}]}],
+      "unevaluatedItems": False}, ARRAYS),
+    # dependentSchemas: the key absent, or present with its schema's evaluations
+    ({"properties": {"foo": {"type": "string"}}, "dependentSchemas": {
+        "foo": {"properties": {"bar": {"const": "bar"}}, "required": ["bar"]}}, "unevaluatedProperties": False}, KEYED),
+    ({"properties": {"foo2": {}}, "dependentSchemas": {"foo": {}, "foo2": {"properties": {"bar": {}}}},
+      "unevaluatedProperties": False}, KEYED),
+    # contains evaluates the items it matches (draft 2020-12), minContains 0 too; not in 2019-09
+    ({"prefixItems": [True], "contains": {"type": "string"}, "unevaluatedItems": False}, ARRAYS),
+    ({"contains": {"type": "string"}, "minContains": 0, "unevaluatedItems": False}, ARRAYS),
+    ({"allOf": [{"contains": {"multipleOf": 2}}, {"contains": {"multipleOf": 3}}], "unevaluatedItems": {"multipleOf": 5}},
+     ARRAYS),
+    ({"if": {"contains": {"const": "a"}}, "then": {"if": {"contains": {"const": "b"}}}, "unevaluatedItems": False},
+     ARRAYS),
+])
+def test_unevaluated_with_overlapping_branches_dependents_and_contains_is_exact(schema, pool):
+    check_against_jsonschema(schema, pool)
 
 
 @pytest.mark.parametrize("schema", [
