@@ -957,6 +957,29 @@ _RELATIVE_REF = (rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)
                  rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
 _JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
 
+_UCSCHAR = (r"\u00A0-\uD7FF\uF900-\uFDCF\uFDF0-\uFFEF"
+            + "".join(rf"\u{{{plane:X}0000}}-\u{{{plane:X}FFFD}}" for plane in range(1, 14))
+            + r"\u{E1000}-\u{EFFFD}")
+_IPRIVATE = r"\uE000-\uF8FF\u{F0000}-\u{FFFFD}\u{100000}-\u{10FFFD}"
+_IUNRESERVED = rf"A-Za-z0-9\-._~{_UCSCHAR}"
+_SUB_DELIMS = "!$&'()*+,;="
+_IPCHAR = rf"(?:[{_IUNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
+_IAUTHORITY = (rf"(?:(?:[{_IUNRESERVED}{_SUB_DELIMS}:]|{_PCT})*@)?"
+               rf"(?:\[(?:{_IPV6}|[vV]{_HEX}+\.[A-Za-z0-9\-._~{_SUB_DELIMS}:]+)\]|"
+               rf"(?:[{_IUNRESERVED}{_SUB_DELIMS}]|{_PCT})*)(?::\d*)?")
+_IQUERY_FRAGMENT = rf"(?:\?(?:{_IPCHAR}|[{_IPRIVATE}/?])*)?(?:#(?:{_IPCHAR}|[/?])*)?"
+_IRI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_IAUTHORITY}(?:/{_IPCHAR}*)*|/(?:{_IPCHAR}+(?:/{_IPCHAR}*)*)?"
+        rf"|{_IPCHAR}+(?:/{_IPCHAR}*)*|){_IQUERY_FRAGMENT}")
+_IRELATIVE_REF = (rf"(?://{_IAUTHORITY}(?:/{_IPCHAR}*)*|/(?:{_IPCHAR}+(?:/{_IPCHAR}*)*)?"
+                  rf"|(?:[{_IUNRESERVED}{_SUB_DELIMS}@]|{_PCT})+(?:/{_IPCHAR}*)*|){_IQUERY_FRAGMENT}")
+
+_NON_NEGATIVE = "(?:0|[1-9][0-9]*)"
+_RELATIVE_JSON_POINTER = rf"{_NON_NEGATIVE}(?:[+-][1-9][0-9]*)?(?:#|{_JSON_POINTER})"
+
+_DURATION_TIME = "T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = (rf"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:{_DURATION_TIME})?"
+             rf"|{_DURATION_TIME}|[0-9]+W)")
+
 _VARCHAR = "[A-Za-z0-9_]"
 _VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9]\d{{0,3}}|\*)?"
 _URI_TEMPLATE = (rf"(?:[!#$&(-;=?-\[\]_a-z~\u00A0-\uD7FF\uF900-\uFDCF\uFDF0-\uFFEF]|{_PCT}"
@@ -975,16 +998,16 @@ _FORMAT_SOURCES = {
     "uri-template": _URI_TEMPLATE,
     "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
     "json-pointer": _JSON_POINTER,
+    "iri": _IRI,
+    "iri-reference": rf"(?:{_IRI}|{_IRELATIVE_REF})",
+    "relative-json-pointer": _RELATIVE_JSON_POINTER,
+    "duration": _DURATION,
 }
 
 UNENFORCED_FORMATS: dict[str, str] = {
     "regex": "ECMA-262 regular expressions nest (parentheses, classes): not a regular language",
-    "iri": "RFC 3987 IRIs are not enforced (ucschar/iprivate ranges not built)",
-    "iri-reference": "RFC 3987 IRI references are not enforced",
     "idn-email": "RFC 6531 addresses need IDNA 2008 validation of the domain (not regular over text)",
     "idn-hostname": "IDNA 2008 hostnames need contextual rules (not regular over text)",
-    "relative-json-pointer": "not enforced (jsonschema's checker refuses some forms the draft allows)",
-    "duration": "ISO 8601 durations are not enforced (the validators disagree on fractional forms)",
 }
 """Standard formats that are not enforced: with formats asserted they are refused (never a
 looser constraint), whatever ``unknown_formats`` says."""
@@ -1010,6 +1033,18 @@ FORMAT_DOCS: dict[str, str] = {
     "uri-reference": "RFC 3986 URI-reference: a URI (as 'uri') or a relative reference "
                      "(network-path, absolute-path, no-colon first segment, or empty) with query and fragment",
     "json-pointer": "RFC 6901: empty, or '/'-prefixed reference tokens where '~' is followed by 0 or 1",
+    "iri": "RFC 3987 IRI: 'uri' with ucschar (every plane) where RFC 3986 allows unreserved "
+           "characters and iprivate in the query; jsonschema's rfc3987-syntax checker refuses "
+           "characters past U+FFFF, some IPv6 literal forms ('::1') and 'V' in IPvFuture",
+    "iri-reference": "RFC 3987 IRI-reference: an IRI (as 'iri') or an irelative-ref (as in "
+                     "'uri-reference', with ucschar)",
+    "relative-json-pointer": "draft-bhutton-relative-json-pointer-00: a non-negative integer "
+                             "without leading zeros, an optional index manipulation (+1, -2: "
+                             "jsonschema's checker refuses it), then '#' or a JSON pointer",
+    "duration": "RFC 3339 Appendix A ABNF (what draft 2020-12 names): P then date parts "
+                "(Y[M[D]], M[D] or D) with optional T time parts (H[M[S]], M[S] or S), T time "
+                "parts alone, or weeks (W) alone; ASCII digits, no fractions (ISO 8601 allows "
+                "them, the ABNF does not; jsonschema's isoduration checker takes them)",
     "uri-template": "RFC 6570 (level 4): literals (BMP ucschar, no iprivate) and {op var,var:3,var*} "
                     "expressions; no reserved operators (= , ! @ |) and no percent-encoded variable "
                     "names (the uri-template checker refuses both)",
@@ -1017,7 +1052,7 @@ FORMAT_DOCS: dict[str, str] = {
 
 
 FORMAT_TABLES = Path(__file__).parent / "data" / "format_tables.bin"
-"""Every format's minimal DFA per escape mode, built ahead and shipped with the package (~160 KB).
+"""Every format's minimal DFA per escape mode, built ahead and shipped with the package (~380 KB).
 Regenerate after editing a format source or how automata are built (the test suite fails until
 then): ``python -c "from enforcer.regex import write_format_tables; write_format_tables()"``.
 
@@ -1066,7 +1101,7 @@ def write_format_tables(path: Path = FORMAT_TABLES) -> None:
 @lru_cache(maxsize=None)
 def _table_file(path: Path) -> tuple[dict[str, list[int]], bytes] | None:
     """The index and the entries of the tables at ``path``, read once per process and kept
-    (~160 KB; None: missing or unreadable)."""
+    (~380 KB; None: missing or unreadable)."""
     try:
         head, _, body = path.read_bytes().partition(b"\n")
         index = json.loads(head)
