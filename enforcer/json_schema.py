@@ -763,10 +763,11 @@ class SchemaCompiler:
         """The alternatives of ``anyOf``/``oneOf`` (``key``: ``branches``) for an ``unevaluated*``
         fold (see :meth:`_evaluation_alternatives`): one per set of branches that match together
         (``oneOf``: single branches), the others failing beside them as constraining parts (their
-        :meth:`_failures`; a branch disjoint from a matching one fails anyway). Pairwise disjoint
-        branches: one alternative per branch. Exact: every value lies in the alternatives of
-        exactly one such set, whose evaluations are those of its branches together. Refused when
-        a branch that may match beside another is not negated exactly."""
+        :meth:`_failures`; a branch disjoint from a matching one fails anyway). Exact: every
+        value lies in the alternatives of exactly one such set, whose evaluations are those of its
+        branches together. Pairwise disjoint branches, or ``anyOf`` in strict mode (where one
+        branch must declare every key): one alternative per branch. Refused when a branch that
+        may match beside another is not negated exactly."""
         if not isinstance(branches, list) or not branches:
             raise InvalidSchemaError(pointer, f"'{key}' must be a non-empty array")
         at = [f"{pointer}/{key}/{i}" for i in range(len(branches))]
@@ -774,7 +775,9 @@ class SchemaCompiler:
         overlap = {(i, j) for i in range(len(plain)) for j in range(len(plain))
                    if i != j and not self._disjoint(plain[i], plain[j])}
         each = [self._evaluation_alternatives(b, at[i], keywords, path + (at[i],)) for i, b in enumerate(branches)]
-        if not overlap:
+        if not overlap or (key == "anyOf" and self.options.strict):
+            # strict: a value is accepted when one branch (with the keys beside it) declares all
+            # its keys, as anyOf is compiled elsewhere; no other branch's evaluations count
             return [alt for found in each for alt in found]
         if key == "oneOf":
             chosen = [(i,) for i in range(len(branches))]

@@ -1110,12 +1110,13 @@ def test_free_form_values_over_budget_become_shared_blocks_of_the_same_language(
     from enforcer.json_schema import SchemaCompiler
     schema = {"type": "object", "properties": {f"p{i}": {"type": "object", "properties": {"k": {"type": "integer"}}}
                                                for i in range(30)}}
-    copies = SchemaCompiler(schema, SchemaOptions(strict=False)).compile()
-    blocks = SchemaCompiler(schema, SchemaOptions(strict=False, max_nfa_states=120_000)).compile()
+    four = dict(strict=False, free_form_depth=4)  # no shallower fallback depth: blocks or copies only
+    copies = SchemaCompiler(schema, SchemaOptions(**four)).compile()
+    blocks = SchemaCompiler(schema, SchemaOptions(**four, max_nfa_states=120_000)).compile()
     assert copies.block_states < 0.01 * nfa_size(copies) and nfa_size(copies) > 120_000
     assert blocks.block_states > 0.9 * nfa_size(blocks)
-    big = compile_schema_dfa(schema, SchemaOptions(strict=False))
-    small = compile_schema_dfa(schema, SchemaOptions(strict=False, max_nfa_states=120_000))
+    big = compile_schema_dfa(schema, SchemaOptions(**four))
+    small = compile_schema_dfa(schema, SchemaOptions(**four, max_nfa_states=120_000))
     texts = [json.dumps(v) for v in ({"p0": {"k": 1, "x": [1, {"y": None}]}}, {"p3": {"k": "1"}},
                                      {"p1": {"x": _nested(4)}}, {"p1": {"x": _nested(5)}}, {"p2": {}, "q": "s"},
                                      {"p29": {"k": 2, "z": {"a": [True, "\\u00e9"]}}})]

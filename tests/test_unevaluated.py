@@ -2,6 +2,8 @@
 where exact (beside plain sub-schemas), refused with the blocking keyword elsewhere; checked
 against jsonschema on a value pool in both modes."""
 
+import json
+
 import pytest
 
 from enforcer import UnsupportedSchemaError
@@ -51,9 +53,23 @@ def test_unevaluated_beside_branches_not_negated_exactly_is_refused():
     schema = {"properties": {"foo": True}, "anyOf": [{"properties": {"bar": True}}, {"multipleOf": 2}],
               "unevaluatedProperties": False}
     with pytest.raises(UnsupportedSchemaError) as info:
-        compile_schema_dfa(schema, SchemaOptions())
+        compile_schema_dfa(schema, SchemaOptions(strict=False))  # strict: one branch at a time
     assert info.value.keyword == "unevaluatedProperties" and "'anyOf'" in str(info.value)
     assert "branch 1 may match beside branch 0 and is not negated exactly" in str(info.value)
+
+
+def test_strict_any_of_branches_fold_one_by_one():
+    """Strict mode accepts an object when one branch, with the keys beside it, declares every
+    key (as anyOf compiles elsewhere and as the conformance walker judges): keys that two
+    overlapping branches evaluate together are refused there, accepted in spec mode."""
+    schema = {"properties": {"foo": {"type": "string"}}, "anyOf": [
+        {"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
+        {"properties": {"baz": {"const": "baz"}}, "required": ["baz"]}], "unevaluatedProperties": False}
+    strict, spec = (compile_schema_dfa(schema, SchemaOptions(strict=mode)) for mode in (True, False))
+    both = json.dumps({"bar": "bar", "baz": "baz"})
+    assert spec.matches(both) and not strict.matches(both)
+    for value in ({"bar": "bar"}, {"foo": "s", "baz": "baz"}):
+        assert strict.matches(json.dumps(value)) and spec.matches(json.dumps(value))
 
 
 def test_unevaluated_items_beside_draft_2019_contains_is_refused():
@@ -69,7 +85,7 @@ def test_unevaluated_beside_many_overlapping_any_of_branches_is_refused():
     branches = [{"properties": {f"k{i}": {"const": "v"}}, "required": [f"k{i}"]} for i in range(7)]
     schema = {"anyOf": branches, "unevaluatedProperties": False}
     with pytest.raises(UnsupportedSchemaError) as info:
-        compile_schema_dfa(schema, SchemaOptions())
+        compile_schema_dfa(schema, SchemaOptions(strict=False))
     assert "7 branches that may match together" in str(info.value)
 
 
