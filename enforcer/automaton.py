@@ -18,6 +18,7 @@ import hashlib
 from array import array
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -324,7 +325,10 @@ _SINGLE_BYTES: tuple[Node, ...] = tuple(ByteSet(((b, b),)) for b in range(256))
 """One shared node per byte value (nodes are immutable)."""
 
 
+@lru_cache(maxsize=8192)
 def literal(data: bytes | str) -> Node:
+    """Exactly the bytes ``data`` (UTF-8 for text). Nodes are immutable: one per text, shared
+    (keys and punctuation are built thousands of times in a large schema)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     if not data:

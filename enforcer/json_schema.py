@@ -321,6 +321,15 @@ class SchemaCompiler:
         """(raw, every writing, pattern, asserted format, minLength, maxLength) -> the string body
         their product makes, built once per compile (the same pattern and bounds in several
         places: a product of 166,000 states took 0.8 s each time in Github_hard o62065)."""
+        self._key_literals: dict[str, Node] = {}
+        self._patterns: dict[tuple[str, str], Node] = {}
+        """(pattern, escape mode) -> its string bodies, parsed and built once per compile (a
+        ``$ref``-ed definition's patterns are met again at every depth and path it is built at:
+        1,775 builds of a dozen patterns in Github_hard o82273)."""
+        self._disjoint_verdicts: dict[tuple[int, int, int], tuple[Any, Any, bool]] = {}
+        """(id of a, id of b, level) -> (a, b, :meth:`_disjoint` of them): a and b kept so that
+        their ids stay theirs; once per compile (a ``oneOf`` of a ``$ref``-ed definition has its
+        pairs tested again wherever it is built)."""
         self._string_texts: dict[str, DFA | None] = {}
         """A plain string schema's keywords (JSON) -> its raw text automaton (None: refused), for
         :meth:`_strings_apart`, built once per compile."""
@@ -1709,6 +1718,15 @@ class SchemaCompiler:
             return True
         if level > _DISJOINT_LEVELS:
             return False
+        key = (id(a), id(b), level)
+        hit = self._disjoint_verdicts.get(key)
+        if hit is not None and hit[0] is a and hit[1] is b:
+            return hit[2]
+        verdict = self._disjoint_uncached(a, b, level)
+        self._disjoint_verdicts[key] = (a, b, verdict)
+        return verdict
+
+    def _disjoint_uncached(self, a: Any, b: Any, level: int) -> bool:
         try:
             a, b = self.deref(a, ""), self.deref(b, "")
             if self._disjoint_here(a, b, level):
@@ -2175,7 +2193,7 @@ class SchemaCompiler:
             return NOTHING  # no length fits (and an empty counted table is no automaton to embed)
         constraints: list[Node] = []
         if "pattern" in schema:
-            constraints.append(pattern_node(schema["pattern"], pointer, escapes="raw" if raw else "all"))
+            constraints.append(self._pattern(schema["pattern"], pointer, "raw" if raw else "all"))
         fmt = schema.get("format")
         if fmt is not None and self.options.assert_formats:
             # formats take the escapes real serialisers write (json.dumps never escapes the
@@ -2393,8 +2411,12 @@ class SchemaCompiler:
         return alt(non_empty, empty)
 
     def _key_literal(self, name: str) -> Node:
-        forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
-        return alt(*(literal(f) for f in sorted(forms)))
+        """The key ``name`` quoted, raw or ``\\u``-escaped past ASCII (once per name per compile)."""
+        hit = self._key_literals.get(name)
+        if hit is None:
+            forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
+            hit = self._key_literals[name] = alt(*(literal(f) for f in sorted(forms)))
+        return hit
 
     def _object(self, schema: dict, pointer: str, depth: int, refs: Refs, witness: _KeyWitness | None = None) -> Node:
         """Declared properties in declared order, then keys the schema names elsewhere
@@ -2553,7 +2575,18 @@ class SchemaCompiler:
         """The raw UTF-8 key names a ``patternProperties`` pattern matches (search semantics)."""
         if not isinstance(pattern, str):
             raise InvalidSchemaError(pointer, "a patternProperties key must be a string")
-        return compile_node(pattern_node(pattern, pointer, escapes="raw"), self.options.max_states)
+        return compile_node(self._pattern(pattern, pointer, "raw"), self.options.max_states)
+
+    def _pattern(self, pattern: Any, pointer: str, escapes: str) -> Node:
+        """:func:`~enforcer.regex.pattern_node`, once per pattern and escape mode per compile
+        (a refused pattern is refused again, naming each pointer)."""
+        key = (pattern, escapes) if isinstance(pattern, str) else None
+        hit = self._patterns.get(key) if key is not None else None
+        if hit is None:
+            hit = pattern_node(pattern, pointer, escapes=escapes)
+            if key is not None:
+                self._patterns[key] = hit
+        return hit
 
     def _extra_members(self, named: list[str], pattern_dfas: list[tuple[str, DFA]], patterns: dict,
                        additional: Any, names_schema: Any, pointer: str, inner: int, refs: Refs,

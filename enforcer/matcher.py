@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .automaton import DEAD, DFA, LazyDFA, Node, compile_node
+from .automaton import DEAD, DFA, LazyDFA, Node, compile_node, literal
 from .errors import InvalidSchemaError, SchemaTooComplexError
 from .ids import as_token_id
 from .item_memory import START, Scan, remembered_words, scan
@@ -298,10 +298,11 @@ _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
 
 def clear_cache() -> None:
     """Forget every cached :class:`CompiledSchema` and the masks shared between compiled
-    objects (e.g. to measure cold compiles). The ``format`` automata, constants of the library
-    built once per process at first use, stay."""
+    objects (e.g. to measure cold compiles), and the shared literal nodes. The ``format``
+    automata, constants of the library built once per process at first use, stay."""
     _CACHE.clear()
     clear_shared_masks()
+    literal.cache_clear()
 
 
 def schema_options(options: dict[str, Any]) -> SchemaOptions:
