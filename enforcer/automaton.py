@@ -162,8 +162,12 @@ class Concat(Node):
     block_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_derived(self, len(self.parts) - 1 + sum(p.nfa_states for p in self.parts),
-                     any(p.empty for p in self.parts), sum(p.block_states for p in self.parts))
+        count, empty, blocks = len(self.parts) - 1, False, 0
+        for p in self.parts:  # one pass: built tens of thousands of times per large schema
+            count += p.nfa_states
+            blocks += p.block_states
+            empty = empty or p.empty
+        _set_derived(self, count, empty, blocks)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -174,8 +178,12 @@ class Union(Node):
     block_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_derived(self, sum(a.nfa_states for a in self.alternatives), all(a.empty for a in self.alternatives),
-                     sum(a.block_states for a in self.alternatives))
+        count, empty, blocks = 0, True, 0
+        for a in self.alternatives:
+            count += a.nfa_states
+            blocks += a.block_states
+            empty = empty and a.empty
+        _set_derived(self, count, empty, blocks)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

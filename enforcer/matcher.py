@@ -400,7 +400,7 @@ def compiled_schema(schema: Any, vocabulary: Vocabulary, opts: SchemaOptions, ch
     if hit is not None:
         return hit
     if not checked:
-        check_schema(schema, schema_json)
+        check_schema(schema, schema_json, document_checked=True)
     dfa, plan = schema_automaton(schema, opts, checked=True, item_memory=True)
     compiled = CompiledSchema(schema, dfa, vocabulary, opts, plan)
     return _CACHE.put(key, compiled)

@@ -100,12 +100,15 @@ def meta_schema_error(schema_json: str) -> MetaSchemaError | None:
     return None if error is None else MetaSchemaError(pointer_of(error.path), error.message)
 
 
-def check_schema(schema: Any, schema_json: str | None = None) -> None:
+def check_schema(schema: Any, schema_json: str | None = None, document_checked: bool = False) -> None:
     """Raise :class:`InvalidSchemaError` (with the pointer) unless ``schema`` is a well-formed
     schema document of its dialect; :class:`SchemaTooComplexError` when it nests too deeply to
     check. ``schema_json``: its canonical JSON when the caller has it already (the key of
-    :func:`meta_schema_error`, written only for a document the predicate does not clear)."""
-    check_document(schema)
+    :func:`meta_schema_error`, written only for a document the predicate does not clear).
+    ``document_checked``: the caller ran :func:`check_document` on it already (a walk of the
+    whole document, not done twice)."""
+    if not document_checked:
+        check_document(schema)
     if certainly_valid(validator_class(schema), schema):
         return
     if schema_json is None:

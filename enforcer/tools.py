@@ -82,7 +82,7 @@ def _check_name(name: str, index: int, forbidden: Iterable[str], colon: bool) ->
 
 def _arguments_schema(name: str, index: int, params: dict) -> dict:
     try:
-        check_schema(params)
+        check_schema(params, document_checked=True)  # compile_tools checked every tool's document
     except InvalidSchemaError as exc:
         raise InvalidToolsError(f"tool {name!r}: parameters are not a valid JSON Schema at "
                                 f"/tools/{index}/function/parameters{exc.pointer}: {exc.reason}") from None
