@@ -11,10 +11,9 @@ Methods (each checked once, untimed, against a reference: the same ``-inf`` posi
 same kept scores):
 
 * ``enforcer processor``: what ``enforcer.integrations.transformers.ToolCallLogitsProcessor``
-  does per step after filling its bitmask: plan each row (ids for a sparse row, else a cached
-  additive bias keyed by the packed row) and write the masked scores into a new tensor. It is
-  driven through the processor's private ``_plan``/``_apply`` so that only mask application is
-  timed (the bias cache is warm after the warm-up, as in generation where dense masks repeat).
+  does per step after filling its bitmask: float32 host scores masked into a new tensor by one
+  compiled pass over the batch (``enforcer.logits.masked_scores``). It is driven through the
+  processor's private ``_masked`` so that only mask application is timed.
 * ``precomputed bias add_``: ``scores.add_(bias)`` with a (batch, V) bias built beforehand: the
   floor for an additive approach (building the bias is not timed).
 * ``unpack + masked_fill_`` / ``unpack + torch.where``: the bitmask unpacked with torch shifts to
@@ -95,9 +94,8 @@ def methods(env: Environment, steps: Sequence[torch.Tensor], vocab_size: int) ->
     rows = [b.numpy() for b in steps]
 
     def ours(scores: torch.Tensor, step: int) -> torch.Tensor:
-        packed = rows[step]
-        plans = [proc._plan(packed[r]) for r in range(packed.shape[0])]
-        return proc._apply(plans, scores)
+        proc._bitmask = rows[step]
+        return proc._masked(scores)
 
     found["enforcer processor"] = ours
     biases = []

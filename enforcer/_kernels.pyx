@@ -8,9 +8,10 @@ not built yet stop the walk of the tokens that reach them; those come back as *p
 step) for the caller to build and resume. Cost: about one table lookup per trie edge.
 """
 
-from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, UINT32_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
+from libc.math cimport INFINITY
 from cython.view cimport array as cython_array
 
 import numpy as np
@@ -1750,3 +1751,33 @@ cdef class TrieWalk:
             out_states[k] = pend_states[k]
         free(pend_nodes); free(pend_states)
         return nodes_arr, states_arr, rows_built
+
+
+def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_t[:, ::1] bitmask):
+    """``target[r, i] = source[r, i]`` where bit ``i`` of ``bitmask[r]`` is set, ``-inf``
+    elsewhere (columns past the mask's words too). A word of zeros fills 32 columns, a word of
+    ones copies them, others go bit by bit: one pass over the rows, GIL released."""
+    cdef Py_ssize_t rows = source.shape[0], width = source.shape[1], words = bitmask.shape[1]
+    cdef Py_ssize_t r, w, i, base, end
+    cdef uint32_t bits
+    cdef float minus_inf = -INFINITY
+    if target.shape[0] != rows or target.shape[1] != width or bitmask.shape[0] < rows:
+        raise ValueError("masked_scores: source and target must have one shape, bitmask a row per row")
+    with nogil:
+        for r in range(rows):
+            for w in range(words):
+                base = w * 32
+                if base >= width:
+                    break
+                end = base + 32 if base + 32 <= width else width
+                bits = <uint32_t> bitmask[r, w]
+                if bits == 0:
+                    for i in range(base, end):
+                        target[r, i] = minus_inf
+                elif bits == UINT32_MAX:
+                    memcpy(&target[r, base], &source[r, base], (end - base) * sizeof(float))
+                else:
+                    for i in range(base, end):
+                        target[r, i] = source[r, i] if (bits >> (i - base)) & 1 else minus_inf
+            for i in range(words * 32, width):
+                target[r, i] = minus_inf

@@ -21,11 +21,14 @@ Making one per request is cheap: the ``Vocabulary`` is cached per tokenizer obje
 ``CompiledTools`` by ``compile_tools``' own cache, and the mask biases below are shared. Greedy
 search and sampling are supported, with any batch size and left padding; beam search is refused.
 
-Mask application, per row: a mask with few allowed ids (at most ``SPARSE_WORDS`` non-zero
-words: forced markers, call headers, digits...) is applied by copying those scores into a row of
-``-inf``; any other mask as an additive bias (0 where allowed, ``-inf`` elsewhere) looked up by
-the exact packed row in an LRU shared by every processor. Dense masks repeat (free text, inside
-a string...), so they cost one hash, one dictionary hit and one vectorised add.
+Mask application: float32 scores in host memory go through one compiled pass over the batch
+(:func:`~enforcer.logits.masked_scores`: a word of zero bits fills 32 columns with ``-inf``, a
+word of ones copies them). Other scores (an accelerator, other dtypes) row by row: a mask with
+few allowed ids (at most ``SPARSE_WORDS`` non-zero words: forced markers, call headers,
+digits...) by copying those scores into a row of ``-inf``; any other mask as an additive bias (0
+where allowed, ``-inf`` elsewhere) looked up by the exact packed row in an LRU shared by every
+processor. Dense masks repeat (free text, inside a string...), so they cost one hash, one
+dictionary hit and one vectorised add.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import torch
 from transformers import LogitsProcessor
 
 from ..batch import fill_bitmasks
+from ..logits import masked_scores
 from ..formats import FormatSpec
 from ..tools import compile_tools
 from ..vocabulary import Vocabulary
@@ -121,7 +125,8 @@ class ProcessorStats:
     ``total``: the whole call; ``advance``: feeding the previous token to every matcher and
     filling the packed bitmask; ``apply``: turning the bitmask into masked scores.
     ``bias_hits``/``bias_misses``: dense rows served from / added to the shared bias cache;
-    ``sparse_rows``: rows with few allowed ids, copied by index instead.
+    ``sparse_rows``: rows with few allowed ids, copied by index instead (both for scores other
+    than float32 in host memory, which one compiled pass masks whole).
     """
 
     total: list[float] = field(default_factory=list)
@@ -233,9 +238,9 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         else:
             self._advance(input_ids)
         self._seen = input_ids.clone()
-        plans = self._fill()
+        self._fill()
         middle = time.perf_counter()
-        out = self._apply(plans, scores)
+        out = self._masked(scores)
         end = time.perf_counter()
         self.stats.total.append(end - start)
         self.stats.advance.append(middle - start)
@@ -297,31 +302,34 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             elif matcher.is_finished:
                 self._held[row] = True
 
-    def _fill(self) -> list[Any]:
-        """Fill the packed bitmask (held rows: the stop tokens only) and plan each row: an id
-        array for a sparse mask, else its additive bias."""
+    def _fill(self) -> None:
+        """Fill the packed bitmask; a held row, or one whose matcher allows nothing (recorded
+        as its error and held from then on), gets the stop tokens only."""
         bitmask = self._bitmask
-        plans = []
         live = [row for row in range(len(self.matchers)) if not self._held[row]]
         fill_bitmasks([self.matchers[row] for row in live], bitmask, live)
         for row, matcher in enumerate(self.matchers):
-            if self._held[row]:
-                bitmask[row] = self._stop_row
-            plan = self._plan(bitmask[row])
-            if plan is None:
+            if not self._held[row] and not bitmask[row].any():
                 self.errors[row] = matcher.error or "the matcher allows no token"
                 self._held[row] = True
+            if self._held[row]:
                 bitmask[row] = self._stop_row
-                plan = self._plan(self._stop_row)
-            plans.append(plan)
-        return plans
+
+    def _masked(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` under the bitmask, as a new tensor: float32 scores in host memory in one
+        compiled pass over the batch (:func:`~enforcer.logits.masked_scores`), others row by
+        row through a plan (:meth:`_plan`, :meth:`_apply`)."""
+        if self._on_host:
+            out = torch.empty_like(scores)
+            masked_scores(scores.detach().numpy(), out.numpy(), self._bitmask)
+            return out
+        return self._apply([self._plan(row) for row in self._bitmask], scores)
 
     def _plan(self, packed: np.ndarray) -> Any:
-        """How to apply one packed mask row: its allowed ids (int64 array) when they sit in at
-        most ``SPARSE_WORDS`` words, else its additive bias; ``None`` when no id is allowed."""
+        """How to apply one packed mask row (every row allows an id: see :meth:`_fill`): its
+        allowed ids (int64 array) when they sit in at most ``SPARSE_WORDS`` words, else its
+        additive bias."""
         words = np.flatnonzero(packed)
-        if words.size == 0:
-            return None
         if words.size <= SPARSE_WORDS:
             self.stats.sparse_rows += 1
             bits = (packed[words].view(np.uint32)[:, None] >> _BIT_OFFSETS) & 1
@@ -329,21 +337,7 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         return self._bias_for(packed.tobytes())
 
     def _apply(self, plans: list[Any], scores: torch.Tensor) -> torch.Tensor:
-        """``scores`` masked row by row into a new tensor.
-
-        On the CPU this runs in numpy: single-threaded, so it never waits on torch's intra-op
-        thread pool (which costs milliseconds per step when the cores are busy).
-        """
-        if self._on_host:
-            out = torch.empty_like(scores)
-            source, target = scores.detach().numpy(), out.numpy()
-            for row, plan in enumerate(plans):
-                if plan.dtype == np.float32:  # a bias (ids are int64)
-                    np.add(source[row], plan, out=target[row])
-                else:
-                    target[row].fill(-np.inf)
-                    target[row, plan] = source[row, plan]
-            return out
+        """``scores`` (not float32 in host memory) masked row by row into a new tensor."""
         out = torch.empty_like(scores)
         for row, plan in enumerate(plans):
             if isinstance(plan, torch.Tensor):
@@ -355,8 +349,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         return out
 
     def _bias_for(self, key: bytes) -> Any:
-        """The additive bias of one packed mask row (numpy row for CPU float32 scores, tensor
-        otherwise), from the shared cache or built (~50 us for 150k ids)."""
+        """The additive bias of one packed mask row, a tensor of the scores' device and dtype,
+        from the shared cache or built (~50 us for 150k ids)."""
         width, device, dtype = self._setting
         cache_key = (width, device, dtype, key)
         bias = _BIASES.get(cache_key)
@@ -368,6 +362,6 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         allowed = allowed[: self.vocabulary.vocab_size].view(np.bool_)
         host = np.full(width, -np.inf, dtype=np.float32)
         host[: allowed.size][allowed] = 0.0
-        bias = host if self._on_host else torch.from_numpy(host).to(device=device, dtype=dtype)
+        bias = torch.from_numpy(host).to(device=device, dtype=dtype)
         _BIASES.put(cache_key, bias)
         return bias
