@@ -676,7 +676,8 @@ class SchemaCompiler:
             folded.append(_Alternative((flat,), alternative.constraining + counts))
         return folded
 
-    def _without_contains(self, parts: tuple[Any, ...], keywords: tuple[str, ...]
+    @staticmethod
+    def _without_contains(parts: tuple[Any, ...], keywords: tuple[str, ...]
                           ) -> tuple[tuple[Any, ...], list[Any], tuple[Any, ...]]:
         """For an ``unevaluatedItems`` fold: ``parts`` without their ``contains`` (and its
         bounds), the ``contains`` schemas, and the removed keywords as constraining parts. In
@@ -2580,12 +2581,11 @@ class SchemaCompiler:
     def _pattern(self, pattern: Any, pointer: str, escapes: str) -> Node:
         """:func:`~enforcer.regex.pattern_node`, once per pattern and escape mode per compile
         (a refused pattern is refused again, naming each pointer)."""
-        key = (pattern, escapes) if isinstance(pattern, str) else None
-        hit = self._patterns.get(key) if key is not None else None
+        if not isinstance(pattern, str):
+            return pattern_node(pattern, pointer, escapes=escapes)  # refused there, named
+        hit = self._patterns.get((pattern, escapes))
         if hit is None:
-            hit = pattern_node(pattern, pointer, escapes=escapes)
-            if key is not None:
-                self._patterns[key] = hit
+            hit = self._patterns[(pattern, escapes)] = pattern_node(pattern, pointer, escapes=escapes)
         return hit
 
     def _extra_members(self, named: list[str], pattern_dfas: list[tuple[str, DFA]], patterns: dict,

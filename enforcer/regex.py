@@ -945,33 +945,31 @@ _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _EMAIL = (rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|\"(?:[ !#-\[\]-~]|\\[ -~])*\")"
           rf"@(?:{_HOSTNAME}|\[(?:{_IPV4}|[Ii][Pp][Vv]6:(?:{_IPV6}))\])")
 _PCT = f"%{_HEX}{_HEX}"
-_PCHAR = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|{_PCT})"
-_AUTHORITY = (rf"(?:(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|{_PCT})*@)?"
-              rf"(?:\[(?:{_IPV6}|[vV]{_HEX}+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+)\]|"
-              rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|{_PCT})*)(?::\d*)?")
-_URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
-        rf"|{_PCHAR}+(?:/{_PCHAR}*)*|)(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
-
-_SEGMENT_NC = rf"(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|{_PCT})"
-_RELATIVE_REF = (rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_SEGMENT_NC}+(?:/{_PCHAR}*)*|)"
-                 rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
-_JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
-
+_SUB_DELIMS = "!$&'()*+,;="
 _UCSCHAR = (r"\u00A0-\uD7FF\uF900-\uFDCF\uFDF0-\uFFEF"
             + "".join(rf"\u{{{plane:X}0000}}-\u{{{plane:X}FFFD}}" for plane in range(1, 14))
             + r"\u{E1000}-\u{EFFFD}")
 _IPRIVATE = r"\uE000-\uF8FF\u{F0000}-\u{FFFFD}\u{100000}-\u{10FFFD}"
-_IUNRESERVED = rf"A-Za-z0-9\-._~{_UCSCHAR}"
-_SUB_DELIMS = "!$&'()*+,;="
-_IPCHAR = rf"(?:[{_IUNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
-_IAUTHORITY = (rf"(?:(?:[{_IUNRESERVED}{_SUB_DELIMS}:]|{_PCT})*@)?"
-               rf"(?:\[(?:{_IPV6}|[vV]{_HEX}+\.[A-Za-z0-9\-._~{_SUB_DELIMS}:]+)\]|"
-               rf"(?:[{_IUNRESERVED}{_SUB_DELIMS}]|{_PCT})*)(?::\d*)?")
-_IQUERY_FRAGMENT = rf"(?:\?(?:{_IPCHAR}|[{_IPRIVATE}/?])*)?(?:#(?:{_IPCHAR}|[/?])*)?"
-_IRI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_IAUTHORITY}(?:/{_IPCHAR}*)*|/(?:{_IPCHAR}+(?:/{_IPCHAR}*)*)?"
-        rf"|{_IPCHAR}+(?:/{_IPCHAR}*)*|){_IQUERY_FRAGMENT}")
-_IRELATIVE_REF = (rf"(?://{_IAUTHORITY}(?:/{_IPCHAR}*)*|/(?:{_IPCHAR}+(?:/{_IPCHAR}*)*)?"
-                  rf"|(?:[{_IUNRESERVED}{_SUB_DELIMS}@]|{_PCT})+(?:/{_IPCHAR}*)*|){_IQUERY_FRAGMENT}")
+
+
+def _uri_sources(unreserved: str, private: str = "") -> tuple[str, str]:
+    """(absolute form, relative reference) of RFC 3986 with ``unreserved`` characters (a class
+    body) and ``private`` ones allowed in the query only: ASCII for URIs, with ucschar and
+    iprivate for RFC 3987's IRIs (which add nothing else)."""
+    pchar = rf"(?:[{unreserved}{_SUB_DELIMS}:@]|{_PCT})"
+    authority = (rf"(?:(?:[{unreserved}{_SUB_DELIMS}:]|{_PCT})*@)?"
+                 rf"(?:\[(?:{_IPV6}|[vV]{_HEX}+\.[A-Za-z0-9\-._~{_SUB_DELIMS}:]+)\]|"
+                 rf"(?:[{unreserved}{_SUB_DELIMS}]|{_PCT})*)(?::\d*)?")
+    query_fragment = rf"(?:\?(?:{pchar}|[{private}/?])*)?(?:#(?:{pchar}|[/?])*)?"
+    rooted = rf"//{authority}(?:/{pchar}*)*|/(?:{pchar}+(?:/{pchar}*)*)?"
+    absolute = rf"[A-Za-z][A-Za-z0-9+.\-]*:(?:{rooted}|{pchar}+(?:/{pchar}*)*|){query_fragment}"
+    relative = rf"(?:{rooted}|(?:[{unreserved}{_SUB_DELIMS}@]|{_PCT})+(?:/{pchar}*)*|){query_fragment}"
+    return absolute, relative
+
+
+_URI, _RELATIVE_REF = _uri_sources(r"A-Za-z0-9\-._~")
+_IRI, _IRELATIVE_REF = _uri_sources(rf"A-Za-z0-9\-._~{_UCSCHAR}", _IPRIVATE)
+_JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
 
 _NON_NEGATIVE = "(?:0|[1-9][0-9]*)"
 _RELATIVE_JSON_POINTER = rf"{_NON_NEGATIVE}(?:[+-][1-9][0-9]*)?(?:#|{_JSON_POINTER})"
