@@ -283,6 +283,9 @@ cdef class SubsetConstruction:
     cdef int32_t* block_size
     cdef const int32_t** block_table
     cdef const uint8_t** block_acc
+    cdef const uint8_t** block_live  # per state, whether it can still end (NULL: every state)
+    cdef int32_t* block_last  # the first state of a periodic block's last copy, which reads nothing
+    cdef int32_t trimmed_row[256]  # a flagged block's row without the targets that cannot end
     # closures, computed on first use
     cdef int64_t* closure_at  # 1 + where the closure starts in closure_buf, 0 until computed
     cdef int32_t* closure_len
@@ -319,6 +322,8 @@ cdef class SubsetConstruction:
         self.block_size = NULL
         self.block_table = NULL
         self.block_acc = NULL
+        self.block_live = NULL
+        self.block_last = NULL
         self.closure_at = NULL
         self.closure_len = NULL
         self.closure_buf = NULL
@@ -340,6 +345,7 @@ cdef class SubsetConstruction:
     def __dealloc__(self):
         free(self.block_base); free(self.block_end)
         free(self.block_period); free(self.block_size); free(<void*>self.block_table); free(<void*>self.block_acc)
+        free(<void*>self.block_live); free(self.block_last)
         free(self.closure_at); free(self.closure_len); free(self.closure_buf)
         free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
         free(self.slots); free(self.stamp); free(self.visit); free(self.gather); free(self.stack)
@@ -352,13 +358,16 @@ cdef class SubsetConstruction:
         """``important``: the states a subset keeps among those with slices, ``0..r-1`` where
         ``r = len(edge_start) - 1`` (uint8[r]; the others pass epsilon edges on only; block
         states after ``r`` are all kept). ``blocks``: (base, rows int32[m, 256], accepting
-        uint8[size], period, end) per embedded automaton: with period 0 the rows are the table
-        (``m = size``); with period ``q`` they are a counted repeat's ``q`` unit rows (targets
-        within a unit, ``q`` on its completion), state ``k * q + s`` reading row ``s`` shifted by
-        ``k * q``, and the last state (``size - 1``, after the last unit) reading nothing."""
+        uint8[size], period, live, end) per embedded automaton: with period 0 the rows are the
+        table (``m = size``); with period ``q`` they are ``q`` slot rows repeated per copy (a
+        counted repeat's unit, a counted product's slots: targets ``j`` within the copy, ``q + j``
+        in the next), state ``k * q + j`` reading row ``j`` shifted by ``k * q``, the last copy
+        (``k * q >= size - 1``) reading nothing, and with ``live`` (uint8[size], or empty) a
+        target state whose flag is 0 dropped."""
         cdef Py_ssize_t n = num_nfa_states, k
         cdef const int32_t[:, ::1] table
         cdef const uint8_t[::1] acc
+        cdef const uint8_t[::1] live
         self.n_nfa = n
         self.n_regular = edge_start.shape[0] - 1
         if self.n_regular < 0 or eps_start.shape[0] != edge_start.shape[0] or important.shape[0] < self.n_regular:
@@ -381,18 +390,23 @@ cdef class SubsetConstruction:
         self.block_size = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         self.block_table = <const int32_t**>malloc(max(self.n_blocks, 1) * sizeof(int32_t*))
         self.block_acc = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
+        self.block_live = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
+        self.block_last = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         if (self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
                 or self.closure_at == NULL or self.closure_len == NULL or self.block_base == NULL
                 or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL
-                or self.block_period == NULL or self.block_size == NULL):
+                or self.block_period == NULL or self.block_size == NULL or self.block_live == NULL
+                or self.block_last == NULL):
             raise MemoryError()
         self.current_stamp = 0
         self.current_visit = 0
         for k in range(self.n_blocks):
-            base, table, acc, period, block_end = blocks[k]
-            if period < 0 or table.shape[0] != (period if period else acc.shape[0]) or \
-                    (period and (acc.shape[0] - 1) % period):
+            base, table, acc, period, live, block_end = blocks[k]
+            if period < 0 or table.shape[0] != (period if period else acc.shape[0]) or acc.shape[0] < 1 or \
+                    live.shape[0] not in (0, acc.shape[0]):
                 raise ValueError("a block's rows do not match its size and period")
+            self.block_live[k] = &live[0] if live.shape[0] else NULL
+            self.block_last[k] = <int32_t>((acc.shape[0] - 1) // period * period) if period else 0
             self.block_base[k] = base
             self.block_end[k] = block_end
             self.block_period[k] = period
@@ -437,15 +451,28 @@ cdef class SubsetConstruction:
 
     cdef inline const int32_t* _block_row(self, int32_t blk, int32_t local, int32_t* shift) noexcept nogil:
         """The row of state ``local`` of block ``blk``, its targets to be shifted by ``shift``
-        (NULL: a counted repeat's last state, which reads nothing)."""
+        (NULL: a periodic block's last copy, which reads nothing). A flagged block's row is
+        written to ``trimmed_row`` (valid until the next call)."""
         cdef int32_t period = self.block_period[blk]
+        cdef const int32_t* row
+        cdef const uint8_t* live
+        cdef int32_t t, b
         if period == 0:
             shift[0] = 0
             return self.block_table[blk] + <Py_ssize_t>local * 256
-        if local == self.block_size[blk] - 1:
+        if local >= self.block_last[blk]:
             return NULL
         shift[0] = local - local % period
-        return self.block_table[blk] + <Py_ssize_t>(local % period) * 256
+        row = self.block_table[blk] + <Py_ssize_t>(local % period) * 256
+        live = self.block_live[blk]
+        if live == NULL:
+            return row
+        for b in range(256):
+            t = row[b]
+            if t >= 0 and not live[shift[0] + t]:
+                t = -1
+            self.trimmed_row[b] = t
+        return self.trimmed_row
 
     cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
         """The important states of the epsilon closure of ``state`` (cached); ``out`` points

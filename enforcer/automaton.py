@@ -899,41 +899,67 @@ class DFA(_Reading):
     def _product_reference(self, other: "DFA", keep_other_dead: bool, max_states: int) -> "DFA":
         """:meth:`_product` in Python: the fallback without the compiled kernels and the oracle
         of its differential test."""
-        index = {(0, 0 if not other.is_empty else DEAD): 0}
-        pairs = list(index)
-        rows: list[np.ndarray] = []
-        a_t, b_t = self.transitions, other.transitions
-        dead_row = np.full(256, DEAD, dtype=np.int32)
-        i = 0
-        while i < len(pairs):
-            sa, sb = pairs[i]
-            ta = a_t[sa]
-            tb = b_t[sb] if sb >= 0 else dead_row
-            row = np.full(256, DEAD, dtype=np.int32)
-            follow = (ta >= 0) if keep_other_dead else (ta >= 0) & (tb >= 0)
-            for byte in np.flatnonzero(follow):
-                key = (int(ta[byte]), int(tb[byte]))
-                target = index.get(key)
-                if target is None:
-                    target = index[key] = len(pairs)
-                    pairs.append(key)
-                    if len(pairs) > max_states:
-                        raise states_exceeded(max_states)
-                row[byte] = target
-            rows.append(row)
-            i += 1
-        _spend(len(rows))
-        if keep_other_dead:
-            acc = [bool(self.accepting[a]) and not (b >= 0 and other.accepting[b]) for a, b in pairs]
-        else:
-            acc = [bool(self.accepting[a]) and bool(other.accepting[b]) for a, b in pairs]
-        return _finalise(np.stack(rows), np.array(acc, dtype=bool))
+        table, first, second = _pairs_reference(self.transitions, other.transitions if not other.is_empty else None,
+                                                keep_other_dead, max_states)
+        _spend(table.shape[0])
+        acc = self.accepting[first]
+        seconds_accept = np.zeros(first.shape[0], dtype=bool)
+        live = second >= 0
+        seconds_accept[live] = other.accepting[second[live]]
+        acc = acc & ~seconds_accept if keep_other_dead else acc & seconds_accept
+        return _finalise(table, acc)
 
     def is_disjoint(self, other: "DFA") -> bool:
         return self.intersect(other).is_empty
 
     def __repr__(self) -> str:
         return f"DFA(states={self.num_states}, accepting={int(self.accepting.sum())})"
+
+
+def _pairs_reference(a_t: np.ndarray, b_t: np.ndarray | None, keep_other_dead: bool,
+                     max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs of states of two tables reached by the same strings, breadth first from
+    ``(0, 0)`` (``b_t`` None: the second automaton is empty, every pair holds -1): the table over
+    pair numbers and each pair's two states. Intersection follows bytes both read, with
+    ``keep_other_dead`` every byte the first reads. In Python: the fallback of
+    :func:`enforcer._kernels.dfa_product` and the oracle of its differential test."""
+    index = {(0, 0 if b_t is not None else DEAD): 0}
+    pairs = list(index)
+    rows: list[np.ndarray] = []
+    dead_row = np.full(256, DEAD, dtype=np.int32)
+    i = 0
+    while i < len(pairs):
+        sa, sb = pairs[i]
+        ta = a_t[sa]
+        tb = b_t[sb] if sb >= 0 else dead_row
+        row = np.full(256, DEAD, dtype=np.int32)
+        follow = (ta >= 0) if keep_other_dead else (ta >= 0) & (tb >= 0)
+        for byte in np.flatnonzero(follow):
+            key = (int(ta[byte]), int(tb[byte]))
+            target = index.get(key)
+            if target is None:
+                target = index[key] = len(pairs)
+                pairs.append(key)
+                if len(pairs) > max_states:
+                    raise states_exceeded(max_states)
+            row[byte] = target
+        rows.append(row)
+        i += 1
+    first = np.array([a for a, _ in pairs], dtype=np.int32)
+    second = np.array([b for _, b in pairs], dtype=np.int32)
+    return np.stack(rows), first, second
+
+
+def state_pairs(a: np.ndarray, b: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The intersection of two tables as pairs (see :func:`_pairs_reference`): the compiled
+    walk when built. Past ``max_states`` pairs :class:`SchemaTooComplexError`."""
+    if dfa_product is None:
+        return _pairs_reference(a, b, False, max_states)
+    found = dfa_product(np.ascontiguousarray(a, dtype=np.int32), np.ascontiguousarray(b, dtype=np.int32),
+                       False, max_states)
+    if found is None:
+        raise states_exceeded(max_states)
+    return found
 
 
 def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
@@ -1034,10 +1060,10 @@ class CountedDFA:
             self._content_key = digest.digest()
         return self._content_key
 
-    def kernel_block(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """(:attr:`step`, :attr:`accepting` as uint8, :attr:`period`): the block as the
-        compiled subset construction reads it."""
-        return self.step, self.accepting.view(np.uint8), self.period
+    def kernel_block(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+        """(:attr:`step`, :attr:`accepting` as uint8, :attr:`period`, no flags: every state
+        lives): the block as the compiled subset construction reads it."""
+        return self.step, self.accepting.view(np.uint8), self.period, _EVERY_STATE_LIVES
 
     def dense(self, max_states: int | None = None) -> DFA:
         """The whole table (``num_states`` rows of 1 KiB: for intersections, which read every
@@ -1055,6 +1081,212 @@ class CountedDFA:
     def __repr__(self) -> str:
         return f"CountedDFA({self.minimum}..{self.maximum} units of {self.period} states)"
 
+
+MAX_PRODUCT_BLOCK_STATES = 1 << 21
+"""States (copies times period) past which a length-bounded pattern is intersected whole instead
+(the compiled subset construction keeps about 30 bytes per embedded state)."""
+
+EAGER_PRODUCT_STATES = 4096
+"""Up to this many states (copies times pairs) a length-bounded pattern is intersected whole: a
+small table, trimmed and minimised, whose masks are shared at every position."""
+
+
+class CountedProduct:
+    """``unit{minimum,maximum}`` (a :class:`CountedDFA`) intersected with ``pattern``, kept
+    without its table: the pairs (unit state, pattern state) that one unit's strings reach form
+    a *period* of ``p`` slots, and state ``k * p + j`` (``k`` units read, at slot ``j``) reads the
+    row of slot ``j`` shifted by ``k * p`` (a target ``p + j'`` completes a unit: slot ``j'`` of
+    the next copy). A ``maxLength: 255`` email pattern is a few hundred rows instead of a
+    100 MB table; a lazy automaton builds only the positions a walk reaches.
+
+    Trim: whether state ``k * p + j`` can still end within the bounds is one flag per state
+    (:attr:`live`, ``num_states`` bytes, from the slots that end after exactly ``c`` more units,
+    computed per ``c`` until they repeat); rows drop targets that cannot. Immutable."""
+
+    __slots__ = ("minimum", "maximum", "period", "step", "live", "loop", "full_run", "_accepting", "_content_key")
+
+    def __init__(self, minimum: int, maximum: int, step: np.ndarray, live: np.ndarray, ends: np.ndarray,
+                 loop: DFA) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+        self.period = step.shape[0]
+        self.step = step
+        """int32[p, 256]: within a copy, the slot reached; ``p + j`` on completing a unit; or -1."""
+        copies = live.reshape(maximum + 1, self.period)
+        self.live = live.view(np.uint8)
+        """uint8[num_states]: whether the state can still end within the bounds."""
+        accepting = np.zeros_like(copies)
+        accepting[minimum:] = copies[minimum:] & ends
+        self._accepting = accepting.reshape(-1)
+        self.loop = loop
+        """The slots as one automaton without the count (targets modulo ``p``; slot 0 starts;
+        accepting: a pattern end between units): within copies where every slot lives (see
+        :attr:`full_run`) a walk reads exactly as this does."""
+        full = copies.all(axis=1)
+        run = np.zeros(maximum + 2, dtype=np.int64)
+        for k in range(maximum, -1, -1):  # consecutive copies where every slot lives, from each
+            run[k] = run[k + 1] + 1 if full[k] else 0
+        self.full_run = run[:-1]
+        for array in (self.step, self.live, self._accepting, self.full_run):
+            array.setflags(write=False)
+        self._content_key: bytes | None = None
+
+    @classmethod
+    def of(cls, counted: CountedDFA, pattern: DFA, max_states: int) -> "CountedProduct | DFA | None":
+        """The product of ``counted`` and ``pattern``; the empty :class:`DFA` when no string of
+        the bounds matches; None when a whole intersection is as cheap
+        (:data:`EAGER_PRODUCT_STATES`) or this form too large (:data:`MAX_PRODUCT_BLOCK_STATES`,
+        or unit counts that do not repeat within :data:`MAX_COUNT_LAYERS`): the caller then
+        intersects whole. Cost: the pairs of one unit's strings (at most ``max_states``, else
+        :class:`SchemaTooComplexError`), a few vectorised passes per count until the slots that
+        end repeat, then ``num_states`` flags."""
+        q = counted.period
+        if (counted.step == 0).any():  # the unit re-enters its start: no slot marks a unit's end
+            return None
+        unit_loop = np.where(counted.step == q, 0, counted.step).astype(np.int32)
+        table, first, second = state_pairs(unit_loop, pattern.transitions, max_states)
+        n = table.shape[0]
+        if (counted.maximum + 1) * n <= EAGER_PRODUCT_STATES or (counted.maximum + 1) * n > MAX_PRODUCT_BLOCK_STATES:
+            return None
+        _spend(n)
+        completes = (table >= 0) & (first[np.maximum(table, 0)] == 0)
+        ends = (first == 0) & pattern.accepting[second]
+        layers = _ending_layers(table, completes, ends, counted.maximum)
+        if layers is None:
+            return None
+        # state (k, j) lives when j ends after some count c with minimum <= k + c <= maximum
+        ks = np.arange(counted.maximum + 1)
+        reached = np.zeros((counted.maximum + 2, n), dtype=np.int32)
+        np.cumsum(layers, axis=0, out=reached[1:])
+        lowest = np.maximum(0, counted.minimum - ks)
+        live = reached[counted.maximum - ks + 1] - reached[lowest] > 0
+        if not live[0, 0]:
+            return _empty_dfa()
+        keep = np.flatnonzero(live.any(axis=0))  # slot 0 first
+        p = keep.shape[0]
+        number = np.full(n, DEAD, dtype=np.int32)
+        number[keep] = np.arange(p, dtype=np.int32)
+        kept = table[keep]
+        targets = np.where(kept >= 0, number[np.maximum(kept, 0)], DEAD).astype(np.int32)
+        step = np.where(targets < 0, DEAD, np.where(completes[keep], targets + p, targets)).astype(np.int32)
+        return cls(counted.minimum, counted.maximum, step, np.ascontiguousarray(live[:, keep]).reshape(-1),
+                   ends[keep], DFA(targets, ends[keep].copy()))
+
+    @property
+    def num_states(self) -> int:
+        return (self.maximum + 1) * self.period
+
+    is_empty = False
+    """:meth:`of` returns an empty table instead."""
+
+    @property
+    def accepting(self) -> np.ndarray:
+        """Whether each state accepts: a pattern end between units, ``minimum`` units read at
+        least."""
+        return self._accepting
+
+    def _shifted(self, rows: np.ndarray, copies: np.ndarray) -> np.ndarray:
+        """``rows`` (slot rows) read at ``copies`` (one per row): targets as states, the dead
+        and those that cannot end as -1; the last copy reads nothing."""
+        copies = copies[:, None]
+        targets = np.where(rows >= 0, rows + copies * self.period, 0)
+        live = (rows >= 0) & (copies < self.maximum)
+        live &= self.live[np.minimum(targets, self.num_states - 1)].astype(bool)
+        return np.where(live, targets, DEAD).astype(np.int32)
+
+    def array_row(self, state: int) -> np.ndarray:
+        """The row of ``state`` (a new int32[256] array)."""
+        copy, slot = divmod(state, self.period)
+        return self._shifted(self.step[slot][None], np.array([copy]))[0]
+
+    def reads_as_loop(self, state: int, units: int) -> bool:
+        """Whether every walk from ``state`` that completes at most ``units`` units reads as
+        :attr:`loop` does from its slot (every slot lives in the copies it can reach)."""
+        copy = state // self.period
+        return copy + units < self.maximum and self.full_run[copy] > units
+
+    @property
+    def read_bytes(self) -> np.ndarray:
+        """The bytes some state reads."""
+        return self.loop.read_bytes
+
+    @property
+    def content_key(self) -> bytes:
+        """A digest of the rows, flags and bounds: equal keys, equal automata."""
+        if self._content_key is None:
+            digest = hashlib.blake2b(b"counted product", digest_size=16)
+            for part in (self.step, self.live, np.array([self.minimum, self.maximum], dtype=np.int64)):
+                digest.update(np.ascontiguousarray(part).tobytes())
+            self._content_key = digest.digest()
+        return self._content_key
+
+    def kernel_block(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+        """(:attr:`step`, :attr:`accepting` as uint8, :attr:`period`, :attr:`live`): the
+        block as the compiled subset construction reads it."""
+        return self.step, self.accepting.view(np.uint8), self.period, self.live
+
+    def dense(self, max_states: int | None = None) -> DFA:
+        """The whole table (``num_states`` rows of 1 KiB, for intersections); past
+        ``max_states`` states :class:`SchemaTooComplexError`."""
+        if max_states is not None and self.num_states > max_states:
+            raise states_exceeded(max_states)
+        copies = np.repeat(np.arange(self.maximum + 1, dtype=np.int64), self.period)
+        rows = np.tile(self.step, (self.maximum + 1, 1))
+        return DFA(self._shifted(rows, copies), self.accepting.copy())
+
+    def __repr__(self) -> str:
+        return f"CountedProduct({self.minimum}..{self.maximum} units, {self.period} slots)"
+
+
+MAX_COUNT_LAYERS = 4096
+"""Unit counts a counted product follows before its ending slots must repeat."""
+
+
+def _ending_layers(table: np.ndarray, completes: np.ndarray, ends: np.ndarray, maximum: int) -> np.ndarray | None:
+    """bool[maximum + 1, n]: row ``c`` holds the slots of a counted product's period that end
+    after exactly ``c`` more units. Row ``c`` is the predecessors of row ``c - 1`` across a
+    unit's end, closed under predecessors within a unit; the rows are computed until one
+    repeats an earlier one (from there they cycle), at most :data:`MAX_COUNT_LAYERS` (None
+    past it)."""
+    n = table.shape[0]
+    sources = np.repeat(np.arange(n, dtype=np.int64), 256)
+    targets = table.reshape(-1).astype(np.int64)
+    live = targets >= 0
+    # each distinct (source, target, crosses) once, as one int64
+    keys = np.unique((sources[live] * n + targets[live]) * 2 + completes.reshape(-1)[live])
+    pairs, crosses = np.divmod(keys, 2)
+    ends_at, starts_at = pairs % n, pairs // n
+    within = (starts_at[crosses == 0], ends_at[crosses == 0])
+    across = (starts_at[crosses == 1], ends_at[crosses == 1])
+
+    def closed(layer: np.ndarray) -> np.ndarray:
+        while True:
+            grown = layer.copy()
+            grown[within[0][layer[within[1]]]] = True
+            if (grown == layer).all():
+                return layer
+            layer = grown
+
+    layers = [closed(ends.copy())]
+    seen = {layers[0].tobytes(): 0}
+    while len(layers) <= maximum:
+        if len(layers) > MAX_COUNT_LAYERS:
+            return None
+        following = np.zeros(n, dtype=bool)
+        following[across[0][layers[-1][across[1]]]] = True
+        following = closed(following)
+        earlier = seen.get(following.tobytes())
+        if earlier is not None:  # from here the rows cycle through layers[earlier:]
+            cycle = layers[earlier:]
+            while len(layers) <= maximum:
+                layers.append(cycle[(len(layers) - earlier) % len(cycle)])
+            break
+        seen[following.tobytes()] = len(layers)
+        layers.append(following)
+    return np.array(layers[:maximum + 1])
+
+PERIODIC = (CountedDFA, CountedProduct)
+"""Embedded automata kept as rows that repeat per copy (no table)."""
 
 def concat_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
@@ -1393,13 +1625,18 @@ class _Determiniser:
         return row
 
 
-def _kernel_block(dfa: "DFA | CountedDFA") -> tuple[np.ndarray, np.ndarray, int]:
-    """(rows, accepting as uint8, period) of an embedded automaton for the compiled subset
-    construction: a table's every row (period 0), or a counted repeat's unit rows."""
-    if isinstance(dfa, CountedDFA):
+_EVERY_STATE_LIVES = np.zeros(0, dtype=np.uint8)
+"""The flags of a block whose every state can end."""
+
+
+def _kernel_block(dfa: "DFA | CountedDFA | CountedProduct") -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """(rows, accepting as uint8, period, live flags) of an embedded automaton for the compiled
+    subset construction: a table's every row (period 0), or a counted repeat's unit rows, or a
+    counted product's slot rows and flags."""
+    if isinstance(dfa, PERIODIC):
         return dfa.kernel_block()
     return (np.ascontiguousarray(dfa.transitions, dtype=np.int32),
-            np.ascontiguousarray(dfa.accepting, dtype=np.uint8), 0)
+            np.ascontiguousarray(dfa.accepting, dtype=np.uint8), 0, _EVERY_STATE_LIVES)
 
 
 def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
@@ -1408,7 +1645,7 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
     if node is NOTHING:
         return _empty_dfa()
     if isinstance(node, Embedded):
-        if isinstance(node.dfa, CountedDFA):
+        if isinstance(node.dfa, PERIODIC):
             dense = node.dfa.dense(max_states)
             _spend(dense.num_states)
             return dense

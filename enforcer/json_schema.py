@@ -22,8 +22,8 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 import numpy as np
 
 from . import numbers
-from .automaton import (DEAD, DEFAULT_MAX_STATES, DFA, EPSILON, NOTHING, CountedDFA, Embedded, Graph, Node, alt,
-                        byte_chars, codepoints, compile_node, eager_budget, literal, nfa_budget_size, nfa_size,
+from .automaton import (DEAD, DEFAULT_MAX_STATES, DFA, EPSILON, NOTHING, CountedDFA, CountedProduct, Embedded, Graph,
+                        Node, alt, byte_chars, codepoints, compile_node, eager_budget, literal, nfa_budget_size, nfa_size,
                         optional, repeat, separated, seq, states_exceeded)
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
@@ -2209,33 +2209,61 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if failing is not None:
             constraints.append(self._failing_content(failing, pointer, raw))
-        if min_len or max_len is not None or not constraints:
-            char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
-            if max_len is not None:
-                if constraints and max_len > MAX_COUNTED_LENGTH:  # the product with a pattern or format is eager
-                    raise SchemaTooComplexError(f"maxLength {max_len} with a pattern or format needs a counted "
-                                                f"table of about {20 * max_len:,} states", pointer,
-                                                f"MAX_COUNTED_LENGTH={MAX_COUNTED_LENGTH}", "maxLength")
-                constraints.append(self._counted_string(raw, min_len, max_len, pointer))
-            else:  # one NFA copy per counted character, built lazily
-                self._check_repeat(char, min_len, pointer, "minLength")
-                constraints.append(repeat(char, min_len, None))
-        if len(constraints) == 1:
-            return constraints[0]
         fmt_key = fmt if self.options.assert_formats else None
         key = (raw, every_writing, schema.get("pattern"), fmt_key, min_len, max_len) \
             if isinstance(schema.get("pattern", ""), str) and isinstance(fmt_key, (str, type(None))) \
             and failing is None else None
         body = self._string_products.get(key) if key is not None else None
+        if body is not None:
+            return body
+        keyword = "pattern" if "pattern" in schema else "format" if fmt_key else "not"
+        if min_len or max_len is not None or not constraints:
+            char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
+            if max_len is not None:
+                body = self._counted_product(constraints, raw, min_len, max_len, pointer, keyword) \
+                    if constraints else None
+                if body is None and constraints and max_len > MAX_COUNTED_LENGTH:  # the product is eager
+                    raise SchemaTooComplexError(f"maxLength {max_len} with a pattern or format needs a counted "
+                                                f"table of about {20 * max_len:,} states", pointer,
+                                                f"MAX_COUNTED_LENGTH={MAX_COUNTED_LENGTH}", "maxLength")
+                if body is None:
+                    constraints.append(self._counted_string(raw, min_len, max_len, pointer))
+            else:  # one NFA copy per counted character, built lazily
+                self._check_repeat(char, min_len, pointer, "minLength")
+                constraints.append(repeat(char, min_len, None))
+        if body is None and len(constraints) == 1:
+            return constraints[0]
         if body is None:
-            with self._eager(pointer, "pattern" if "pattern" in schema else "format" if fmt_key else "not"):
+            with self._eager(pointer, keyword):
                 dfa = compile_node(constraints[0], self.options.max_states)
                 for c in constraints[1:]:
                     dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
             body = Embedded(dfa) if not dfa.is_empty else NOTHING
-            if key is not None:
-                self._string_products[key] = body
+        if key is not None:
+            self._string_products[key] = body
         return body
+
+    def _counted_product(self, constraints: list[Node], raw: bool, min_len: int, max_len: int, pointer: str,
+                         keyword: str) -> Node | None:
+        """The bodies of ``min_len..max_len`` characters that every one of ``constraints`` (a
+        pattern, a format, a ``not``) accepts, as a :class:`~enforcer.automaton.CountedProduct`:
+        the constraints intersected whole (small: they do not count), the length kept as a
+        count. None where that form is not exact; the caller then intersects whole."""
+        with self._eager(pointer, keyword):
+            content = compile_node(constraints[0], self.options.max_states)
+            for c in constraints[1:]:
+                content = content.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+            if content.is_empty:
+                return NOTHING
+            counted = CountedDFA(_string_char_dfa(raw), min_len, max_len)
+            product = CountedProduct.of(counted, content, self.options.max_states)
+        if product is None:
+            return None
+        if product.is_empty:
+            return NOTHING
+        node = Embedded(product)
+        self._within_budget(nfa_budget_size(node), pointer, f"maxLength {max_len}", "maxLength")
+        return node
 
     def _failing_content(self, negated: dict, pointer: str, raw: bool) -> Node:
         """The bodies of the strings whose content fails ``negated`` (its ``pattern`` and

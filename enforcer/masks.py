@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .automaton import (DFA, AutomatonBudgetError, Block, CountedDFA, LazyDFA, codepoints, compile_node, concat_ranges,
+from .automaton import (DFA, AutomatonBudgetError, Block, CountedDFA, CountedProduct, LazyDFA, codepoints, compile_node, concat_ranges,
                         counted_repeat, star)
 from .lru import LRU
 from .vocabulary import Vocabulary
@@ -378,13 +378,22 @@ def counted_window(index: TokenIndex, counted: CountedDFA, state: int) -> tuple[
     return window, max(0, copies - (counted.maximum - copy)) * q + inner
 
 
-def safe_part(index: TokenIndex, dfa: DFA | CountedDFA, state: int) -> np.ndarray:
+def _shares_safe_part(dfa: DFA | CountedDFA | CountedProduct, state: int, max_length: int) -> bool:
+    """Whether :func:`safe_part` covers ``state``: everywhere but where a token of a counted
+    product (``max_length`` units at most) may meet the count (near the bounds: the walk of the
+    whole automaton decides there)."""
+    return not isinstance(dfa, CountedProduct) or dfa.reads_as_loop(state, max_length)
+
+
+def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: int) -> np.ndarray:
     """Packed mask of the safe tokens (no quote, backslash or control byte) that ``dfa`` reads
     from ``state`` without dying. Between two characters of a counted raw-character repeat
     (``maxLength``), the per-vocabulary mask of its remaining length; otherwise walked once per
     (automaton content, state) and shared by every compiled object of the vocabulary (a
     counted repeat's state through its :func:`counted_window`)."""
-    if isinstance(dfa, CountedDFA):
+    if isinstance(dfa, CountedProduct):  # away from the bounds (:func:`_shares_safe_part`)
+        dfa, state = dfa.loop, state % dfa.period
+    elif isinstance(dfa, CountedDFA):
         remaining = dfa.remaining(state)
         if remaining >= 0 and _is_raw_char_unit(dfa.unit):
             return index.bounded_body_mask(remaining)
@@ -495,7 +504,8 @@ class MaskTable:
         index = self.index
         dfa = self.dfa
         embedding = dfa.embedding(state) if isinstance(dfa, LazyDFA) else None
-        if embedding is not None and not (embedding[2] & _SAFE_BYTES).any():
+        if embedding is not None and not (embedding[2] & _SAFE_BYTES).any() \
+                and _shares_safe_part(embedding[0].dfa, embedding[1], index.max_length):
             return self._embedded_mask(state, *embedding)
         if self._is_string_body(state):
             # most of the vocabulary stays inside the string: that part is shared by every free

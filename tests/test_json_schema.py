@@ -648,8 +648,15 @@ def test_budget_refuses_before_building_and_names_the_keyword():
         compile_schema_dfa({"type": "array", "items": {"type": "string", "maxLength": 2048}, "maxItems": 1024},
                            SchemaOptions())
     assert (info.value.keyword, info.value.budget) == ("maxItems", f"max_nfa_states={DEFAULT_MAX_NFA_STATES}")
+    # beside a pattern, a long maxLength is a counted product (was refused past 2048) ...
+    dfa = compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000, "pattern": "^a"}}},
+                             SchemaOptions())
+    for n, ok in ((5000, True), (5001, False)):
+        assert dfa.matches('{"s": "a' + "\u00e9" * (n - 1) + '"}') == ok, n
+    assert not dfa.matches('{"s": "b"}')
+    # ... up to its own budget (copies times pairs), then refused naming the keyword
     with pytest.raises(SchemaTooComplexError) as info:
-        compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 5000, "pattern": "^a"}}},
+        compile_schema_dfa({"properties": {"s": {"type": "string", "maxLength": 500000, "pattern": "^a"}}},
                            SchemaOptions())
     assert (info.value.pointer, info.value.keyword) == ("/properties/s", "maxLength")
     # a long maxLength alone is a lazily built repeat (was refused past 2048): exact at the bound
