@@ -1127,8 +1127,8 @@ class CountedProduct:
         for k in range(maximum, -1, -1):  # consecutive copies where every slot lives, from each
             run[k] = run[k + 1] + 1 if full[k] else 0
         self.full_run = run[:-1]
-        for array in (self.step, self.live, self._accepting, self.full_run):
-            array.setflags(write=False)
+        for part in (self.step, self.live, self._accepting, self.full_run):
+            part.setflags(write=False)
         self._content_key: bytes | None = None
 
     @classmethod
