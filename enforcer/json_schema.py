@@ -1517,8 +1517,19 @@ class SchemaCompiler:
             json_type, opposite, step = _COUNT_FAILURES[key]
             return [{"type": json_type, opposite: value + step}] if value + step >= 0 else []
         if key in ("const", "enum"):
-            values = _scalar_constants({key: value})
-            return None if values is None else [{"not": {"enum": values}}]
+            return self._constant_failures([value] if key == "const" else value)
+        if key == "if":  # the condition met and ``then`` failed, or failed and ``else`` failed
+            met, fail_then, fail_else = (self._failures(condition.get(k, True), f"{pointer}/{k}", entered)
+                                         for k in ("if", "then", "else"))
+            missed = self._failures(value, f"{pointer}/if", entered)
+            if met is None or fail_then is None or fail_else is None or missed is None:
+                return None
+            failures = [{"allOf": [value, _any_of_schema(fail_then)]}] if fail_then else []
+            if fail_else and missed:
+                failures.append({"allOf": [_any_of_schema(missed), _any_of_schema(fail_else)]})
+            return failures
+        if key in ("then", "else"):
+            return []  # read with ``if`` (without it, :func:`_active_conditional` drops them)
         if key in ("pattern", "format"):
             if key == "format" and not (self.options.assert_formats and (
                     value in FORMAT_DOCS or value in UNENFORCED_FORMATS or self.options.unknown_formats == "error")):
@@ -1600,6 +1611,37 @@ class SchemaCompiler:
                     failures.append({"type": "object", "not": {key: {pattern: sub}}})
             return failures
         return None
+
+    def _constant_failures(self, values: Any) -> list[Any] | None:
+        """The failures of ``enum: values`` of strings, booleans, null and numbers: a value of
+        another type or a scalar not listed; a number strictly between two listed ones, or past
+        them (exclusive bounds, which write numbers as ``enum`` does: no exponent form, so no
+        writing of a listed number is left). None with an object or array among them."""
+        if not isinstance(values, list) or any(isinstance(v, (dict, list)) for v in values):
+            return None
+        points = sorted({numbers.to_decimal(v): v for v in values
+                         if isinstance(v, (int, float)) and not isinstance(v, bool)}.items())
+        scalars = [v for v in values if isinstance(v, (str, bool)) or v is None]
+        if not points:
+            return [{"not": {"enum": scalars}}]
+        other = {"type": [t for t in TYPES if t not in ("integer", "number")]}
+        failures: list[Any] = [{**other, "not": {"enum": scalars}} if scalars else other]
+        edges = [v for _, v in points]
+        for low, high in zip([None, *edges], [*edges, None]):
+            failures.append({"type": "number", **self._exclusive_bounds(low, high)})
+        return failures
+
+    def _exclusive_bounds(self, low: Any, high: Any) -> dict:
+        """Keywords for ``low < x < high`` (None: unbounded) in this schema's dialect."""
+        if self.dialect == "draft4":  # exclusiveMinimum/Maximum are booleans beside the bounds
+            bounds: dict = {}
+            if low is not None:
+                bounds.update(minimum=low, exclusiveMinimum=True)
+            if high is not None:
+                bounds.update(maximum=high, exclusiveMaximum=True)
+            return bounds
+        return {**({} if low is None else {"exclusiveMinimum": low}),
+                **({} if high is None else {"exclusiveMaximum": high})}
 
     def _key_witness(self, negated: Any, pointer: str) -> _KeyWitness | None:
         """The member an object must hold to fail ``negated`` when it holds only keywords on

@@ -934,6 +934,25 @@ def test_not_and_if_of_sub_schemas_against_oracle(negated):
                                                          "required": ["a"]}]})
 
 
+@pytest.mark.parametrize("negated", [
+    {"enum": [1, 2.5, "a", None]}, {"const": 0}, {"enum": [-3, 10, 7]}, {"enum": [3.25]},
+    {"if": {"type": "string"}, "then": {"maxLength": 2}, "else": {"type": "number", "minimum": 3}},
+    {"if": {"properties": {"a": {"const": "x"}}, "required": ["a"]}, "then": {"required": ["b"]}},
+    {"if": {"type": "number"}, "else": {"type": "string", "enum": ["a", "abc"]}},
+])
+def test_not_of_numeric_constants_and_conditions_against_oracle(negated):
+    """Numbers outside a numeric ``enum``/``const`` are the exclusive intervals between its
+    values (written as bounded numbers are: without exponents); a failed ``if``/``then``/``else``
+    is the condition met with ``then`` failed, or missed with ``else`` failed."""
+    extra = [*NEGATION_EXTRA, 1.0, 2.5, 2.25, -0.0, -3, 9.5, 10.0, 11, 3.25, 3.5, {"a": "x", "b": 1}, {"a": "y"}]
+    check_both_modes({"not": negated}, extra=extra, exponents=False)
+    check_both_modes({"oneOf": [negated, {"type": ["number", "string"], "maximum": 4, "maxLength": 1}]}, extra=extra,
+                     exponents=False)
+    for dialect in ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"):
+        if not {"if", "const"} & set(negated) or "07" in dialect:  # neither keyword in draft-04
+            check_both_modes({"$schema": dialect, "not": negated}, extra=extra, exponents=False)
+
+
 @pytest.mark.parametrize("schema", [
     {"$schema": "http://json-schema.org/draft-04/schema#",
      "oneOf": [{"maximum": 3}, {"minimum": 2, "exclusiveMinimum": True}]},
