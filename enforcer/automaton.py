@@ -26,9 +26,10 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import SubsetConstruction, ThompsonNFA, blocks_last, dfa_product, live_order, nfa_csr, reaching
+    from ._kernels import (SubsetConstruction, ThompsonNFA, blocks_last, dfa_product, live_order, moore_classes,
+                          nfa_csr, reaching)
 except ImportError:  # a source tree without the built extension: the Python walks do the work
-    SubsetConstruction = ThompsonNFA = blocks_last = dfa_product = live_order = nfa_csr = reaching = None
+    SubsetConstruction = ThompsonNFA = blocks_last = dfa_product = live_order = moore_classes = nfa_csr = reaching = None
 if TYPE_CHECKING:
     from ._kernels import TrieWalk
 
@@ -2052,11 +2053,12 @@ def _distinct_columns(trans: np.ndarray) -> np.ndarray:
     return columns
 
 
-def _minimise(trans: np.ndarray, acc: np.ndarray) -> DFA:
-    """Moore partition refinement. Each round hashes every state's (class, successor classes)
-    row to one int64 (vectorised), groups by hash, and checks the grouping exactly against the
-    rows, falling back to an exact row sort on the (never observed) event of a collision."""
-    n = trans.shape[0]
+def _moore_classes_reference(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """Moore partition refinement with numpy (the fallback without the compiled kernels and the
+    oracle of their differential test): each round hashes every state's (class, successor
+    classes) row to one int64 (vectorised), groups by hash, and checks the grouping exactly
+    against the rows, falling back to an exact row sort on the (never observed) event of a
+    collision. Returns a class per state (any numbering)."""
     # bytes that every state treats alike form one column: refine over distinct columns only
     columns = _distinct_columns(trans)
     live = columns >= 0
@@ -2077,8 +2079,20 @@ def _minimise(trans: np.ndarray, acc: np.ndarray) -> DFA:
         new_num = int(new_classes.max()) + 1
         classes = new_classes
         if new_num == num:
-            break
+            return classes
         num = new_num
+
+
+def _minimise(trans: np.ndarray, acc: np.ndarray) -> DFA:
+    """The minimal automaton of ``trans`` (trimmed): Moore's refinement
+    (:func:`enforcer._kernels.moore_classes` when built, else :func:`_moore_classes_reference`),
+    its classes numbered in order of first appearance so that the start stays 0."""
+    n = trans.shape[0]
+    if moore_classes is not None:
+        classes = moore_classes(np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(acc, dtype=np.uint8))
+    else:
+        classes = _moore_classes_reference(trans, acc)
+    num = int(classes.max()) + 1 if n else 0
     if num == n:
         return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy())
     # renumber classes in order of first appearance so that the start stays 0

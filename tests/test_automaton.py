@@ -381,6 +381,45 @@ def test_compiled_live_order_is_the_reference() -> None:
 
 
 
+def _by_first_appearance(classes: np.ndarray) -> list[int]:
+    """A partition's classes renumbered in order of first appearance (equal partitions, equal lists)."""
+    seen: dict[int, int] = {}
+    return [seen.setdefault(int(c), len(seen)) for c in classes]
+
+
+def test_compiled_minimisation_is_the_reference_partition() -> None:
+    # Moore's refinement (Cython) against the numpy refinement: the same partition of the states
+    # of random tables (many equal columns, few, dead entries, one or two acceptance classes)
+    # and of real automata; minimal automata are left as they are
+    from enforcer.automaton import _minimise, _moore_classes_reference, moore_classes
+
+    if moore_classes is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(11)
+    tables = []
+    for n in (1, 2, 5, 40, 300):
+        for live_share in (0.05, 0.5, 1.0):
+            for symbols in (2, 17, 256):
+                alphabet = rng.integers(0, 256, size=symbols)  # bytes outside it behave alike
+                table = np.full((n, 256), -1, dtype=np.int32)
+                table[:, alphabet] = np.where(rng.random((n, symbols)) < live_share,
+                                              rng.integers(0, max(1, n // 3), size=(n, symbols)), -1)
+                tables.append((table, rng.random(n) < 0.3))
+    nodes_rng = random.Random(5)
+    for _ in range(60):
+        dfa = compile_node(_random_node(nodes_rng))
+        if not dfa.is_empty:
+            tables.append((dfa.transitions, dfa.accepting))
+    for table, accepting in tables:
+        fast = moore_classes(np.ascontiguousarray(table, dtype=np.int32), accepting.astype(np.uint8))
+        slow = _moore_classes_reference(table, accepting)
+        assert _by_first_appearance(fast) == _by_first_appearance(slow)
+        assert fast.tolist() == _by_first_appearance(fast)  # numbered by first appearance already
+    minimal = compile_node(alt(literal("ab"), literal("cb")))
+    again = _minimise(minimal.transitions, minimal.accepting)
+    assert np.array_equal(again.transitions, minimal.transitions)
+
+
 @pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "reference"])
 def test_an_empty_embedded_automaton_adds_no_state(compiled: bool) -> None:
     """An embedded automaton that accepts nothing has no state to enter, so it is no block: as
