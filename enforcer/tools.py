@@ -67,7 +67,19 @@ def normalize_tools(tools: Any) -> list[tuple[str, dict]]:
     return out
 
 
-def _check_name(name: str, index: int, forbidden: Iterable[str], colon: bool) -> None:
+def _markers_by_first_character(markers: Iterable[str]) -> dict[str, list[str]]:
+    """The non-empty ``markers`` grouped by their first character (a name is searched only for
+    those starting with one of its characters)."""
+    grouped: dict[str, list[str]] = {}
+    for marker in sorted(m for m in markers if m):
+        grouped.setdefault(marker[0], []).append(marker)
+    return grouped
+
+
+def _check_name(name: str, index: int, forbidden: dict[str, list[str]], colon: bool) -> None:
+    """Refuse a tool name that holds ``:`` (where it ends the name in a call id), whitespace or
+    control characters, or one of the ``forbidden`` markers (see
+    :func:`_markers_by_first_character`)."""
     where = f"tools[{index}] ({name!r})"
     if colon and ":" in name:
         raise InvalidToolsError(f"{where}: a name cannot contain ':' (it ends the name in the call id)")
@@ -75,9 +87,10 @@ def _check_name(name: str, index: int, forbidden: Iterable[str], colon: bool) ->
         cat = unicodedata.category(ch)
         if ch.isspace() or cat.startswith("C"):
             raise InvalidToolsError(f"{where}: a name cannot contain whitespace or control characters")
-    for marker in forbidden:
-        if marker and marker in name:
-            raise InvalidToolsError(f"{where}: a name cannot contain the marker {marker!r}")
+    for first in sorted(forbidden.keys() & set(name)):
+        for marker in forbidden[first]:
+            if marker in name:
+                raise InvalidToolsError(f"{where}: a name cannot contain the marker {marker!r}")
 
 
 def _arguments_schema(name: str, index: int, params: dict) -> dict:
@@ -572,7 +585,7 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    markers = set(vocabulary.special_tokens) | set(fmt.controlled) | {fmt.stop}
+    markers = _markers_by_first_character(set(vocabulary.special_tokens) | set(fmt.controlled) | {fmt.stop})
     texts = {type(p.text) for p in fmt.places}
     schemas: list[CompiledSchema | None] = []
     arguments: list[SplitArguments | None] = []
