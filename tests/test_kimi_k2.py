@@ -11,6 +11,7 @@ that are not special, so it cannot spell a marker as text).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -575,3 +576,22 @@ def test_torch_bitmask_matches_numpy(weather: Any, T: Any, kimi_vocab: Any) -> N
 def test_public_exports() -> None:
     assert enforcer.compile_tools is compile_tools
     assert enforcer.ToolCallMatcher.__name__ == "ToolCallMatcher"
+
+
+@pytest.mark.parametrize("name,message", [
+    ("get<|im_end|>", "cannot contain the marker '<|im_end|>'"),
+    ("a<|tool_call_begin|>b", "cannot contain the marker '<|tool_call_begin|>'"),
+    ("get weather", "whitespace or control"),
+    ("get\x07", "whitespace or control"),
+    ("get:weather", "cannot contain ':'"),
+])
+def test_tool_names_holding_markers_or_separators_are_refused(kimi_vocab, name, message):
+    tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    with pytest.raises(InvalidToolsError, match=re.escape(message)):
+        compile_tools([tool], kimi_vocab, format="kimi_k2")
+
+
+def test_tool_names_with_marker_characters_but_no_marker_compile(kimi_vocab):
+    for name in ("a<b", "x|y", "im_end", "<|not_a_marker"):
+        tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+        assert compile_tools([tool], kimi_vocab, format="kimi_k2").matcher() is not None
