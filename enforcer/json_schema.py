@@ -1530,6 +1530,10 @@ class SchemaCompiler:
             return failures
         if key in ("then", "else"):
             return []  # read with ``if`` (without it, :func:`_active_conditional` drops them)
+        if key == "multipleOf":  # a number that is no multiple (written without exponent)
+            step = numbers.to_decimal(value)
+            return [{"type": "number", "not": {key: value}}] \
+                if step is not None and step > 0 and not isinstance(value, bool) else None
         if key in ("pattern", "format"):
             if key == "format" and not (self.options.assert_formats and (
                     value in FORMAT_DOCS or value in UNENFORCED_FORMATS or self.options.unknown_formats == "error")):
@@ -1951,6 +1955,10 @@ class SchemaCompiler:
                 if '"$ref"' not in text and '"$dynamicRef"' not in text:  # the same value at any recursion cut
                     self._negated_constants[key] = node
                 return node
+        if set(negated) & KEYWORDS == {"multipleOf"}:
+            numbers_rest = self._only(rest, "number", pointer)  # the numbers that are no multiple
+            return self._not_multiple(numbers_rest, negated["multipleOf"], pointer, depth, refs) if numbers_rest \
+                else NOTHING
         if set(negated) & KEYWORDS and set(negated) & KEYWORDS <= {"pattern", "format"}:
             strings = self._only(rest, "string", pointer)  # the strings whose content fails them
             return self._string(strings, pointer, self.raw_strings and depth == 0, negated) if strings else NOTHING
@@ -1980,18 +1988,36 @@ class SchemaCompiler:
             raise UnsupportedSchemaError("not", pointer, f"negated {json_type} keywords beside {sorted(other)[0]!r}")
         return typed if declared_types(typed) else None
 
+    def _not_multiple(self, rest: dict, step_value: Any, pointer: str, depth: int, refs: Refs) -> Node:
+        """The numbers of ``rest`` that are no multiple of ``step_value``, written without
+        exponent (as bounded numbers are): every such writing of ``rest``'s numbers minus every
+        writing of a multiple (:func:`~enforcer.numbers.multiple_of`, trailing zeros included).
+        Built whole, within ``max_states``."""
+        step = numbers.to_decimal(step_value)
+        if step is None or step <= 0 or isinstance(step_value, bool):
+            raise InvalidSchemaError(f"{pointer}/not", "'multipleOf' must be a number > 0")
+        multiples = numbers.multiple_of(step, False)
+        if multiples is None:
+            raise UnsupportedSchemaError("not", pointer, "a multipleOf step too fine to negate exactly")
+        limit = self.options.max_states
+        with self._built_whole(), self._eager(pointer, "not"):
+            plain = compile_node(self.value(rest, pointer, depth, refs), limit).intersect(
+                compile_node(numbers.bounded_number(None, None, False), limit), limit)
+            dfa = plain.difference(compile_node(multiples, limit), limit)
+        return Embedded(dfa) if not dfa.is_empty else NOTHING
+
     def _not_integer(self, rest: dict, others: list[str], pointer: str, depth: int, refs: Refs) -> Node:
         """``rest`` and ``not: {type: integer}`` (with ``others``, the other types left): numbers
-        with a non-zero fraction digit, written without exponent (``1.5e1`` is the integer 15),
-        where ``rest`` says nothing of numbers."""
+        with a non-zero fraction digit (draft-04: with a fraction part), written without exponent
+        (``1.5e1`` is the integer 15), where ``rest`` says nothing of numbers."""
         number_keys = set(rest) - ANNOTATIONS - {"type"} - _NON_NUMBER_KEYWORDS
         if number_keys:
             raise UnsupportedSchemaError("not", pointer, f"'not: integer' beside {sorted(number_keys)[0]!r} "
                                          "is not supported")
         m = merge(rest, {"type": others})
         nodes = [self.value(m, pointer, depth, refs)] if others and m is not None else []
-        if "number" in declared_types(rest):
-            nodes.append(numbers.FRACTIONAL)
+        if "number" in declared_types(rest):  # draft-04: a fraction part makes a non-integer, 1.0 too
+            nodes.append(numbers.WITH_FRACTION if self.dialect == "draft4" else numbers.FRACTIONAL)
         return alt(*nodes)
 
     # ---- typed values -----------------------------------------------------------------------

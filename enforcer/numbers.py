@@ -52,6 +52,9 @@ def _fractional() -> Node:
     return seq(optional(literal("-")), alt(*parts))
 PLAIN_INTEGER: Node = seq(optional(literal("-")), _INT_DIGITS)
 """Integers without a fraction part (draft-04's ``integer``: ``1.0`` is not one)."""
+WITH_FRACTION: Node = seq(optional(literal("-")), _INT_DIGITS, _FRACTION)
+"""Numbers written with a fraction part, without exponent (draft-04's non-integers: ``1.0`` is
+one)."""
 
 
 def _digit_between(lo: int, hi: int) -> Node:

@@ -19,7 +19,7 @@ def test_check_tools_file_reports_each_tool(tmp_path: Path, capsys: pytest.Captu
         {"type": "function", "function": {"name": "get_weather", "parameters": {
             "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
         {"type": "function", "function": {"name": "lookup", "parameters": {
-            "type": "object", "properties": {"q": {"if": {"multipleOf": 3}, "then": {"minimum": 2}}}}}},
+            "type": "object", "properties": {"q": {"if": {"const": [1, 2]}, "then": {"minimum": 2}}}}}},
     ]
     path = tmp_path / "tools.json"
     path.write_text(json.dumps({"tools": tools}))
@@ -45,7 +45,7 @@ def test_bare_list_tools_file_points_into_the_list(tmp_path: Path, capsys: pytes
     tools = [
         {"type": "function", "function": {"name": "ok_tool", "parameters": {"type": "object"}}},
         {"type": "function", "function": {"name": "lookup", "parameters": {
-            "type": "object", "properties": {"q": {"if": {"multipleOf": 3}, "then": {"minimum": 2}}}}}},
+            "type": "object", "properties": {"q": {"if": {"const": [1, 2]}, "then": {"minimum": 2}}}}}},
     ]
     path = tmp_path / "tools.json"
     path.write_text(json.dumps(tools))

@@ -285,13 +285,14 @@ def test_recursion_is_cut_not_refused():
 
 
 @pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"type": "object", "properties": {"a": {"if": {"multipleOf": 2}, "then": {"minimum": 2}}}}, "if", "/properties/a"),
+    ({"type": "object", "properties": {"a": {"if": {"enum": [{"x": 1}]}, "then": {"minimum": 2}}}}, "if",
+     "/properties/a"),  # an object constant has no exact negation
     ({"type": "object", "minProperties": 100, "additionalProperties": True}, "minProperties", ""),
     ({"patternProperties": {c: {} for c in "abcde"}}, "patternProperties", ""),
     ({"type": "array", "items": {"type": "array", "contains": {"type": "object"}, "maxContains": 1}}, "maxContains",
      "/items"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", ""),  # 'not integer' beside a bound
-    ({"oneOf": [{"type": "number"}, {"multipleOf": 2}]}, "oneOf", ""),  # a multipleOf has no exact negation
+    ({"oneOf": [{"type": "integer"}, {"multipleOf": 0.5}]}, "oneOf", ""),  # 'not integer' beside a multipleOf
     ({"type": "string", "pattern": "(?=a)b"}, "pattern", ""),
     ({"$ref": "https://example.com/schema"}, "$ref", ""),
 ])
@@ -592,8 +593,11 @@ def test_if_without_then_or_else_constrains_nothing():
 
 def test_if_with_a_condition_whose_complement_is_not_built_is_refused():
     with pytest.raises(UnsupportedSchemaError) as info:
-        compile_schema_dfa({"if": {"multipleOf": 3}, "then": {"multipleOf": 2}}, SchemaOptions())
+        compile_schema_dfa({"if": {"enum": [[1, 2]]}, "then": {"multipleOf": 2}}, SchemaOptions())
     assert info.value.keyword == "if"
+    # a multipleOf condition is negated since session 16: the numbers that are no multiple
+    dfa = compile_schema_dfa({"if": {"multipleOf": 3}, "then": {"multipleOf": 2}}, SchemaOptions())
+    assert dfa.matches("6") and dfa.matches("4") and dfa.matches("6.0") and not dfa.matches("9")
 
 
 # ---- compile-time budget and the structures it keeps small ----------------------------------
@@ -935,6 +939,9 @@ def test_not_and_if_of_sub_schemas_against_oracle(negated):
 
 
 @pytest.mark.parametrize("negated", [
+    {"type": "integer"}, {"multipleOf": 2}, {"multipleOf": 0.25}, {"type": "integer", "multipleOf": 3},
+    {"multipleOf": 1.5, "maximum": 7},
+    {"if": {"multipleOf": 5}, "then": {"minimum": 10}},
     {"enum": [1, 2.5, "a", None]}, {"const": 0}, {"enum": [-3, 10, 7]}, {"enum": [3.25]},
     {"if": {"type": "string"}, "then": {"maxLength": 2}, "else": {"type": "number", "minimum": 3}},
     {"if": {"properties": {"a": {"const": "x"}}, "required": ["a"]}, "then": {"required": ["b"]}},
@@ -942,11 +949,13 @@ def test_not_and_if_of_sub_schemas_against_oracle(negated):
 ])
 def test_not_of_numeric_constants_and_conditions_against_oracle(negated):
     """Numbers outside a numeric ``enum``/``const`` are the exclusive intervals between its
-    values (written as bounded numbers are: without exponents); a failed ``if``/``then``/``else``
+    values, numbers failing ``multipleOf`` the writings of numbers minus those of its multiples
+    (both written as bounded numbers are: without exponents); a failed ``if``/``then``/``else``
     is the condition met with ``then`` failed, or missed with ``else`` failed."""
-    extra = [*NEGATION_EXTRA, 1.0, 2.5, 2.25, -0.0, -3, 9.5, 10.0, 11, 3.25, 3.5, {"a": "x", "b": 1}, {"a": "y"}]
+    extra = [*NEGATION_EXTRA, 1.0, 2.5, 2.25, -0.0, -3, 9.5, 10.0, 11, 3.25, 3.5, 4.5, 6, 6.0, 7.5, 9, 12, 20, -4,
+             {"a": "x", "b": 1}, {"a": "y"}]
     check_both_modes({"not": negated}, extra=extra, exponents=False)
-    check_both_modes({"oneOf": [negated, {"type": ["number", "string"], "maximum": 4, "maxLength": 1}]}, extra=extra,
+    check_both_modes({"oneOf": [negated, {"type": ["number", "string"], "maxLength": 1}]}, extra=extra,
                      exponents=False)
     for dialect in ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"):
         if not {"if", "const"} & set(negated) or "07" in dialect:  # neither keyword in draft-04
