@@ -883,25 +883,20 @@ class DFA(_Reading):
         :meth:`_product_reference` (same table, state for state)."""
         if dfa_product is None:
             return self._product_reference(other, keep_other_dead, max_states)
-        found = dfa_product(np.ascontiguousarray(self.transitions, dtype=np.int32),
-                            np.ascontiguousarray(other.transitions, dtype=np.int32),
-                            keep_other_dead, max_states)
-        if found is None:
-            raise states_exceeded(max_states)
-        table, first, second = found
-        _spend(table.shape[0])
-        acc = self.accepting[first]
-        seconds_accept = np.zeros(first.shape[0], dtype=bool)
-        live = second >= 0
-        seconds_accept[live] = other.accepting[second[live]]
-        acc = acc & ~seconds_accept if keep_other_dead else acc & seconds_accept
-        return _finalise(table, acc)
+        return self._from_pairs(other, keep_other_dead,
+                                state_pairs(self.transitions, other.transitions, max_states, keep_other_dead))
 
     def _product_reference(self, other: "DFA", keep_other_dead: bool, max_states: int) -> "DFA":
         """:meth:`_product` in Python: the fallback without the compiled kernels and the oracle
         of its differential test."""
-        table, first, second = _pairs_reference(self.transitions, other.transitions if not other.is_empty else None,
-                                                keep_other_dead, max_states)
+        return self._from_pairs(other, keep_other_dead, _pairs_reference(
+            self.transitions, other.transitions if not other.is_empty else None, keep_other_dead, max_states))
+
+    def _from_pairs(self, other: "DFA", keep_other_dead: bool,
+                    pairs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> "DFA":
+        """The product automaton of :meth:`_product` from its pairs (table, first and second
+        states), trimmed and minimised."""
+        table, first, second = pairs
         _spend(table.shape[0])
         acc = self.accepting[first]
         seconds_accept = np.zeros(first.shape[0], dtype=bool)
@@ -951,13 +946,14 @@ def _pairs_reference(a_t: np.ndarray, b_t: np.ndarray | None, keep_other_dead: b
     return np.stack(rows), first, second
 
 
-def state_pairs(a: np.ndarray, b: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The intersection of two tables as pairs (see :func:`_pairs_reference`): the compiled
-    walk when built. Past ``max_states`` pairs :class:`SchemaTooComplexError`."""
+def state_pairs(a: np.ndarray, b: np.ndarray, max_states: int,
+                keep_other_dead: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two tables' pairs of states (see :func:`_pairs_reference`): the compiled walk when
+    built. Past ``max_states`` pairs :class:`SchemaTooComplexError`."""
     if dfa_product is None:
-        return _pairs_reference(a, b, False, max_states)
+        return _pairs_reference(a, b if b.shape[0] else None, keep_other_dead, max_states)
     found = dfa_product(np.ascontiguousarray(a, dtype=np.int32), np.ascontiguousarray(b, dtype=np.int32),
-                       False, max_states)
+                       keep_other_dead, max_states)
     if found is None:
         raise states_exceeded(max_states)
     return found
