@@ -1990,9 +1990,11 @@ class SchemaCompiler:
 
     def _not_multiple(self, rest: dict, step_value: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """The numbers of ``rest`` that are no multiple of ``step_value``, written without
-        exponent (as bounded numbers are): every such writing of ``rest``'s numbers minus every
-        writing of a multiple (:func:`~enforcer.numbers.multiple_of`, trailing zeros included).
-        Built whole, within ``max_states``."""
+        exponent (as bounded numbers are) and divisible as written
+        (:data:`~enforcer.numbers.DIVISIBLE_AS_WRITTEN`, as positive ``multipleOf``): every such
+        writing of ``rest``'s numbers minus every writing of a multiple
+        (:func:`~enforcer.numbers.multiple_of`, trailing zeros included). Built whole, within
+        ``max_states``."""
         step = numbers.to_decimal(step_value)
         if step is None or step <= 0 or isinstance(step_value, bool):
             raise InvalidSchemaError(f"{pointer}/not", "'multipleOf' must be a number > 0")
@@ -2001,8 +2003,7 @@ class SchemaCompiler:
             raise UnsupportedSchemaError("not", pointer, "a multipleOf step too fine to negate exactly")
         limit = self.options.max_states
         with self._built_whole(), self._eager(pointer, "not"):
-            plain = compile_node(self.value(rest, pointer, depth, refs), limit).intersect(
-                compile_node(numbers.bounded_number(None, None, False), limit), limit)
+            plain = compile_node(self.value(rest, pointer, depth, refs), limit).intersect(_divisible_as_written(), limit)
             dfa = plain.difference(compile_node(multiples, limit), limit)
         return Embedded(dfa) if not dfa.is_empty else NOTHING
 
@@ -2243,6 +2244,7 @@ class SchemaCompiler:
             with self._eager(pointer, "multipleOf"):
                 dfa = compile_node(node, self.options.max_states).intersect(compile_node(mult, self.options.max_states),
                                                                             self.options.max_states)
+                dfa = dfa.intersect(_divisible_as_written(), self.options.max_states)
             node = Embedded(dfa) if not dfa.is_empty else NOTHING
         return node
 
@@ -3242,6 +3244,13 @@ RAW_CHAR_ANY: Node = json_string_char(((0, 0x10FFFF),), escapes="raw")
 """Any one character as raw UTF-8."""
 _STRING_CHAR_DFA: dict[bool, DFA] = {}
 
+
+
+@lru_cache(maxsize=1)
+def _divisible_as_written() -> DFA:
+    """:data:`~enforcer.numbers.DIVISIBLE_AS_WRITTEN` as a table (made once per process, like
+    the format automata)."""
+    return compile_node(numbers.DIVISIBLE_AS_WRITTEN)
 
 def _string_char_dfa(raw: bool = False) -> DFA:
     """The DFA of one encoded (or ``raw``) string character (built once)."""

@@ -67,6 +67,21 @@ non-zero fraction digit, in at most ``DOUBLE_DIGITS`` digits (longer ones are re
 parse to an integer)."""
 
 
+def _precise() -> Node:
+    parts = [seq(_digit_between(0, 9), literal("."), repeat(DIGIT, 1, DOUBLE_DIGITS - 1))]
+    for k in range(2, DOUBLE_DIGITS):
+        parts.append(seq(NONZERO, repeat(DIGIT, k - 1, k - 1), literal("."), repeat(DIGIT, 1, DOUBLE_DIGITS - k)))
+    return seq(optional(literal("-")), alt(_INT_DIGITS, *parts))
+
+
+DIVISIBLE_AS_WRITTEN: Node = _precise()
+"""Numbers whose divisibility a parser sees as written: integers without a fraction part (JSON
+parsers that keep integers exact) and numbers with one in at most ``DOUBLE_DIGITS`` digits (the
+double nearest them is as far from a multiple as they are; 20 digits with a fraction part may
+parse to a double that is a multiple where the number is not, or the reverse). ``multipleOf``
+and its negation accept only these."""
+
+
 # ---- unsigned integer parts (canonical: no leading zeros) ----------------------------------
 
 

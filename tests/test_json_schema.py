@@ -1170,3 +1170,26 @@ def test_disjoint_patterns_take_one_key_language_each():
     validator = jsonschema.Draft202012Validator(schema)
     for value in ({"a1": "x", "b1": 2, "z": None}, {"a1": 1}, {"b": "x"}, {"f": 3, "e": "y"}, {"z": 1}):
         assert dfa.matches(json.dumps(value)) == validator.is_valid(value), value
+
+
+def test_multiple_of_takes_only_numbers_divisible_as_written():
+    """A number with a fraction part past 15 digits parses to a double whose divisibility may
+    differ from the number's (28838806836010355360.00 is a multiple of 5, its double is not):
+    multipleOf and its negation take such numbers nowhere, integers without a fraction part at
+    any length (parsers keep them exact). Checked against jsonschema on the parsed values."""
+    import random
+
+    positive = compile_schema_dfa({"type": "number", "multipleOf": 5}, SchemaOptions())
+    negative = compile_schema_dfa({"not": {"multipleOf": 3}}, SchemaOptions())
+    assert positive.matches("28838806836010355360") and not positive.matches("28838806836010355360.00")
+    assert positive.matches("12345678901230.0") and not positive.matches("123456789012345.0")
+    assert negative.matches("28838806836010355362") and not negative.matches("28838806836010355362.00")
+    rng = random.Random(16)
+    for schema, dfa in (({"multipleOf": 5}, positive), ({"not": {"multipleOf": 3}}, negative)):
+        validator = jsonschema.Draft202012Validator(schema)
+        for _ in range(400):
+            digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 24))).lstrip("0") or "0"
+            point = rng.randint(0, len(digits))
+            text = digits if point == len(digits) else f"{digits[:point] or '0'}.{digits[point:]}"
+            if dfa.matches(text):
+                assert validator.is_valid(json.loads(text)), text
