@@ -1119,11 +1119,11 @@ class CountedProduct:
         """The slots as one automaton without the count (targets modulo ``p``; slot 0 starts;
         accepting: a pattern end between units): within copies where every slot lives (see
         :attr:`full_run`) a walk reads exactly as this does."""
-        full = copies.all(axis=1)
-        run = np.zeros(maximum + 2, dtype=np.int64)
-        for k in range(maximum, -1, -1):  # consecutive copies where every slot lives, from each
-            run[k] = run[k + 1] + 1 if full[k] else 0
-        self.full_run = run[:-1]
+        # per copy, how many consecutive copies from it have every slot live (up to the next that
+        # does not, or past the last)
+        index = np.arange(maximum + 1)
+        stops = np.where(copies.all(axis=1), maximum + 1, index)
+        self.full_run = np.minimum.accumulate(stops[::-1])[::-1] - index
         for part in (self.step, self.live, self._accepting, self.full_run):
             part.setflags(write=False)
         self._content_key: bytes | None = None
