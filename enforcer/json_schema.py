@@ -1518,18 +1518,6 @@ class SchemaCompiler:
             return [{"type": json_type, opposite: value + step}] if value + step >= 0 else []
         if key in ("const", "enum"):
             return self._constant_failures([value] if key == "const" else value)
-        if key == "if":  # the condition met and ``then`` failed, or failed and ``else`` failed
-            met, fail_then, fail_else = (self._failures(condition.get(k, True), f"{pointer}/{k}", entered)
-                                         for k in ("if", "then", "else"))
-            missed = self._failures(value, f"{pointer}/if", entered)
-            if met is None or fail_then is None or fail_else is None or missed is None:
-                return None
-            failures = [{"allOf": [value, _any_of_schema(fail_then)]}] if fail_then else []
-            if fail_else and missed:
-                failures.append({"allOf": [_any_of_schema(missed), _any_of_schema(fail_else)]})
-            return failures
-        if key in ("then", "else"):
-            return []  # read with ``if`` (without it, :func:`_active_conditional` drops them)
         if key == "multipleOf":  # a number that is no multiple (written without exponent)
             step = numbers.to_decimal(value)
             return [{"type": "number", "not": {key: value}}] \
