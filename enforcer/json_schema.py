@@ -2293,9 +2293,7 @@ class SchemaCompiler:
             return constraints[0]
         if body is None:
             with self._eager(pointer, keyword):
-                dfa = compile_node(constraints[0], self.options.max_states)
-                for c in constraints[1:]:
-                    dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+                dfa = self._intersected(constraints)
             body = Embedded(dfa) if not dfa.is_empty else NOTHING
         if key is not None:
             self._string_products[key] = body
@@ -2308,9 +2306,7 @@ class SchemaCompiler:
         the constraints intersected whole (small: they do not count), the length kept as a
         count. None where that form is not exact; the caller then intersects whole."""
         with self._eager(pointer, keyword):
-            content = compile_node(constraints[0], self.options.max_states)
-            for c in constraints[1:]:
-                content = content.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+            content = self._intersected(constraints)
             if content.is_empty:
                 return NOTHING
             counted = CountedDFA(_string_char_dfa(raw), min_len, max_len)
@@ -2322,6 +2318,13 @@ class SchemaCompiler:
         node = Embedded(product)
         self._within_budget(nfa_budget_size(node), pointer, f"maxLength {max_len}", "maxLength")
         return node
+
+    def _intersected(self, constraints: list[Node]) -> DFA:
+        """The strings every one of ``constraints`` accepts, built whole within ``max_states``."""
+        dfa = compile_node(constraints[0], self.options.max_states)
+        for c in constraints[1:]:
+            dfa = dfa.intersect(compile_node(c, self.options.max_states), self.options.max_states)
+        return dfa
 
     def _failing_content(self, negated: dict, pointer: str, raw: bool) -> Node:
         """The bodies of the strings whose content fails ``negated`` (its ``pattern`` and
@@ -3233,12 +3236,12 @@ RAW_CHAR_ANY: Node = json_string_char(((0, 0x10FFFF),), escapes="raw")
 _STRING_CHAR_DFA: dict[bool, DFA] = {}
 
 
-
 @lru_cache(maxsize=1)
 def _divisible_as_written() -> DFA:
     """:data:`~enforcer.numbers.DIVISIBLE_AS_WRITTEN` as a table (made once per process, like
     the format automata)."""
     return compile_node(numbers.DIVISIBLE_AS_WRITTEN)
+
 
 def _string_char_dfa(raw: bool = False) -> DFA:
     """The DFA of one encoded (or ``raw``) string character (built once)."""

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .automaton import (DFA, AutomatonBudgetError, Block, CountedDFA, CountedProduct, LazyDFA, codepoints, compile_node, concat_ranges,
-                        counted_repeat, star)
+from .automaton import (DFA, AutomatonBudgetError, Block, CountedDFA, CountedProduct, LazyDFA, codepoints, compile_node,
+                        concat_ranges, counted_repeat, star)
 from .lru import LRU
 from .vocabulary import Vocabulary
 
