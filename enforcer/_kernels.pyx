@@ -1436,6 +1436,63 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     return order_arr[:found]
 
 
+
+def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, Py_ssize_t minimise_limit):
+    """:func:`enforcer.automaton._finalise` in one call: the states of ``trans`` that are live
+    (:func:`live_order`), renumbered in that order, then, for at most ``minimise_limit`` of
+    them, merged into Moore's classes (:func:`moore_classes`, numbered by first appearance,
+    each class the row of its first state). Returns ``(table int32[m, 256], accepting
+    bool[m])``, or None when the start cannot reach acceptance. The same table, state for
+    state, as the numpy path; a small automaton pays one call instead of a dozen numpy
+    calls (a tenth of the cost at 10 states). Cost linear in the table per refinement round."""
+    cdef Py_ssize_t n = trans.shape[0], m, k, b, c, num
+    cdef int32_t t
+    if accepting.shape[0] != n:
+        raise ValueError("one accepting flag per state")
+    order_arr = live_order(trans, accepting)
+    if order_arr is None:
+        return None
+    cdef const int32_t[::1] order = order_arr
+    m = order.shape[0]
+    remap_arr = np.full(n, -1, dtype=np.int32)
+    kept_arr = np.empty((m, 256), dtype=np.int32)
+    kept_acc_arr = np.empty(m, dtype=np.bool_)
+    cdef int32_t[::1] remap = remap_arr
+    cdef int32_t[:, ::1] kept = kept_arr
+    cdef uint8_t[::1] kept_acc = kept_acc_arr.view(np.uint8)
+    with nogil:
+        for k in range(m):
+            remap[order[k]] = <int32_t>k
+        for k in range(m):
+            kept_acc[k] = accepting[order[k]] != 0
+            for b in range(256):
+                t = trans[order[k], b]
+                kept[k, b] = remap[t] if t >= 0 else -1
+    if m > minimise_limit:
+        return kept_arr, kept_acc_arr
+    classes_arr = moore_classes(kept_arr, kept_acc_arr.view(np.uint8))
+    cdef const int32_t[::1] classes = classes_arr
+    num = 0
+    for k in range(m):
+        if classes[k] + 1 > num:
+            num = classes[k] + 1
+    if num == m:
+        return kept_arr, kept_acc_arr
+    table_arr = np.empty((num, 256), dtype=np.int32)
+    acc_arr = np.empty(num, dtype=np.bool_)
+    cdef int32_t[:, ::1] table = table_arr
+    cdef uint8_t[::1] acc = acc_arr.view(np.uint8)
+    with nogil:
+        c = 0
+        for k in range(m):  # classes appear in order: the first state of each is its row
+            if classes[k] == c:
+                acc[c] = kept_acc[k]
+                for b in range(256):
+                    t = kept[k, b]
+                    table[c, b] = classes[t] if t >= 0 else -1
+                c += 1
+    return table_arr, acc_arr
+
 # --------------------------------------------------------------------------------------------
 # Token trie
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from math import gcd
 
-from .automaton import (EPSILON, NOTHING, Embedded, Graph, Node, alt, byte_set, compile_node, literal,
+from .automaton import (EPSILON, NOTHING, Embedded, Graph, Node, alt, byte_set, intersect_nodes, literal,
                         optional, plus, repeat, seq, star)
 
 DIGIT = byte_set([(0x30, 0x39)])
@@ -223,7 +223,7 @@ def bounded_number(lower: tuple[Decimal, bool] | None, upper: tuple[Decimal, boo
         return INTEGER if integer else seq(optional(literal("-")), _INT_DIGITS, optional(_FRACTION))
     if len(constraints) == 1:
         return constraints[0]
-    dfa = compile_node(constraints[0]).intersect(compile_node(constraints[1]))
+    dfa = intersect_nodes(constraints[0], constraints[1])
     return Embedded(dfa) if not dfa.is_empty else NOTHING
 
 

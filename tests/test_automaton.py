@@ -381,6 +381,49 @@ def test_compiled_live_order_is_the_reference() -> None:
 
 
 
+
+def test_compiled_finalise_is_the_numpy_passes() -> None:
+    # trim, renumber and minimise in one compiled call against the numpy passes it replaces: the
+    # same table state for state (random tables with dead and unreachable states, one or two
+    # acceptance classes, below and above the minimisation limit) and the empty automaton when
+    # the start cannot reach acceptance
+    from enforcer.automaton import MINIMISE_LIMIT, _finalise, _live_order, finalised_table
+
+    if finalised_table is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(13)
+    checked = merged = 0
+    for n in (1, 2, 9, 60, MINIMISE_LIMIT + 40):
+        for live_share in (0.2, 0.6, 1.0):
+            for accepting_share in (0.0, 0.1, 0.6):
+                # a small automaton blown up into copies of its states, each edge to any copy
+                # of its target: states merge back (plus dead and unreachable states)
+                small = max(1, n // 4)
+                alphabet = rng.integers(0, 256, size=4)
+                base = np.full((small, 256), -1, dtype=np.int64)
+                base[:, alphabet] = np.where(rng.random((small, 4)) < live_share,
+                                             rng.integers(0, small, size=(small, 4)), -1)
+                original = rng.integers(0, small, size=n)  # the state each copy copies
+                original[0] = 0
+                copies = [np.flatnonzero(original == k) for k in range(small)]
+                table = np.full((n, 256), -1, dtype=np.int32)
+                for state in range(n):
+                    for byte in alphabet:
+                        target = base[original[state], byte]
+                        if target >= 0 and len(copies[target]):
+                            table[state, byte] = rng.choice(copies[target])
+                accepting = (rng.random(small) < accepting_share)[original]
+                for minimise in (True, False):
+                    fast = _finalise(table, accepting, minimise)
+                    slow = _finalise(table, accepting, minimise, compiled=False)
+                    assert np.array_equal(fast.transitions, slow.transitions)
+                    assert np.array_equal(fast.accepting, slow.accepting)
+                    assert fast.accepting.dtype == slow.accepting.dtype == bool
+                    checked += not slow.is_empty
+                    merged += minimise and 0 < slow.num_states < len(_live_order(table, accepting))
+    assert checked > 20 and merged > 5
+
+
 def _by_first_appearance(classes: np.ndarray) -> list[int]:
     """A partition's classes renumbered in order of first appearance (equal partitions, equal lists)."""
     seen: dict[int, int] = {}
