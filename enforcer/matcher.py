@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
+import weakref
 from dataclasses import fields
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -52,18 +53,52 @@ def check_bitmask(bitmask: Any, index: Any, words: int) -> int:
     return row
 
 
+class _CheckedBitmask(NamedTuple):
+    """The last bitmask :func:`write_bitmask_row` checked, and the numpy array its rows are
+    written to (the array itself, or a CPU tensor's view)."""
+
+    owner: weakref.ref
+    data_ptr: int
+    shape: tuple
+    rows: np.ndarray
+
+
+_last_checked: _CheckedBitmask | None = None
+"""A decode loop fills the same bitmask at every step: the last one checked is remembered (by
+weak reference, with its shape and a tensor's data pointer, so a tensor resized or given other
+storage in place is checked again), which saves the checks and the tensor-to-numpy view, about
+a microsecond of the two a step takes. Dropped with its bitmask."""
+
+
+def _forget(owner: weakref.ref) -> None:
+    global _last_checked
+    last = _last_checked
+    if last is not None and last.owner is owner:
+        _last_checked = None
+
+
 def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray) -> None:
     """Copy packed ``words`` into row ``index`` of a numpy or torch int32 bitmask of
     ``words.shape[0]`` columns (checked by :func:`check_bitmask`). A CPU tensor is written
     through its numpy view (about a microsecond for 150k ids); a tensor on another device gets
     one host-to-device copy."""
+    global _last_checked
+    last = _last_checked
+    if last is not None and last.owner() is bitmask and type(index) is int and 0 <= index < last.shape[0] \
+            and last.shape[1] == words.shape[0] and tuple(bitmask.shape) == last.shape \
+            and (last.data_ptr < 0 or bitmask.data_ptr() == last.data_ptr):
+        last.rows[index] = words
+        return
     index = check_bitmask(bitmask, index, words.shape[0])
     if isinstance(bitmask, np.ndarray):
-        bitmask[index] = words
+        rows, data_ptr = bitmask, -1  # an array keeps its buffer while its shape stays
     elif bitmask.is_cpu:
-        bitmask.numpy()[index] = words
+        rows, data_ptr = bitmask.numpy(), bitmask.data_ptr()
     else:
         bitmask[index].copy_(sys.modules["torch"].from_numpy(np.array(words)))
+        return
+    rows[index] = words
+    _last_checked = _CheckedBitmask(weakref.ref(bitmask, _forget), data_ptr, tuple(bitmask.shape), rows)
 
 
 class CompiledSchema:

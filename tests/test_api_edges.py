@@ -197,6 +197,36 @@ def test_fill_bitmask_refuses_an_index_that_is_not_a_row(make: Callable[[], Any]
     assert bitmask[0].any() and bitmask[1].any()
 
 
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_fill_bitmask_checks_a_reused_buffer_as_a_new_one(make: Callable[[], Any], kind: str) -> None:
+    # a bitmask filled before is remembered (no checks, no tensor-to-numpy view at the next step):
+    # a wrong row, a matcher of another width or a tensor given other storage in place must
+    # still be refused or written where they belong
+    matcher = make()
+    words = (matcher_vocab(matcher).vocab_size + 31) // 32
+    bitmask = np.zeros((2, words), np.int32) if kind == "numpy" else torch.zeros((2, words), dtype=torch.int32)
+    matcher.fill_bitmask(bitmask, 1)
+    expected = (bitmask[1].numpy() if kind == "torch" else bitmask[1]).copy()
+    assert expected.any() and not bitmask[0].any()
+    for bad in (2, -1, True, None):
+        with pytest.raises(ValueError, match="index must be an int in \\[0, 2\\)"):
+            matcher.fill_bitmask(bitmask, bad)
+    assert not bitmask[0].any()
+    narrow = compile_json_schema({"type": "integer"}, Vocabulary.from_token_bytes([b"1", b"2"])).matcher()
+    with pytest.raises(ValueError, match="bitmask must have shape"):
+        narrow.fill_bitmask(bitmask, 0)
+    assert not bitmask[0].any()
+    if kind == "torch":
+        before = bitmask.numpy()
+        bitmask.set_(torch.zeros((2, words), dtype=torch.int32))  # same shape, other storage
+        matcher.fill_bitmask(bitmask, 0)
+        assert np.array_equal(bitmask[0].numpy(), expected) and not before[0].any()
+    else:
+        matcher.fill_bitmask(bitmask, 0)
+        assert np.array_equal(bitmask[0], expected)
+
+
 def test_stop_ids_follow_the_same_contract(kimi_vocab: Vocabulary) -> None:
     compiled = compile_json_schema({"type": "integer"}, kimi_vocab)
     eos = kimi_vocab.token_id("<|im_end|>")
