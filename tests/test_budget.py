@@ -209,3 +209,42 @@ def test_a_value_compiled_again_with_recursion_cut_earlier_keeps_the_nodes_no_cu
     direct = SchemaCompiler(schema, SchemaOptions(max_nfa_states=1_500, max_recursion=2)).compile()
     assert nfa_size(node) == nfa_size(direct) == 951
     assert compile_node(node).content_key == compile_node(direct).content_key
+
+
+def _attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool, int]]:
+    """The settings of each attempt at the outermost value (free-form depth, blocks, recursion)."""
+    seen: list[tuple[int, bool, int]] = []
+    original = SchemaCompiler._sub_value
+
+    def counting(self: SchemaCompiler, sub: Any, pointer: str, depth: int, refs: Any) -> Any:
+        if self._nesting == 0:
+            seen.append((self.free_form_depth, self._free_form_blocks, self.max_recursion))
+        return original(self, sub, pointer, depth, refs)
+
+    monkeypatch.setattr(SchemaCompiler, "_sub_value", counting)
+    return seen
+
+
+def test_a_value_over_budget_at_the_cheapest_settings_is_refused_after_two_attempts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recursion and a free-form value over budget: the fallbacks would try blocks, then one
+    expansion less (three attempts, WashingtonPost's refusals took 1.5 s); the second attempt is
+    the cheapest settings, over budget too, so the value is refused there, as the last fallback
+    would have refused it."""
+    schema = {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}, "c": {"$ref": "#"}, "f": {}}}
+    seen = _attempts(monkeypatch)
+    with pytest.raises(SchemaTooComplexError, match="max_nfa_states"):
+        SchemaCompiler(schema, SchemaOptions(max_nfa_states=400)).compile()
+    assert seen == [(4, False, 3), (4, True, 2)]
+
+
+def test_a_value_that_fits_at_the_cheapest_settings_takes_the_richest_fallback_that_fits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cheapest settings fit: the fallbacks go on from the first attempt as before, and the
+    value is the one the first settings that fit build (free-form values 6 deep, not 4)."""
+    schema = {"type": "object", "properties": {"a": {}}}
+    seen = _attempts(monkeypatch)
+    probed = SchemaCompiler(schema, SchemaOptions(free_form_depth=8, max_nfa_states=50_000)).compile()
+    assert seen == [(8, False, 3), (4, True, 2), (6, False, 3)]
+    direct = SchemaCompiler(schema, SchemaOptions(free_form_depth=6)).compile()
+    assert compile_node(probed).content_key == compile_node(direct).content_key
