@@ -85,7 +85,7 @@ def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray) -> None:
     global _last_checked
     last = _last_checked
     if last is not None and last.owner() is bitmask and type(index) is int and 0 <= index < last.shape[0] \
-            and last.shape[1] == words.shape[0] and tuple(bitmask.shape) == last.shape \
+            and last.shape[1] == words.shape[0] and bitmask.shape == last.shape \
             and (last.data_ptr < 0 or bitmask.data_ptr() == last.data_ptr):
         last.rows[index] = words
         return
