@@ -412,6 +412,99 @@ def test_tensor_path_matches_the_numpy_path(kimi_tokenizer: Any, kimi_vocab: Voc
     assert all(finite[torch.float32])
 
 
+# Scores on an accelerator: these run where CUDA is (the project's device checks), and are
+# skipped elsewhere. The CPU tests above drive the same path with other dtypes.
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _two_row_turns(tokenizer: Any) -> tuple[list[int], list[list[int]]]:
+    """A prompt, and two turns of one length: a K2 call (forced markers, a header, JSON
+    arguments: sparse and dense masks) and plain text (the free-text mask)."""
+    prompt = _encode(tokenizer, PROMPTS[:1])["input_ids"][0].tolist()
+    turn = f'{k2.SECTION_BEGIN}{k2.CALL_BEGIN}functions.get_weather:0{k2.ARGUMENT_BEGIN}{{"city": "Tokyo"}}'
+    call = tokenizer(turn, add_special_tokens=False)["input_ids"]
+    text = tokenizer(" ".join(["It is sunny in Paris today, and warm."] * 8), add_special_tokens=False)["input_ids"]
+    return prompt, [call, text[:len(call)]]
+
+
+def _masked_like_the_host_path(tokenizer: Any, vocab: Vocabulary, dtype: torch.dtype, width: int,
+                               masked: Any) -> ToolCallLogitsProcessor:
+    """Teacher-force :func:`_two_row_turns` through a host float32 processor and through
+    ``masked(processor, ids, scores)`` (another path); at every step the same finite columns,
+    the kept scores unchanged. Returns the other path's processor."""
+    prompt, turns = _two_row_turns(tokenizer)
+    host = ToolCallLogitsProcessor(tokenizer, TOOLS, tool_choice="auto", vocabulary=vocab)
+    other = ToolCallLogitsProcessor(tokenizer, TOOLS, tool_choice="auto", vocabulary=vocab)
+    generator = torch.Generator().manual_seed(0)
+    rows = [prompt, prompt]
+    for step in range(len(turns[0]) + 1):
+        scores = torch.randn(2, width, generator=generator).to(dtype)
+        expected = host(torch.tensor(rows), scores.float())
+        out = masked(other, rows, scores)
+        assert out.dtype == dtype and out.shape == scores.shape
+        out = out.cpu()
+        kept = torch.isfinite(expected)
+        assert torch.equal(torch.isfinite(out), kept)
+        assert torch.equal(out[kept], scores[kept])
+        assert kept.any(dim=1).all() and not kept[:, vocab.vocab_size:].any()
+        if step < len(turns[0]):
+            rows = [row + [turn[step]] for row, turn in zip(rows, turns)]
+    assert host.errors == other.errors == [None, None]
+    return other
+
+
+@pytest.mark.parametrize("width_past_ids", [0, 40])
+def test_accelerator_path_arithmetic_on_host_tensors(kimi_tokenizer: Any, kimi_vocab: Vocabulary,
+                                                     width_past_ids: int) -> None:
+    """The accelerator path (bitmask unpacked by torch ops, one ``torch.where``) run on host
+    tensors, so that it is checked where no accelerator is: logits as wide as the ids and
+    padded past the bitmask's last word."""
+    def masked(proc: ToolCallLogitsProcessor, rows: list[list[int]], scores: torch.Tensor) -> torch.Tensor:
+        if proc._seen is None:  # the first step: what a processor starting on an accelerator sets up
+            proc._start(torch.tensor(rows), scores)
+            proc._start_on_device(scores)
+            proc._seen = torch.tensor(rows)
+        else:
+            proc._advance(torch.tensor(rows))
+            proc._seen = torch.tensor(rows)
+        proc._fill()
+        return proc._masked_on_device(scores)
+
+    _masked_like_the_host_path(kimi_tokenizer, kimi_vocab, torch.bfloat16, kimi_vocab.vocab_size + width_past_ids,
+                               masked)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_cuda_scores_are_masked_like_host_scores(kimi_tokenizer: Any, kimi_vocab: Vocabulary,
+                                                 dtype: torch.dtype) -> None:
+    """Two rows (a call, free text) over padded logits on the GPU: the same finite columns as
+    the host float32 path, the kept scores unchanged, the result on the GPU."""
+    def masked(proc: ToolCallLogitsProcessor, rows: list[list[int]], scores: torch.Tensor) -> torch.Tensor:
+        out = proc(torch.tensor(rows, device="cuda"), scores.cuda())
+        assert out.device.type == "cuda"
+        return out
+
+    proc = _masked_like_the_host_path(kimi_tokenizer, kimi_vocab, dtype, kimi_vocab.vocab_size + 40, masked)
+    assert proc._bitmask.flags.c_contiguous and proc.stats.sparse_rows == proc.stats.bias_misses == 0
+
+
+@needs_cuda
+def test_generate_on_cuda(kimi_tokenizer: Any, kimi_vocab: Vocabulary) -> None:
+    """generate() with the model on the GPU, greedy, two left-padded rows, a call required."""
+    model = tiny_llama(kimi_tokenizer, 0).to("cuda")
+    proc = ToolCallLogitsProcessor(kimi_tokenizer, TOOLS, tool_choice="required", parallel_tool_calls=False,
+                                   vocabulary=kimi_vocab)
+    enc = {name: tensor.cuda() for name, tensor in _encode(kimi_tokenizer, PROMPTS).items()}
+    with torch.inference_mode():
+        out = model.generate(**enc, logits_processor=LogitsProcessorList([proc]), do_sample=False,
+                             eos_token_id=proc.stop_token_ids, pad_token_id=kimi_tokenizer.pad_token_id,
+                             max_new_tokens=MAX_NEW)
+    for row, ids in enumerate(out[:, enc["input_ids"].shape[1]:].tolist()):
+        assert len(_check_turn(ids, kimi_vocab)["tool_calls"]) == 1
+        _check_matcher_ended(proc, row, kimi_vocab)
+
+
 # --------------------------------------------------------------------------------------------
 # Kimi K3 (XTML): the same processor with format="kimi_k3" on the K3-shaped tokenizer. Prompts
 # come from encode_chat (control tokens by id); the generation prompt opens the think block
