@@ -464,6 +464,26 @@ def test_one_of_with_overlapping_branches_is_each_branch_without_the_others(sche
             assert not dfa.matches(text) or validator.is_valid(value), f"accepted invalid {text!r}"
 
 
+
+def _required_pairs(n: int) -> list[dict]:
+    """``n`` branches each requiring two keys of its own: failing one takes two ways (either key
+    absent), so a branch beside ``k`` others has ``2**k`` combinations of ways."""
+    return [{"required": [f"a{i}", f"b{i}"]} for i in range(n)]
+
+
+def test_one_of_is_refused_once_a_branch_passes_the_combinations_bound():
+    """Five overlapping branches compile (16 combinations each); six are refused, naming the
+    branch and the count, as soon as the bound is passed: the pairs after that point are never
+    examined (a later branch, not negated exactly, would otherwise be met and named first; JSON
+    Schema Store's cityjson, 32 branches: 3.9 s before its refusal, 0.1 s since)."""
+    compile_schema_dfa({"type": "object", "oneOf": _required_pairs(5)}, SchemaOptions(strict=False))
+    not_negated = {"propertyNames": {"maxLength": 3}}
+    with pytest.raises(UnsupportedSchemaError, match="branch 1 is not negated exactly"):
+        compile_schema_dfa({"type": "object", "oneOf": [*_required_pairs(1), not_negated]}, SchemaOptions(strict=False))
+    with pytest.raises(UnsupportedSchemaError, match=r"branch 0 may share values with 5 other branches or more, "
+                                                     r"and failing them all takes 32 combinations"):
+        compile_schema_dfa({"type": "object", "oneOf": [*_required_pairs(6), not_negated]}, SchemaOptions(strict=False))
+
 @pytest.mark.parametrize("schema", [
     {"allOf": [{"enum": ["foo", 1, 2.5, None]}, {"not": {"not": {"not": {"type": "integer"}}}}]},  # Synthesized
     {"enum": [[1, 2], [1, 1], "x", []], "uniqueItems": True},
