@@ -1081,8 +1081,12 @@ class CountedDFA:
 
 
 MAX_PRODUCT_BLOCK_STATES = 1 << 21
-"""States (copies times period) past which a length-bounded pattern is intersected whole instead
-(the compiled subset construction keeps about 30 bytes per embedded state)."""
+"""States (copies times period) past which a length-bounded pattern is refused (the compiled
+subset construction keeps about 30 bytes per embedded state). Its whole intersection would be
+about as many states as the product's slots reachable at each count, so past ten times
+``max_states``: every jsonschemabench schema with such a product was refused there, after up to
+1.5 s (``format: uri-reference`` with ``maxLength: 2000``, 1,350 slots; a 9,700-slot pattern
+with ``maxLength: 500``)."""
 
 EAGER_PRODUCT_STATES = 4096
 """Up to this many states (copies times pairs) a length-bounded pattern is intersected whole: a
@@ -1133,18 +1137,23 @@ class CountedProduct:
     def of(cls, counted: CountedDFA, pattern: DFA, max_states: int) -> "CountedProduct | DFA | None":
         """The product of ``counted`` and ``pattern``; the empty :class:`DFA` when no string of
         the bounds matches; None when a whole intersection is as cheap
-        (:data:`EAGER_PRODUCT_STATES`) or this form too large (:data:`MAX_PRODUCT_BLOCK_STATES`,
-        or unit counts that do not repeat within :data:`MAX_COUNT_LAYERS`): the caller then
-        intersects whole. Cost: the pairs of one unit's strings (at most ``max_states``, else
-        :class:`SchemaTooComplexError`), a few vectorised passes per count until the slots that
-        end repeat, then ``num_states`` flags."""
+        (:data:`EAGER_PRODUCT_STATES`) or unit counts do not repeat within
+        :data:`MAX_COUNT_LAYERS`: the caller then intersects whole. Past
+        :data:`MAX_PRODUCT_BLOCK_STATES` states :class:`SchemaTooComplexError` (without a
+        pointer: the caller names it). Cost: the pairs of one unit's strings (at most
+        ``max_states``, else :class:`SchemaTooComplexError`), a few vectorised passes per count
+        until the slots that end repeat, then ``num_states`` flags."""
         q = counted.period
         if (counted.step == 0).any():  # the unit re-enters its start: no slot marks a unit's end
             return None
         unit_loop = np.where(counted.step == q, 0, counted.step).astype(np.int32)
         table, first, second = state_pairs(unit_loop, pattern.transitions, max_states)
         n = table.shape[0]
-        if (counted.maximum + 1) * n <= EAGER_PRODUCT_STATES or (counted.maximum + 1) * n > MAX_PRODUCT_BLOCK_STATES:
+        states = (counted.maximum + 1) * n
+        if states > MAX_PRODUCT_BLOCK_STATES:
+            raise SchemaTooComplexError(f"{states:,} counted states ({counted.maximum + 1:,} counts times {n:,} "
+                                        "pattern slots)", budget=f"MAX_PRODUCT_BLOCK_STATES={MAX_PRODUCT_BLOCK_STATES}")
+        if states <= EAGER_PRODUCT_STATES:
             return None
         _spend(n)
         completes = (table >= 0) & (first[np.maximum(table, 0)] == 0)

@@ -2359,7 +2359,13 @@ class SchemaCompiler:
             if content.is_empty:
                 return NOTHING
             counted = CountedDFA(_string_char_dfa(raw), min_len, max_len)
-            product = CountedProduct.of(counted, content, self.options.max_states)
+            try:
+                product = CountedProduct.of(counted, content, self.options.max_states)
+            except SchemaTooComplexError as exc:
+                if not exc.budget.startswith("MAX_PRODUCT_BLOCK_STATES"):
+                    raise
+                raise SchemaTooComplexError(f"maxLength {max_len} with a pattern or format needs {exc.reason}",
+                                            pointer, exc.budget, "maxLength") from None
         if product is None:
             return None
         if product.is_empty:

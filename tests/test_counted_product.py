@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from enforcer import automaton, clear_cache, compile_json_schema
+from enforcer import SchemaTooComplexError, automaton, clear_cache, compile_json_schema
 from enforcer.automaton import DFA, CountedDFA, CountedProduct, Embedded, LazyDFA, _Determiniser, compile_node
 from enforcer.json_schema import SchemaCompiler, SchemaOptions, _string_char_dfa
 
@@ -178,3 +178,18 @@ def test_lazy_and_whole_products_give_the_same_masks(monkeypatch, kimi_tokenizer
         masks.append(per_stream)
     for lazy_rows, whole_rows in zip(*masks):
         assert all(np.array_equal(a, b) for a, b in zip(lazy_rows, whole_rows))
+
+
+def test_a_counted_product_past_its_block_budget_is_refused_at_once() -> None:
+    """``format: uri-reference`` (1,350 slots) with ``maxLength: 2000``: 2.7 million counted
+    states, past ``MAX_PRODUCT_BLOCK_STATES``. Refused there, naming the keyword, the pointer and
+    the budget, instead of intersecting whole up to ``max_states`` first (1.6 s to the same
+    refusal before; jsonschemabench had 6 such schemas, all refused)."""
+    schema = {"type": "object", "properties": {"link": {"type": "string", "format": "uri-reference",
+                                                        "maxLength": 2000}}}
+    with pytest.raises(SchemaTooComplexError) as caught:
+        SchemaCompiler(schema, SchemaOptions()).compile()
+    error = caught.value
+    assert error.pointer == "/properties/link" and error.keyword == "maxLength"
+    assert error.budget == f"MAX_PRODUCT_BLOCK_STATES={automaton.MAX_PRODUCT_BLOCK_STATES}"
+    assert "maxLength 2000 with a pattern or format needs 2,701,350 counted states" in str(error)
