@@ -1082,11 +1082,11 @@ class CountedDFA:
 
 MAX_PRODUCT_BLOCK_STATES = 1 << 21
 """States (copies times period) past which a length-bounded pattern is refused (the compiled
-subset construction keeps about 30 bytes per embedded state). Its whole intersection would be
-about as many states as the product's slots reachable at each count, so past ten times
-``max_states``: every jsonschemabench schema with such a product was refused there, after up to
-1.5 s (``format: uri-reference`` with ``maxLength: 2000``, 1,350 slots; a 9,700-slot pattern
-with ``maxLength: 500``)."""
+subset construction keeps about 30 bytes per embedded state). Intersected whole instead, it
+would hold the slots reachable at each count, ten times ``max_states`` and more: every
+jsonschemabench schema with such a product was refused there, after up to 1.5 s (``format:
+uri-reference`` with ``maxLength: 2000``, 1,350 slots; a 9,700-slot pattern with
+``maxLength: 500``)."""
 
 EAGER_PRODUCT_STATES = 4096
 """Up to this many states (copies times pairs) a length-bounded pattern is intersected whole: a

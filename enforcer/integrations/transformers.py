@@ -26,7 +26,7 @@ Mask application: float32 scores in host memory go through one compiled pass ove
 word of ones copies them). Scores on an accelerator take the packed bitmask there (one copy
 from pinned host memory, 19 KB a row for 151,899 ids) and are masked by three batch-wide
 kernels whatever the batch (the bits unpacked, then one ``torch.where``): measured on an H200
-at 128 rows, 0.5 ms a step against 8.6 ms row by row. Other host scores (bfloat16, float64...)
+at 128 rows, 0.22 ms a step against 8.6 ms row by row (xgrammar's CUDA kernel: 0.14 ms). Other host scores (bfloat16, float64...)
 row by row: a mask with few allowed ids (at most ``SPARSE_WORDS`` non-zero words: forced
 markers, call headers, digits...) by copying those scores into a row of ``-inf``; any other
 mask as an additive bias (0 where allowed, ``-inf`` elsewhere) looked up by the exact packed row
