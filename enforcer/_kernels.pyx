@@ -8,7 +8,7 @@ not built yet stop the walk of the tokens that reach them; those come back as *p
 step) for the caller to build and resume. Cost: about one table lookup per trie edge.
 """
 
-from libc.stdint cimport INT32_MAX, UINT32_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, UINT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 from libc.math cimport INFINITY
@@ -1966,3 +1966,51 @@ def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_
                         target[r, i] = source[r, i] if (bits >> (i - base)) & 1 else minus_inf
             for i in range(words * 32, width):
                 target[r, i] = minus_inf
+
+
+ctypedef fused score_bits:
+    int16_t
+    int32_t
+    int64_t
+
+
+def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const int32_t[:, ::1] bitmask,
+                       score_bits minus_inf):
+    """``logits[rows[k], i] = minus_inf`` where bit ``i`` of ``bitmask[k]`` is clear (columns past
+    the mask's words too); allowed columns are not touched. ``logits`` is the scores' bits (int16
+    for float16 and bfloat16, int32 for float32, int64 for float64) and ``minus_inf`` the bits of
+    ``-inf`` in that format. A word of ones is skipped, a word of zeros fills 32 columns, others
+    go bit by bit: free text (a few banned ids) costs a scan of the words, a structural row one
+    write of the row. GIL released."""
+    cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], width = logits.shape[1]
+    cdef Py_ssize_t words = bitmask.shape[1], k, r, w, i, base, end
+    cdef uint32_t bits, clear
+    if bitmask.shape[0] < n:
+        raise ValueError("mask_rows_in_place: the bitmask needs a row per logits row named")
+    for k in range(n):
+        if not 0 <= rows[k] < height:
+            raise ValueError(f"mask_rows_in_place: row {rows[k]} is not a row of logits with {height}")
+    with nogil:
+        for k in range(n):
+            r = rows[k]
+            for w in range(words):
+                base = w * 32
+                if base >= width:
+                    break
+                bits = <uint32_t> bitmask[k, w]
+                if bits == UINT32_MAX:
+                    continue
+                end = base + 32 if base + 32 <= width else width
+                if bits == 0:
+                    for i in range(base, end):
+                        logits[r, i] = minus_inf
+                else:
+                    clear = ~bits
+                    while clear:
+                        i = base + __builtin_ctzll(clear)
+                        if i >= end:
+                            break
+                        logits[r, i] = minus_inf
+                        clear &= clear - 1
+            for i in range(words * 32, width):
+                logits[r, i] = minus_inf

@@ -1,4 +1,5 @@
-"""Packed token masks applied to host logits: :func:`masked_scores`.
+"""Packed token masks applied to host logits: :func:`masked_scores` (into new rows) and
+:func:`mask_rows_in_place` (some rows of a batch, in place).
 
 A mask row holds one bit per token id (32 per ``int32`` word, the layout of ``fill_bitmask``).
 Cost: one pass over the scores by the compiled kernel, with the GIL released (about the cost of
@@ -7,12 +8,16 @@ writing the rows); without the built extension, numpy unpacks the bits and selec
 
 from __future__ import annotations
 
+import sys
+from typing import Any, Sequence
+
 import numpy as np
 
 try:
+    from ._kernels import mask_rows_in_place as _mask_rows_kernel
     from ._kernels import masked_scores as _masked_scores_kernel
 except ImportError:  # a source tree without the built extension
-    _masked_scores_kernel = None
+    _masked_scores_kernel = _mask_rows_kernel = None
 
 
 def masked_scores(source: np.ndarray, target: np.ndarray, bitmask: np.ndarray) -> None:
@@ -32,3 +37,72 @@ def masked_scores(source: np.ndarray, target: np.ndarray, bitmask: np.ndarray) -
     covered = min(width, bits.shape[1])
     keep[:, :covered] = bits[:, :covered]
     np.copyto(target, np.where(keep, source, -np.inf))
+
+
+
+_BITS_OF_SIZE = {2: np.int16, 4: np.int32, 8: np.int64}
+"""The integer type a float score of each width is written through (its bits)."""
+
+
+def mask_rows_in_place(logits: Any, rows: Sequence[int], bitmask: np.ndarray) -> None:
+    """Set ``logits[rows[k], i]`` to ``-inf`` where row ``k`` of ``bitmask`` clears bit ``i``
+    (ids past the mask's words too), leaving the allowed scores untouched. ``logits``: a
+    C-contiguous host array of floats (numpy float16/32/64, or a CPU torch tensor of those or
+    bfloat16), written through an integer view of its bits; ``bitmask``: int32
+    ``(>= len(rows), words)``, row ``k`` for ``rows[k]``. Cost: the compiled kernel scans each
+    row's words (a word of ones is one comparison) and writes each banned score, GIL released: a
+    free-text row banning a few ids costs a few microseconds, a structural row one write of the
+    row; without the built extension numpy unpacks the rows. ``ValueError`` for other arrays."""
+    bits, minus_inf = _score_bits(logits)
+    rows = np.asarray(rows, dtype=np.int64)
+    if bitmask.ndim != 2 or bitmask.shape[0] < rows.shape[0] or bitmask.dtype != np.int32:
+        raise ValueError(f"mask_rows_in_place: a bitmask {bitmask.shape} ({bitmask.dtype}) for {rows.shape[0]} rows")
+    if rows.size and not (0 <= rows.min() and rows.max() < bits.shape[0]):
+        raise ValueError(f"mask_rows_in_place: rows {rows.tolist()} are not all rows of logits with {bits.shape[0]}")
+    if _mask_rows_kernel is not None:
+        _mask_rows_kernel(bits, rows, np.ascontiguousarray(bitmask), minus_inf)
+        return
+    width = bits.shape[1]
+    unpacked = np.unpackbits(np.ascontiguousarray(bitmask[:rows.shape[0]]).view(np.uint8), axis=1, bitorder="little")
+    keep = np.zeros((rows.shape[0], width), dtype=bool)
+    covered = min(width, unpacked.shape[1])
+    keep[:, :covered] = unpacked[:, :covered]
+    for k, row in enumerate(rows):
+        bits[row][~keep[k]] = minus_inf
+
+
+_FORMATS: dict[Any, tuple[Any, int]] = {}
+"""Per float dtype (numpy or torch): the integer dtype of its bits and the bits of ``-inf``."""
+
+
+def _score_bits(logits: Any) -> tuple[np.ndarray, int]:
+    """A 2-D C-contiguous float array or CPU tensor as an integer array over its bits, and the
+    bits of ``-inf`` in its format (what :func:`mask_rows_in_place` writes)."""
+    numpy = isinstance(logits, np.ndarray)
+    fmt = _FORMATS.get(logits.dtype)
+    if fmt is None:
+        fmt = _format(logits.dtype)
+    contiguous = logits.flags.c_contiguous if numpy else logits.is_contiguous() and logits.device.type == "cpu"
+    if fmt is None or logits.ndim != 2 or not contiguous:
+        raise ValueError(f"mask_rows_in_place: logits must be a 2-D C-contiguous host float array, got "
+                         f"{type(logits).__name__} {logits.dtype} of shape {tuple(logits.shape)}")
+    as_int, minus_inf = fmt
+    return (logits.view(as_int) if numpy else logits.detach().view(as_int).numpy()), minus_inf
+
+
+def _format(dtype: Any) -> tuple[Any, int] | None:
+    """The entry of :data:`_FORMATS` for ``dtype`` (None: not a float dtype of 2, 4 or 8 bytes)."""
+    if isinstance(dtype, np.dtype):
+        if dtype.kind != "f" or dtype.itemsize not in _BITS_OF_SIZE:
+            return None
+        as_int = _BITS_OF_SIZE[dtype.itemsize]
+        fmt = (as_int, int(np.array(-np.inf, dtype=dtype).view(as_int)))
+    else:  # a torch dtype (this module does not import torch)
+        torch = sys.modules["torch"]
+        if not dtype.is_floating_point or dtype.itemsize not in _BITS_OF_SIZE:
+            return None
+        as_int = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+        fmt = (as_int, int(torch.tensor(float("-inf"), dtype=dtype).view(as_int)))
+    _FORMATS[dtype] = fmt
+    return fmt
+

@@ -41,3 +41,60 @@ def test_shapes_are_checked() -> None:
         logits.masked_scores(np.zeros((2, 64), np.float32), np.zeros((2, 32), np.float32), np.zeros((2, 2), np.int32))
     with pytest.raises(ValueError, match="masked_scores"):
         logits.masked_scores(np.zeros((3, 64), np.float32), np.zeros((3, 64), np.float32), np.zeros((2, 2), np.int32))
+
+
+FLOAT_DTYPES = ["float16", "float32", "float64", "bfloat16"]
+
+
+def _scores(rng: np.random.Generator, rows: int, width: int, dtype: str):
+    """Scores of ``dtype``: numpy arrays, or a torch tensor for bfloat16 (numpy has none)."""
+    values = rng.standard_normal((rows, width), dtype=np.float32)
+    if dtype != "bfloat16":
+        return values.astype(dtype)
+    torch = pytest.importorskip("torch")
+    return torch.from_numpy(values).to(torch.bfloat16)
+
+
+def _as_numpy(scores) -> np.ndarray:
+    return scores if isinstance(scores, np.ndarray) else scores.float().numpy()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("vocab, width", [(100, 100), (100, 96), (151_899, 151_899), (64, 64)])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_rows_masked_in_place_keep_the_rest(vocab: int, width: int, dtype: str, compiled: bool,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows named (out of order, not all) get ``-inf`` exactly where their mask row clears a
+    bit (the columns past the mask's words too); their allowed scores and the other rows keep
+    their values, bit for bit. The compiled kernel and the numpy fallback alike, every float
+    dtype through its bits."""
+    if compiled and logits._mask_rows_kernel is None:
+        pytest.skip("the compiled extension is not built")
+    if not compiled:
+        monkeypatch.setattr(logits, "_mask_rows_kernel", None)
+    rng = np.random.default_rng(vocab + width)
+    scores = _scores(rng, 6, width, dtype)
+    before = _as_numpy(scores).copy()
+    rows = [4, 1, 2]
+    bitmask = _bitmask(rng, 4, vocab)  # one mask row more than rows named: unused
+    logits.mask_rows_in_place(scores, rows, bitmask)
+    after = _as_numpy(scores)
+    bits = np.unpackbits(bitmask.view(np.uint8), axis=1, bitorder="little")[:, :width].astype(bool)
+    for k, row in enumerate(rows):
+        allowed = np.zeros(width, dtype=bool)
+        allowed[:bits.shape[1]] = bits[k]
+        assert np.array_equal(np.isneginf(after[row]), ~allowed)
+        assert np.array_equal(after[row][allowed], before[row][allowed])
+    for row in (0, 3, 5):
+        assert np.array_equal(after[row], before[row])
+
+
+def test_rows_masked_in_place_refuse_what_they_cannot_write() -> None:
+    with pytest.raises(ValueError, match="C-contiguous host float array"):
+        logits.mask_rows_in_place(np.zeros((2, 64), np.int32), [0], np.zeros((1, 2), np.int32))
+    with pytest.raises(ValueError, match="C-contiguous host float array"):
+        logits.mask_rows_in_place(np.zeros((64, 2), np.float32).T, [0], np.zeros((1, 2), np.int32))
+    with pytest.raises(ValueError, match="bitmask"):
+        logits.mask_rows_in_place(np.zeros((2, 64), np.float32), [0, 1], np.zeros((1, 2), np.int32))
+    with pytest.raises(ValueError, match="not all rows"):
+        logits.mask_rows_in_place(np.zeros((2, 64), np.float32), [2], np.zeros((1, 2), np.int32))

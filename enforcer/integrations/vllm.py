@@ -45,9 +45,7 @@ import functools
 import os
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -62,6 +60,7 @@ from ..batch import fill_bitmasks
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
 from ..formats.registry import detect_family, families, family_of, get_family
+from ..logits import mask_rows_in_place
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
 from .vllm_settings import FORMATS, SETTINGS_KEY, RequestSettings, read_settings
@@ -189,16 +188,14 @@ class _Row:
         self.stop = stop
 
 
-@dataclass(frozen=True, eq=False)
-class _Mask:
-    """A cached mask in sparse form: the ids to keep (``allow``) or to ban (``deny``),
-    whichever list is shorter, as a tensor on the logits' device."""
-
-    allow: bool
-    ids: torch.Tensor
-    host_ids: np.ndarray
-    count: int
-    """Number of allowed ids."""
+def _rows_allowing(words: np.ndarray, width: int) -> np.ndarray:
+    """Whether each packed mask row of ``words`` (2-D) allows an id below ``width`` (the
+    logits' columns). One vectorised pass over the rows."""
+    full, rest = divmod(width, 32)
+    allowing = words[:, :full].any(axis=1)
+    if rest:
+        allowing |= (words[:, full] & ((1 << rest) - 1)) != 0
+    return allowing
 
 
 class DraftRows(NamedTuple):
@@ -222,25 +219,22 @@ class BatchEnforcer:
     family matches); a request's ``format`` setting overrides it for that request.
     Lifetime: one per processor instance.
     Cost per step and row: one ``accept_token``, one ``fill_bitmask`` (a 19 KB copy for 150k
-    ids), one dictionary lookup on the mask bytes, then, on a CPU, writes of the mask's shorter id
-    list through numpy, or on other devices one bit unpack and masked fill for all rows.
+    ids), then, on a CPU, the compiled in-place kernel (:func:`~enforcer.logits.mask_rows_in_place`:
+    a scan of the row's words, a write per banned id, any float dtype); on other devices one bit
+    unpack and masked fill for all rows. Nothing is kept per mask.
     """
 
-    def __init__(self, vocabulary: Vocabulary, *, format: str | None = None, cache_size: int = 512,
-                 dense: bool | None = None) -> None:
+    def __init__(self, vocabulary: Vocabulary, *, format: str | None = None, dense: bool | None = None) -> None:
         if format is not None and format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
         self.vocabulary = vocabulary
         self.format = format or detect_format(vocabulary.special_tokens)
         self.dense = dense
-        """Application strategy: None picks by device (sparse on CPU, dense elsewhere)."""
+        """Application strategy: None picks by device (the in-place kernel on CPU, dense elsewhere)."""
         self.vocab_size = vocabulary.vocab_size
         self.words = (self.vocab_size + 31) // 32
         self.rows: dict[int, _Row] = {}
         self._bitmask = np.zeros((8, self.words), dtype=np.int32)
-        self._masks: OrderedDict[bytes, _Mask] = OrderedDict()
-        self._cache_size = cache_size
-        self._device: torch.device | None = None
         self._stop_rows: dict[tuple[int, ...], np.ndarray] = {}
         self._shifts: torch.Tensor | None = None
         self._warned: set[str] = set()
@@ -356,23 +350,22 @@ class BatchEnforcer:
             return logits
         try:
             self._check_logits(logits)
+            width = logits.shape[-1]
             bitmask = self._rows_bitmask(len(targets))
-            picked: list[tuple[int, _Mask]] = []
+            picked: list[int] = []  # logits rows; bitmask rows are packed: row i belongs to picked[i]
             kept = [(logits_row, self.rows[key]) for logits_row, key in targets if self.rows[key].state != _RELEASED]
             active = [i for i, (_, row) in enumerate(kept) if row.state == _ACTIVE]
             fill_bitmasks([kept[i][1].matcher for i in active], bitmask, active)
-            for logits_row, row in kept:
-                i = len(picked)  # bitmask rows are packed: row i belongs to picked[i]
+            for i, (logits_row, row) in enumerate(kept):
                 if row.state != _ACTIVE:
                     bitmask[i] = row.stop
-                mask = self._mask(bitmask[i], logits.shape[-1])
-                if mask.count == 0:
-                    self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows no "
-                                    "token (%s); holding it to the stop token", row.name, row.matcher.error)
-                    row.state = _STOPPING
-                    bitmask[i] = row.stop
-                    mask = self._mask(bitmask[i], logits.shape[-1])
-                picked.append((logits_row, mask))
+                picked.append(logits_row)
+            for i in np.flatnonzero(~_rows_allowing(bitmask[:len(kept)], width)):
+                row = kept[i][1]
+                self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows no "
+                                "token (%s); holding it to the stop token", row.name, row.matcher.error)
+                row.state = _STOPPING
+                bitmask[i] = row.stop
             self._apply_masks(logits, picked, bitmask)
         except Exception as exc:  # noqa: BLE001 - never fail the engine step
             self._warn_once(f"error:{type(exc).__name__}", "enforcer: masking failed (%r); the rows of this step "
@@ -403,7 +396,7 @@ class BatchEnforcer:
             self._check_logits(logits)
             width = logits.shape[-1]
             bitmask = self._rows_bitmask(sum(len(r.logits_rows) for r in rows))
-            picked: list[tuple[int, _Mask]] = []
+            picked: list[int] = []  # logits rows; bitmask row i belongs to picked[i]
             for request in rows:
                 row = self.rows[request.key]
                 matcher, walked, walking = row.matcher, 0, row.state == _ACTIVE
@@ -420,16 +413,14 @@ class BatchEnforcer:
                         matcher.fill_bitmask(bitmask, i)
                     else:
                         bitmask[i] = row.stop
-                    mask = self._mask(bitmask[i], width)
-                    if mask.count == 0:
+                    if not _rows_allowing(bitmask[i:i + 1], width)[0]:
                         if not walked:  # the committed state itself: as in constrain()
                             self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows "
                                             "no token (%s); holding it to the stop token", row.name, matcher.error)
                             row.state = _STOPPING
                         walking = False
                         bitmask[i] = row.stop
-                        mask = self._mask(bitmask[i], width)
-                    picked.append((logits_row, mask))
+                    picked.append(logits_row)
                 matcher.rollback(walked)
             self._apply_masks(logits, picked, bitmask)
         except Exception as exc:  # noqa: BLE001 - never fail the engine step
@@ -439,82 +430,33 @@ class BatchEnforcer:
                 self.rows[request.key].state = _RELEASED
         return logits
 
-    def _apply_masks(self, logits: torch.Tensor, picked: list[tuple[int, "_Mask"]], bitmask: np.ndarray) -> None:
-        """Write the picked rows' masks into ``logits``: sparse on the CPU, dense on an
-        accelerator (or as ``dense`` says)."""
-        if not (logits.device.type != "cpu" if self.dense is None else self.dense):
-            self._apply_sparse(logits, picked)
-        else:
+    def _apply_masks(self, logits: torch.Tensor, picked: list[int], bitmask: np.ndarray) -> None:
+        """Write the masks of bitmask rows ``0..len(picked)`` into logits rows ``picked``: on the
+        CPU by the compiled in-place kernel (:func:`~enforcer.logits.mask_rows_in_place`), dense
+        on an accelerator, for strided logits, or as ``dense`` says."""
+        if not picked:
+            return
+        on_host = logits.device.type == "cpu" and logits.is_contiguous()
+        if not on_host if self.dense is None else self.dense:
             self._apply_dense(logits, picked, bitmask)
+        else:
+            mask_rows_in_place(logits, picked, bitmask)
 
     def _check_logits(self, logits: torch.Tensor) -> None:
-        """Refuse logits wider than the vocabulary; drop the cached masks of another device."""
+        """Refuse logits wider than the vocabulary."""
         if logits.shape[-1] > self.vocab_size:
             raise ValueError(f"logits have {logits.shape[-1]} columns, the vocabulary {self.vocab_size}")
-        if self._device != logits.device:
-            self._masks.clear()
-            self._device = logits.device
 
     def _rows_bitmask(self, n: int) -> np.ndarray:
         if self._bitmask.shape[0] < n:
             self._bitmask = np.zeros((max(n, 2 * self._bitmask.shape[0]), self.words), dtype=np.int32)
         return self._bitmask
 
-    def _mask(self, words: np.ndarray, width: int) -> _Mask:
-        """The cached sparse form of one packed mask row (built on a miss, ~0.2 ms)."""
-        key = words.tobytes()
-        hit = self._masks.get(key)
-        if hit is not None:
-            self._masks.move_to_end(key)
-            return hit
-        bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:width].view(np.bool_)
-        allowed = np.flatnonzero(bits)
-        if allowed.size <= width - allowed.size:
-            ids, allow = allowed, True
-        else:
-            ids, allow = np.flatnonzero(~bits), False
-        host_ids = ids.astype(np.int64)
-        mask = _Mask(allow, torch.from_numpy(host_ids).to(self._device), host_ids, int(allowed.size))
-        self._masks[key] = mask
-        if len(self._masks) > self._cache_size:
-            self._masks.popitem(last=False)
-        return mask
-
-    @staticmethod
-    def _apply_sparse(logits: torch.Tensor, picked: Sequence[tuple[int, _Mask]]) -> None:
-        """CPU: only the shorter id list of each mask is touched: the banned ids are set to
-        ``-inf``, or the kept ids are saved, the row filled with ``-inf`` and the kept ids
-        restored. Through numpy when the dtype allows (a few microseconds per call, no wait on
-        torch's thread pool), else torch. Dense masking of 64 x 150k logits costs tens of
-        milliseconds on a CPU; this costs what the masks' sizes cost."""
-        ninf = float("-inf")
-        if logits.dtype in (torch.float32, torch.float16, torch.float64) and not logits.requires_grad:
-            host = logits.numpy()
-            for logits_row, mask in picked:
-                target = host[logits_row]
-                if mask.allow:
-                    kept = target[mask.host_ids]
-                    target.fill(ninf)
-                    target[mask.host_ids] = kept
-                else:
-                    target[mask.host_ids] = ninf
-            return
-        for logits_row, mask in picked:
-            target = logits[logits_row]
-            if mask.allow:
-                kept = target.index_select(0, mask.ids)
-                target.fill_(ninf)
-                target.index_copy_(0, mask.ids, kept)
-            else:
-                target.index_fill_(0, mask.ids, ninf)
-
-    def _apply_dense(self, logits: torch.Tensor, picked: Sequence[tuple[int, _Mask]], bitmask: np.ndarray) -> None:
+    def _apply_dense(self, logits: torch.Tensor, picked: Sequence[int], bitmask: np.ndarray) -> None:
         """Accelerators: upload the packed rows once (row i of ``bitmask`` is ``picked[i]``'s),
         unpack them on the device, one masked fill."""
-        if not picked:
-            return
         n = len(picked)
-        rows = torch.tensor([r for r, _ in picked], dtype=torch.int64, device=logits.device)
+        rows = torch.tensor(picked, dtype=torch.int64, device=logits.device)
         packed = torch.from_numpy(bitmask[:n]).to(logits.device, non_blocking=True)
         if self._shifts is None or self._shifts.device != logits.device:
             self._shifts = torch.arange(32, dtype=torch.int32, device=logits.device)
