@@ -1,5 +1,6 @@
-"""Packed token masks applied to host logits: :func:`masked_scores` (into new rows) and
-:func:`mask_rows_in_place` (some rows of a batch, in place).
+"""Packed token masks applied to logits: :func:`masked_scores` (host rows into new rows),
+:func:`mask_rows_in_place` (some host rows of a batch, in place) and :func:`allowed_on_device`
+(the bits of packed rows as a bool tensor on an accelerator).
 
 A mask row holds one bit per token id (32 per ``int32`` word, the layout of ``fill_bitmask``).
 Cost: one pass over the scores by the compiled kernel, with the GIL released (about the cost of
@@ -32,12 +33,17 @@ def masked_scores(source: np.ndarray, target: np.ndarray, bitmask: np.ndarray) -
             and packed.dtype == np.int32 and all(a.flags.c_contiguous for a in (source, target, packed))):
         _masked_scores_kernel(source, target, packed)
         return
+    np.copyto(target, np.where(_allowed(packed, width), source, -np.inf))
+
+
+def _allowed(packed: np.ndarray, width: int) -> np.ndarray:
+    """Bool ``(rows, width)``: bit ``i % 32`` of word ``i // 32`` of each packed row (False past
+    the words). The numpy fallback's unpacking."""
     bits = np.unpackbits(np.ascontiguousarray(packed, dtype=np.int32).view(np.uint8), axis=1, bitorder="little")
-    keep = np.zeros((rows, width), dtype=bool)
+    keep = np.zeros((packed.shape[0], width), dtype=bool)
     covered = min(width, bits.shape[1])
     keep[:, :covered] = bits[:, :covered]
-    np.copyto(target, np.where(keep, source, -np.inf))
-
+    return keep
 
 
 _BITS_OF_SIZE = {2: np.int16, 4: np.int32, 8: np.int64}
@@ -62,11 +68,7 @@ def mask_rows_in_place(logits: Any, rows: Sequence[int], bitmask: np.ndarray) ->
     if _mask_rows_kernel is not None:
         _mask_rows_kernel(bits, rows, np.ascontiguousarray(bitmask), minus_inf)
         return
-    width = bits.shape[1]
-    unpacked = np.unpackbits(np.ascontiguousarray(bitmask[:rows.shape[0]]).view(np.uint8), axis=1, bitorder="little")
-    keep = np.zeros((rows.shape[0], width), dtype=bool)
-    covered = min(width, unpacked.shape[1])
-    keep[:, :covered] = unpacked[:, :covered]
+    keep = _allowed(bitmask[:rows.shape[0]], bits.shape[1])
     for k, row in enumerate(rows):
         bits[row][~keep[k]] = minus_inf
 
@@ -106,3 +108,23 @@ def _format(dtype: Any) -> tuple[Any, int] | None:
     _FORMATS[dtype] = fmt
     return fmt
 
+
+
+_BIT_VALUES = np.left_shift(np.uint32(1), np.arange(32, dtype=np.uint32)).view(np.int32)
+"""Bit ``k`` of an int32 word, for ``k`` in 0..31 (bit 31 is the sign bit)."""
+_DEVICE_BIT_VALUES: dict[Any, Any] = {}
+""":data:`_BIT_VALUES` as a tensor, per device (made once)."""
+
+
+def allowed_on_device(packed: Any, width: int) -> Any:
+    """Bool tensor ``(rows, width)`` on ``packed``'s device: bit ``i % 32`` of word ``i // 32``
+    of each row of the int32 tensor ``packed`` (False past its words). Two kernels (each word's
+    32 bits tested at once, then compared), a third where ``width`` passes the words."""
+    torch = sys.modules["torch"]
+    bit_values = _DEVICE_BIT_VALUES.get(packed.device)
+    if bit_values is None:
+        bit_values = _DEVICE_BIT_VALUES.setdefault(packed.device, torch.from_numpy(_BIT_VALUES).to(packed.device))
+    keep = (packed.unsqueeze(-1) & bit_values).view(packed.shape[0], -1) != 0
+    if keep.shape[1] < width:  # logits wider than the tokenizer's ids (padded embeddings)
+        return torch.nn.functional.pad(keep, (0, width - keep.shape[1]), value=False)
+    return keep[:, :width]

@@ -49,7 +49,7 @@ import torch
 from transformers import LogitsProcessor
 
 from ..batch import fill_bitmasks
-from ..logits import masked_scores
+from ..logits import allowed_on_device, masked_scores
 from ..formats import FormatSpec
 from ..tools import compile_tools
 from ..vocabulary import Vocabulary
@@ -68,8 +68,6 @@ _BEAM_SEARCH = (
     "(num_beams=1)."
 )
 _BIT_OFFSETS = np.arange(32, dtype=np.uint32)
-_BIT_VALUES = np.left_shift(np.uint32(1), _BIT_OFFSETS).view(np.int32)
-"""Bit ``k`` of an int32 word, for ``k`` in 0..31 (bit 31 is the sign bit)."""
 
 
 class _BiasCache:
@@ -232,7 +230,8 @@ class ToolCallLogitsProcessor(LogitsProcessor):
         self._bitmask = np.zeros((0, self._words), dtype=np.int32)
         self._setting: tuple[int, str, torch.dtype] = (0, "cpu", torch.float32)
         self._on_host = True
-        self._device_constants: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._minus_inf: torch.Tensor | None = None
+        """``-inf`` on the scores' device and dtype when they live on an accelerator (else None)."""
 
     # ------------------------------------------------------------------------------------------
 
@@ -325,16 +324,15 @@ class ToolCallLogitsProcessor(LogitsProcessor):
 
     def _start_on_device(self, scores: torch.Tensor) -> None:
         """Scores on an accelerator: the bitmask is filled in pinned host memory (a faster copy
-        to the device; pageable where pinning is unavailable), and the bit values and ``-inf``
-        live on the device, made once per ``generate()`` call."""
+        to the device; pageable where pinning is unavailable), and ``-inf`` is made on the device,
+        once per ``generate()`` call."""
         shape = self._bitmask.shape
         try:
             pinned = torch.zeros(shape, dtype=torch.int32, pin_memory=scores.device.type == "cuda")
         except RuntimeError:  # no pinnable memory (a driver or sandbox limit): pageable
             pinned = torch.zeros(shape, dtype=torch.int32)
         self._bitmask = pinned.numpy()
-        self._device_constants = (torch.from_numpy(_BIT_VALUES).to(scores.device),
-                                  torch.tensor(float("-inf"), dtype=scores.dtype, device=scores.device))
+        self._minus_inf = torch.tensor(float("-inf"), dtype=scores.dtype, device=scores.device)
 
     def _masked(self, scores: torch.Tensor) -> torch.Tensor:
         """``scores`` under the bitmask, as a new tensor: float32 scores in host memory in one
@@ -345,22 +343,16 @@ class ToolCallLogitsProcessor(LogitsProcessor):
             out = torch.empty_like(scores)
             masked_scores(scores.detach().numpy(), out.numpy(), self._bitmask)
             return out
-        if self._device_constants is not None:
+        if self._minus_inf is not None:
             return self._masked_on_device(scores)
         return self._apply([self._plan(row) for row in self._bitmask], scores)
 
     def _masked_on_device(self, scores: torch.Tensor) -> torch.Tensor:
-        """``scores`` (on an accelerator) under the bitmask: the packed rows copied there, each
-        word's 32 bits tested at once (``(batch, words, 32)``), then one ``torch.where``; ids past
-        the bitmask's ``32 * words`` columns are ``-inf``. Three kernels and one copy a step."""
-        bit_values, minus_inf = self._device_constants
-        rows, width = scores.shape
+        """``scores`` (on an accelerator) under the bitmask: the packed rows copied there,
+        unpacked (:func:`~enforcer.logits.allowed_on_device`), then one ``torch.where``; ids
+        past the bitmask's ``32 * words`` columns are ``-inf``. Three kernels and one copy a step."""
         packed = torch.from_numpy(self._bitmask).to(scores.device)
-        keep = (packed.unsqueeze(-1) & bit_values).view(rows, -1) != 0
-        covered = min(width, keep.shape[1])
-        if covered < width:  # logits wider than the tokenizer's ids (padded embeddings)
-            keep = torch.nn.functional.pad(keep, (0, width - covered), value=False)
-        return torch.where(keep[:, :width], scores, minus_inf)
+        return torch.where(allowed_on_device(packed, scores.shape[1]), scores, self._minus_inf)
 
     def _plan(self, packed: np.ndarray) -> Any:
         """How to apply one packed mask row (every row allows an id: see :meth:`_fill`): its

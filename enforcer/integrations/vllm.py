@@ -60,7 +60,7 @@ from ..batch import fill_bitmasks
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
 from ..formats.registry import detect_family, families, family_of, get_family
-from ..logits import mask_rows_in_place
+from ..logits import allowed_on_device, mask_rows_in_place
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
 from .vllm_settings import FORMATS, SETTINGS_KEY, RequestSettings, read_settings
@@ -236,7 +236,6 @@ class BatchEnforcer:
         self.rows: dict[int, _Row] = {}
         self._bitmask = np.zeros((8, self.words), dtype=np.int32)
         self._stop_rows: dict[tuple[int, ...], np.ndarray] = {}
-        self._shifts: torch.Tensor | None = None
         self._warned: set[str] = set()
 
     # ---- rows --------------------------------------------------------------------------------
@@ -455,13 +454,10 @@ class BatchEnforcer:
     def _apply_dense(self, logits: torch.Tensor, picked: Sequence[int], bitmask: np.ndarray) -> None:
         """Accelerators: upload the packed rows once (row i of ``bitmask`` is ``picked[i]``'s),
         unpack them on the device, one masked fill."""
-        n = len(picked)
         rows = torch.tensor(picked, dtype=torch.int64, device=logits.device)
-        packed = torch.from_numpy(bitmask[:n]).to(logits.device, non_blocking=True)
-        if self._shifts is None or self._shifts.device != logits.device:
-            self._shifts = torch.arange(32, dtype=torch.int32, device=logits.device)
-        bits = ((packed.unsqueeze(-1) >> self._shifts) & 1).view(n, -1)[:, : logits.shape[-1]].bool()
-        sub = logits.index_select(0, rows).masked_fill_(~bits, float("-inf"))
+        packed = torch.from_numpy(bitmask[:len(picked)]).to(logits.device, non_blocking=True)
+        keep = allowed_on_device(packed, logits.shape[-1])
+        sub = logits.index_select(0, rows).masked_fill_(~keep, float("-inf"))
         logits.index_copy_(0, rows, sub)
 
 
