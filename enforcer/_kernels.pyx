@@ -1436,7 +1436,6 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     return order_arr[:found]
 
 
-
 def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, Py_ssize_t minimise_limit):
     """:func:`enforcer.automaton._finalise` in one call: the states of ``trans`` that are live
     (:func:`live_order`), renumbered in that order, then, for at most ``minimise_limit`` of
