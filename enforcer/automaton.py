@@ -94,6 +94,21 @@ def eager_budget(limit: int) -> Iterator[EagerBudget]:
         _EAGER_BUDGET.reset(token)
 
 
+def eager_states_spent() -> int | None:
+    """States the current :func:`eager_budget` has counted so far (None: no budget here)."""
+    budget = _EAGER_BUDGET.get()
+    return None if budget is None else budget.used
+
+
+def refund_eager_states(used: int) -> None:
+    """Set the current :func:`eager_budget`'s count back to ``used`` (an earlier reading of
+    :func:`eager_states_spent`): a compile that starts over at other settings, whose automata
+    are built again, is bounded per attempt, not by what its abandoned attempts spent."""
+    budget = _EAGER_BUDGET.get()
+    if budget is not None:
+        budget.used = used
+
+
 def _spend(states: int) -> None:
     """Count ``states`` built whole against the current :func:`eager_budget` (if any)."""
     budget = _EAGER_BUDGET.get()

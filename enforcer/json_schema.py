@@ -23,8 +23,9 @@ import numpy as np
 
 from . import numbers
 from .automaton import (DEAD, DEFAULT_MAX_STATES, DFA, EPSILON, NOTHING, CountedDFA, CountedProduct, Embedded, Graph,
-                        Node, alt, byte_chars, codepoints, compile_node, eager_budget, literal, nfa_budget_size, nfa_size,
-                        optional, repeat, separated, seq, states_exceeded)
+                        Node, alt, byte_chars, codepoints, compile_node, eager_budget, eager_states_spent, literal,
+                        nfa_budget_size, nfa_size, optional, refund_eager_states, repeat, separated, seq,
+                        states_exceeded)
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
@@ -121,6 +122,21 @@ class _SubtreeFacts:
 
     deepest_expansion: int = -1
     deep_free_form: bool = False
+
+
+class _Probe(NamedTuple):
+    """The value built at the fallbacks' cheapest settings (:meth:`SchemaCompiler._probe_floor`)."""
+
+    knobs: tuple[int, bool, int]
+    """Free-form depth, free-form values as blocks, recursion cut."""
+    node: Node | None
+    """None: the probe met another budget than ``max_nfa_states``, so no verdict."""
+    recursed: bool
+    """A ``$ref`` was expanded twice on one path: the node holds for this recursion cut only."""
+
+    def serves(self, knobs: tuple[int, bool, int]) -> bool:
+        """The node is the value at these settings too."""
+        return knobs == self.knobs or (not self.recursed and knobs[:2] == self.knobs[:2])
 
 
 class _Built(NamedTuple):
@@ -459,17 +475,22 @@ class SchemaCompiler:
         two or more fallbacks are left (:meth:`_probe_floor`: over budget there, refused)."""
         if self._nesting:
             return self._sub_value(schema, pointer, depth, refs)
-        probed: tuple[tuple[int, bool, int], Node | None] | None = None
+        probed: _Probe | None = None
+        spent = eager_states_spent()
         while True:
-            if probed is not None and probed[1] is not None and self._knobs() == probed[0]:
-                return probed[1]
+            if probed is not None and probed.node is not None and probed.serves(self._knobs()):
+                return probed.node
+            if spent is not None:
+                refund_eager_states(spent)  # each attempt has the whole eager budget
             try:
                 return self._sub_value(schema, pointer, depth, refs)
             except SchemaTooComplexError as exc:
                 if not exc.budget.startswith("max_nfa_states"):
                     raise  # other limits are met while building automata: costly to meet again
                 if probed is None and self._fallbacks_left() > 1:
-                    probed = (self._floor_knobs(), self._probe_floor(schema, pointer, depth, refs))
+                    if spent is not None:
+                        refund_eager_states(spent)
+                    probed = self._probe_floor(schema, pointer, depth, refs)
                 if self._deep_free_form:
                     self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
                 elif self._free_form_built and not self._free_form_blocks:
@@ -507,25 +528,29 @@ class SchemaCompiler:
         recursion = max(0, self.max_recursion - MIN_RECURSION) if self._recursed else 0
         return depth_steps + blocks + recursion
 
-    def _probe_floor(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node | None:
+    def _probe_floor(self, schema: Any, pointer: str, depth: int, refs: Refs) -> "_Probe":
         """The value at the cheapest settings (:meth:`_floor_knobs`), tried once the first
         attempt is over budget with two or more fallbacks left. Automata only grow with each
         setting, so when this one is over budget every fallback is too: its refusal is raised
         at once (WashingtonPost's recursive ANS schemas: two attempts instead of three, 0.7
         instead of 1.5 s; Kubernetes kb_1161: 5.2 instead of 8.4 s). Otherwise the fallbacks go
-        on from where they were (this node is theirs if they reach these settings); the probe
-        leaves the attempts' state and sub-value count as it found them."""
+        on from where they were (this node is theirs if they reach these settings, or any
+        recursion cut when the probe expanded no ``$ref`` twice on a path: Snowplow sp_309, one
+        attempt fewer); the probe leaves the attempts' state and sub-value count as it found
+        them."""
         saved = (self._knobs(), self._values, self._any_cache, self._deep_free_form, self._recursed,
                  self._free_form_built, self._sub_values_built)
-        self.free_form_depth, self._free_form_blocks, self.max_recursion = self._floor_knobs()
+        floor = self._floor_knobs()
+        self.free_form_depth, self._free_form_blocks, self.max_recursion = floor
         self._values, self._any_cache = {}, {}
         self._deep_free_form = self._recursed = self._free_form_built = False
         try:
-            return self._sub_value(schema, pointer, depth, refs)
+            node = self._sub_value(schema, pointer, depth, refs)
+            return _Probe(floor, node, self._recursed)
         except SchemaTooComplexError as exc:
             if exc.budget.startswith("max_nfa_states"):
                 raise exc from None  # the refusal itself, not chained to the first attempt's
-            return None  # another budget: no verdict; the fallbacks decide
+            return _Probe(floor, None, True)  # another budget: no verdict; the fallbacks decide
         finally:
             (self.free_form_depth, self._free_form_blocks, self.max_recursion), self._values, self._any_cache, \
                 self._deep_free_form, self._recursed, self._free_form_built, self._sub_values_built = saved

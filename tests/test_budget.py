@@ -250,6 +250,36 @@ def test_a_value_that_fits_at_the_cheapest_settings_takes_the_richest_fallback_t
     assert compile_node(probed).content_key == compile_node(direct).content_key
 
 
+def test_the_cheapest_settings_without_recursion_serve_every_recursion_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``$ref`` expanded twice: the probe's value (blocks, recursion cut at 2) is the value
+    at blocks with any cut, so the fallback to blocks is not built again (Snowplow sp_309: three
+    attempts instead of four)."""
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}}
+    seen = _attempts(monkeypatch)
+    probed = SchemaCompiler(schema, SchemaOptions(free_form_depth=6, max_nfa_states=8_000)).compile()
+    assert seen == [(6, False, 3), (4, True, 2), (4, False, 3)]  # the fourth, (4, True, 3), is the probe's
+    seen.clear()
+    direct = SchemaCompiler(schema, SchemaOptions(free_form_depth=4, max_nfa_states=8_000)).compile()
+    assert seen == [(4, False, 3), (4, True, 3)]
+    assert nfa_size(probed) == nfa_size(direct)
+    assert compile_node(probed).content_key == compile_node(direct).content_key
+
+
+def test_each_fallback_attempt_has_the_whole_eager_budget() -> None:
+    """An attempt abandoned over ``max_nfa_states`` does not spend the eager budget of the
+    next: the intersection below costs 2,957 states per attempt, and free-form values 6 deep
+    are over the NFA budget, so the attempt at 4 deep must still have its 4,000 (JSON Schema
+    Store's discovery, with free-form values 6 deep: refused over ``max_eager_states`` after
+    the deeper attempt and the probe, though 4 deep compiles)."""
+    schema = {"type": "object", "properties": {
+        "p": {"allOf": [{"type": "string", "pattern": "^[a-z]{1,30}$"}, {"type": "string", "pattern": "^.{0,20}x"}]},
+        "f": {}}}
+    options = SchemaOptions(free_form_depth=6, max_nfa_states=20_000, max_eager_states=4_000)
+    node = SchemaCompiler(schema, options).compile()
+    direct = SchemaCompiler(schema, SchemaOptions(free_form_depth=4, max_nfa_states=20_000)).compile()
+    assert compile_node(node).content_key == compile_node(direct).content_key
+
+
 def _wide_object(names: list[str], **extra: Any) -> dict[str, Any]:
     """An object of string properties with 60 possible values each, then ``late``, whose
     pattern (a backreference) is refused when that member is built."""
