@@ -23,7 +23,7 @@ schema.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, NamedTuple, Union
+from typing import Any, Callable, Iterator, NamedTuple, Union
 
 import numpy as np
 
@@ -655,16 +655,28 @@ def _holds_array(value: Any) -> bool:
     return False
 
 
-def _only_strings(items: Any) -> bool:
-    """Whether ``items`` admits strings at most, by its own ``type``, ``enum`` or ``const`` (a
-    cheap first test; the item automaton decides)."""
+def _only_strings(items: Any, deref: Callable[[Any], Any], levels: int = 8) -> bool:
+    """Whether ``items`` admits strings at most, by its own ``type``, ``enum`` or ``const``, or
+    by every branch of an ``anyOf``/``oneOf`` (or one part of an ``allOf``) doing so, ``deref``
+    following references, ``levels`` unions deep (a cheap first test; the item automaton
+    decides)."""
     if not isinstance(items, dict):
         return False
     if "const" in items or "enum" in items:
         members = [items["const"]] if "const" in items else items["enum"]
         return isinstance(members, list) and all(isinstance(m, str) for m in members)
     kind = items.get("type")
-    return kind == "string" or kind == ["string"]
+    if kind == "string" or kind == ["string"]:
+        return True
+    if levels == 0:
+        return False
+    for key in ("anyOf", "oneOf"):
+        branches = items.get(key)
+        if isinstance(branches, list) and branches \
+                and all(_only_strings(deref(b), deref, levels - 1) for b in branches):
+            return True
+    parts = items.get("allOf")
+    return isinstance(parts, list) and any(_only_strings(deref(p), deref, levels - 1) for p in parts)
 
 
 def _holds_reference(schema: Any) -> bool:
@@ -764,7 +776,7 @@ def _string_items(compiler: SchemaCompiler, unique: _Producer) -> StringItems:
                                      "share one schema are enforced)")
     reason = "its items may be other than strings (only arrays of strings are enforced: the item memory " \
              "compares strings)"
-    if not _only_strings(compiler.deref(items, f"{pointer}/items")):
+    if not _only_strings(compiler.deref(items, f"{pointer}/items"), lambda s: compiler.deref(s, f"{pointer}/items")):
         raise UnsupportedSchemaError("uniqueItems", pointer, reason)
     # items without references mean the same wherever they stand: built once per process
     key = (json.dumps(items, sort_keys=True), compiler.dialect, compiler.options) \

@@ -47,6 +47,9 @@ def writings(value):
     {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True, "maxItems": 3},
     {"type": "array", "items": {"enum": ["a", "b", "é"]}, "uniqueItems": True},
     {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True},
+    # strings by every branch of a union, one of them behind a reference
+    {"type": "array", "items": {"anyOf": [{"enum": ["ab", "b"]}, {"$ref": "#/$defs/short"}]}, "uniqueItems": True,
+     "$defs": {"short": {"type": "string", "maxLength": 1}}},
 ])
 def test_verdicts_match_jsonschema(schema, kimi_tokenizer, kimi_vocab):
     compiled = compile_json_schema(schema, kimi_vocab)
@@ -141,6 +144,10 @@ def test_pattern_properties_apply_by_key(kimi_tokenizer, kimi_vocab):
                 {"type": "array", "items": {"type": "string"}, "maxItems": 3}]}, "may describe the same array"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "other than strings"),
     ({"uniqueItems": True}, "other than strings"),
+    ({"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "integer"}]}, "uniqueItems": True},
+     "other than strings"),
+    ({"type": "array", "items": {"anyOf": [{"type": "string"}, {"pattern": "^a"}]}, "uniqueItems": True},
+     "other than strings"),  # the second branch admits every value that is not a string too
     ({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True, "minItems": 3}, "minItems 3"),
     ({"properties": {"x": {"anyOf": [{}, {"type": "array", "items": {"type": "string"}, "uniqueItems": True}]}}},
      "only loosely"),
