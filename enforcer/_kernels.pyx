@@ -1973,6 +1973,35 @@ ctypedef fused score_bits:
     int64_t
 
 
+cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_t* mask, Py_ssize_t words,
+                           score_bits minus_inf) noexcept nogil:
+    """``logits[r, i] = minus_inf`` where bit ``i`` of ``mask`` (``words`` words) is clear,
+    columns past the words too."""
+    cdef Py_ssize_t width = logits.shape[1], w, i, base, end
+    cdef uint32_t bits, clear
+    for w in range(words):
+        base = w * 32
+        if base >= width:
+            break
+        bits = <uint32_t> mask[w]
+        if bits == UINT32_MAX:
+            continue
+        end = base + 32 if base + 32 <= width else width
+        if bits == 0:
+            for i in range(base, end):
+                logits[r, i] = minus_inf
+        else:
+            clear = ~bits
+            while clear:
+                i = base + __builtin_ctzll(clear)
+                if i >= end:
+                    break
+                logits[r, i] = minus_inf
+                clear &= clear - 1
+    for i in range(words * 32, width):
+        logits[r, i] = minus_inf
+
+
 def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const int32_t[:, ::1] bitmask,
                        score_bits minus_inf):
     """``logits[rows[k], i] = minus_inf`` where bit ``i`` of ``bitmask[k]`` is clear (columns past
@@ -1981,35 +2010,49 @@ def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const
     ``-inf`` in that format. A word of ones is skipped, a word of zeros fills 32 columns, others
     go bit by bit: free text (a few banned ids) costs a scan of the words, a structural row one
     write of the row. GIL released."""
-    cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], width = logits.shape[1]
-    cdef Py_ssize_t words = bitmask.shape[1], k, r, w, i, base, end
-    cdef uint32_t bits, clear
+    cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], words = bitmask.shape[1], k
     if bitmask.shape[0] < n:
         raise ValueError("mask_rows_in_place: the bitmask needs a row per logits row named")
     for k in range(n):
         if not 0 <= rows[k] < height:
             raise ValueError(f"mask_rows_in_place: row {rows[k]} is not a row of logits with {height}")
+    if words == 0:
+        with nogil:
+            for k in range(n):
+                _mask_row(logits, rows[k], NULL, 0, minus_inf)
+        return
     with nogil:
         for k in range(n):
-            r = rows[k]
-            for w in range(words):
-                base = w * 32
-                if base >= width:
-                    break
-                bits = <uint32_t> bitmask[k, w]
-                if bits == UINT32_MAX:
-                    continue
-                end = base + 32 if base + 32 <= width else width
-                if bits == 0:
-                    for i in range(base, end):
-                        logits[r, i] = minus_inf
-                else:
-                    clear = ~bits
-                    while clear:
-                        i = base + __builtin_ctzll(clear)
-                        if i >= end:
-                            break
-                        logits[r, i] = minus_inf
-                        clear &= clear - 1
-            for i in range(words * 32, width):
-                logits[r, i] = minus_inf
+            _mask_row(logits, rows[k], &bitmask[k, 0], words, minus_inf)
+
+
+def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, list masks, score_bits minus_inf):
+    """:func:`mask_rows_in_place` with row ``k``'s mask the int32 array ``masks[k]`` (C-contiguous,
+    one length for all), read where it lies: no packed copy of the batch (rows that share a mask,
+    free text, read one array). GIL released for the writes."""
+    cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], words = -1, k
+    cdef const int32_t[::1] view
+    cdef const int32_t** starts
+    if len(masks) != n:
+        raise ValueError(f"mask_rows_from_words: {len(masks)} masks for {n} rows")
+    for k in range(n):
+        if not 0 <= rows[k] < height:
+            raise ValueError(f"mask_rows_from_words: row {rows[k]} is not a row of logits with {height}")
+    if n == 0:
+        return
+    starts = <const int32_t**> malloc(n * sizeof(int32_t*))
+    if starts == NULL:
+        raise MemoryError()
+    try:
+        for k in range(n):
+            view = masks[k]  # the list keeps each array, so its buffer, alive through the writes
+            if words < 0:
+                words = view.shape[0]
+            elif view.shape[0] != words:
+                raise ValueError(f"mask_rows_from_words: masks of {words} and {view.shape[0]} words")
+            starts[k] = &view[0] if words else NULL
+        with nogil:
+            for k in range(n):
+                _mask_row(logits, rows[k], starts[k], words, minus_inf)
+    finally:
+        free(starts)

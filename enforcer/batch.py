@@ -1,4 +1,5 @@
-"""Masks for a whole batch in one call: :func:`fill_bitmasks`.
+"""Masks for a whole batch in one call: :func:`fill_bitmasks` (into a packed bitmask) and
+:func:`batch_mask_words` (the mask arrays themselves).
 
 Rows whose mask is already computed are copied in one vectorised write; rows that need a new
 mask (a state seen for the first time) are computed in worker threads (the compiled walk runs
@@ -33,6 +34,19 @@ def _workers() -> ThreadPoolExecutor:
         return _pool
 
 
+def batch_mask_words(matchers: Sequence[Matcher]) -> list[np.ndarray]:
+    """Each matcher's packed mask words (``mask_words()``; read-only arrays, shared with its
+    mask cache), the new ones computed in worker threads when there are two or more."""
+    words: list[np.ndarray | None] = [m.mask_words(compute=False) for m in matchers]
+    missing = [k for k, w in enumerate(words) if w is None]
+    if len(missing) == 1:
+        words[missing[0]] = matchers[missing[0]].mask_words()
+    elif missing:
+        for k, w in zip(missing, _workers().map(lambda k: matchers[k].mask_words(), missing)):
+            words[k] = w
+    return words  # type: ignore[return-value]
+
+
 def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[int] | None = None) -> None:
     """Write the allowed tokens of ``matchers[k]`` into row ``indices[k]`` (default ``k``) of a
     packed int32 bitmask (numpy array or CPU/GPU torch tensor of shape ``(batch, words)``).
@@ -43,13 +57,7 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[i
         raise ValueError(f"{len(matchers)} matchers but {len(rows)} row indices")
     if not rows:
         return
-    words: list[np.ndarray | None] = [m.mask_words(compute=False) for m in matchers]
-    missing = [k for k, w in enumerate(words) if w is None]
-    if len(missing) == 1:
-        words[missing[0]] = matchers[missing[0]].mask_words()
-    elif missing:
-        for k, w in zip(missing, _workers().map(lambda k: matchers[k].mask_words(), missing)):
-            words[k] = w
+    words = batch_mask_words(matchers)
     rows = [check_bitmask(bitmask, row, w.shape[0]) for row, w in zip(rows, words)]
     target = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy() if bitmask.is_cpu else None
     if target is None:  # a tensor on another device: one host-to-device copy per row

@@ -1,6 +1,8 @@
 """Packed token masks applied to logits: :func:`masked_scores` (host rows into new rows),
-:func:`mask_rows_in_place` (some host rows of a batch, in place) and :func:`allowed_on_device`
-(the bits of packed rows as a bool tensor on an accelerator).
+:func:`mask_rows_in_place` (some host rows of a batch, in place, from a packed bitmask),
+:func:`mask_rows_from_words` (the same from one mask array per row, where it lies),
+:func:`allows_any` (whether a mask allows an id below a width, remembered per mask) and
+:func:`allowed_on_device` (the bits of packed rows as a bool tensor on an accelerator).
 
 A mask row holds one bit per token id (32 per ``int32`` word, the layout of ``fill_bitmask``).
 Cost: one pass over the scores by the compiled kernel, with the GIL released (about the cost of
@@ -10,15 +12,17 @@ writing the rows); without the built extension, numpy unpacks the bits and selec
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
 try:
+    from ._kernels import mask_rows_from_words as _mask_words_kernel
     from ._kernels import mask_rows_in_place as _mask_rows_kernel
     from ._kernels import masked_scores as _masked_scores_kernel
 except ImportError:  # a source tree without the built extension
-    _masked_scores_kernel = _mask_rows_kernel = None
+    _masked_scores_kernel = _mask_rows_kernel = _mask_words_kernel = None
 
 
 def masked_scores(source: np.ndarray, target: np.ndarray, bitmask: np.ndarray) -> None:
@@ -71,6 +75,48 @@ def mask_rows_in_place(logits: Any, rows: Sequence[int], bitmask: np.ndarray) ->
     keep = _allowed(bitmask[:rows.shape[0]], bits.shape[1])
     for k, row in enumerate(rows):
         bits[row][~keep[k]] = minus_inf
+
+
+def mask_rows_from_words(logits: Any, rows: Sequence[int], masks: Sequence[np.ndarray]) -> None:
+    """:func:`mask_rows_in_place` with row ``rows[k]`` masked by ``masks[k]``: a 1-D C-contiguous
+    int32 array of packed words (all of one length), as a matcher's ``mask_words`` returns it.
+    The kernel reads each mask where it lies, so a batch needs no packed copy, and rows that
+    share a mask (free text) read one array. ``ValueError`` for other arrays."""
+    bits, minus_inf = _score_bits(logits)
+    rows = np.asarray(rows, dtype=np.int64)
+    masks = list(masks)
+    for mask in masks:
+        if type(mask) is not np.ndarray or mask.dtype != np.int32 or mask.ndim != 1 or not mask.flags.c_contiguous:
+            raise ValueError(f"mask_rows_from_words: a mask must be a 1-D C-contiguous int32 array, got "
+                             f"{type(mask).__name__} {getattr(mask, 'dtype', None)} {getattr(mask, 'shape', None)}")
+    if len(masks) != rows.shape[0]:
+        raise ValueError(f"mask_rows_from_words: {len(masks)} masks for {rows.shape[0]} rows")
+    if rows.size and not (0 <= rows.min() and rows.max() < bits.shape[0]):
+        raise ValueError(f"mask_rows_from_words: rows {rows.tolist()} are not all rows of logits with {bits.shape[0]}")
+    if _mask_words_kernel is not None:
+        _mask_words_kernel(bits, rows, masks, minus_inf)
+    elif masks:
+        mask_rows_in_place(logits, rows, np.stack(masks))
+
+
+_ALLOWS: dict[int, tuple[Any, int, bool]] = {}
+"""Per mask array (by id, with a weak reference that tells a reused id apart): the width asked
+last and whether the mask allows an id below it."""
+
+
+def allows_any(words: np.ndarray, width: int) -> bool:
+    """Whether packed ``words`` allow an id below ``width``. Remembered per array while it lives
+    (masks are immutable once handed out): a mask shared by many rows and steps is read once,
+    a new one costs a pass over its words (a few microseconds for 150k ids)."""
+    key = id(words)
+    seen = _ALLOWS.get(key)
+    if seen is not None and seen[0]() is words and seen[1] == width:
+        return seen[2]
+    full, rest = divmod(width, 32)
+    allows = bool(words[:full].any()) or bool(rest and words.shape[0] > full and int(words[full]) & ((1 << rest) - 1))
+    if not words.flags.writeable:  # a mask that can still change is read again next time
+        _ALLOWS[key] = (weakref.ref(words, lambda _, key=key: _ALLOWS.pop(key, None)), width, allows)
+    return allows
 
 
 _FORMATS: dict[Any, tuple[Any, int]] = {}

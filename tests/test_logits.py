@@ -89,6 +89,65 @@ def test_rows_masked_in_place_keep_the_rest(vocab: int, width: int, dtype: str, 
         assert np.array_equal(after[row], before[row])
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_rows_masked_from_their_own_mask_arrays_equal_the_packed_bitmask(dtype: str, compiled: bool,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """One mask array per row (two rows sharing one, read-only as the mask caches hand them out)
+    writes exactly what the same masks packed into a bitmask write, bit for bit; the compiled
+    kernel and the numpy fallback alike."""
+    if compiled and logits._mask_words_kernel is None:
+        pytest.skip("the compiled extension is not built")
+    if not compiled:
+        monkeypatch.setattr(logits, "_mask_words_kernel", None)
+    rng = np.random.default_rng(7)
+    width = 1_000
+    bitmask = _bitmask(rng, 3, width - 40)  # past the words: banned too
+    masks = [bitmask[0].copy(), bitmask[1].copy(), bitmask[2].copy()]
+    for m in masks:
+        m.setflags(write=False)
+    rows, by_row = [4, 1, 2, 0], [masks[0], masks[1], masks[0], masks[2]]
+    scores = _scores(rng, 5, width, dtype)
+    expected = scores.clone() if hasattr(scores, "clone") else scores.copy()
+    logits.mask_rows_in_place(expected, rows, np.stack(by_row))
+    logits.mask_rows_from_words(scores, rows, by_row)
+    assert np.array_equal(_as_numpy(scores), _as_numpy(expected), equal_nan=True)
+    assert np.isneginf(_as_numpy(scores)[4]).sum() > 40 and not np.isneginf(_as_numpy(scores)[3]).any()
+
+
+def test_rows_masked_from_mask_arrays_refuse_what_they_cannot_read() -> None:
+    scores = np.zeros((2, 64), np.float32)
+    with pytest.raises(ValueError, match="1-D C-contiguous int32"):
+        logits.mask_rows_from_words(scores, [0], [np.zeros(2, np.int64)])
+    with pytest.raises(ValueError, match="1-D C-contiguous int32"):
+        logits.mask_rows_from_words(scores, [0], [np.zeros((2, 4), np.int32)[:, 0]])
+    with pytest.raises(ValueError, match="1 masks for 2 rows"):
+        logits.mask_rows_from_words(scores, [0, 1], [np.zeros(2, np.int32)])
+    with pytest.raises(ValueError, match="not all rows"):
+        logits.mask_rows_from_words(scores, [2], [np.zeros(2, np.int32)])
+    if logits._mask_words_kernel is not None:
+        with pytest.raises(ValueError, match="words"):
+            logits.mask_rows_from_words(scores, [0, 1], [np.zeros(2, np.int32), np.zeros(3, np.int32)])
+
+
+def test_allows_any_is_remembered_per_read_only_mask_and_width() -> None:
+    """A read-only mask's answer is kept while it lives, per width asked; a writeable array is
+    read each time (it may change); an id past ``width`` does not count."""
+    mask = np.zeros(4, np.int32)
+    mask[3] = 1 << 5  # id 101 only
+    mask.setflags(write=False)
+    assert logits.allows_any(mask, 128) and logits.allows_any(mask, 102)
+    assert not logits.allows_any(mask, 101) and not logits.allows_any(mask, 96)
+    assert logits.allows_any(mask, 102)  # the width changed back: asked again, not the last answer
+    live = np.zeros(4, np.int32)
+    assert not logits.allows_any(live, 128)
+    live[0] = 1
+    assert logits.allows_any(live, 128)
+    key = id(mask)
+    del mask
+    assert key not in logits._ALLOWS  # forgotten with its array
+
+
 def test_rows_masked_in_place_refuse_what_they_cannot_write() -> None:
     with pytest.raises(ValueError, match="C-contiguous host float array"):
         logits.mask_rows_in_place(np.zeros((2, 64), np.int32), [0], np.zeros((1, 2), np.int32))

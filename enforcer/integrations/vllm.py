@@ -56,11 +56,11 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
-from ..batch import fill_bitmasks
+from ..batch import batch_mask_words
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
 from ..formats.registry import detect_family, families, family_of, get_family
-from ..logits import allowed_on_device, mask_rows_in_place
+from ..logits import allowed_on_device, allows_any, mask_rows_from_words
 from ..tools import CompiledTools, compile_tools
 from ..vocabulary import Vocabulary
 from .vllm_settings import FORMATS, SETTINGS_KEY, RequestSettings, read_settings
@@ -188,16 +188,6 @@ class _Row:
         self.stop = stop
 
 
-def _rows_allowing(words: np.ndarray, width: int) -> np.ndarray:
-    """Whether each packed mask row of ``words`` (2-D) allows an id below ``width`` (the
-    logits' columns). One vectorised pass over the rows."""
-    full, rest = divmod(width, 32)
-    allowing = words[:, :full].any(axis=1)
-    if rest:
-        allowing |= (words[:, full] & ((1 << rest) - 1)) != 0
-    return allowing
-
-
 class DraftRows(NamedTuple):
     """One request's logits rows in a speculative step: ``logits_rows[j]`` is sampled after
     the committed tokens and ``drafts[:j]`` (``drafts`` stops at the first placeholder, so it
@@ -218,10 +208,11 @@ class BatchEnforcer:
     (default: :func:`detect_format` on the vocabulary, once; ``ValueError`` when no registered
     family matches); a request's ``format`` setting overrides it for that request.
     Lifetime: one per processor instance.
-    Cost per step and row: one ``accept_token``, one ``fill_bitmask`` (a 19 KB copy for 150k
-    ids), then, on a CPU, the compiled in-place kernel (:func:`~enforcer.logits.mask_rows_in_place`:
-    a scan of the row's words, a write per banned id, any float dtype); on other devices one bit
-    unpack and masked fill for all rows. Nothing is kept per mask.
+    Cost per step and row: one ``accept_token``, the row's mask looked up (no copy), whether it
+    allows anything (remembered per mask), then, on a CPU, the compiled in-place kernel
+    (:func:`~enforcer.logits.mask_rows_from_words`: a scan of the mask's words where it lies, a
+    write per banned id, any float dtype); on other devices the masks packed into one bitmask,
+    one bit unpack and masked fill for all rows. Nothing is kept per mask but that answer.
     """
 
     def __init__(self, vocabulary: Vocabulary, *, format: str | None = None, dense: bool | None = None) -> None:
@@ -350,22 +341,18 @@ class BatchEnforcer:
         try:
             self._check_logits(logits)
             width = logits.shape[-1]
-            bitmask = self._rows_bitmask(len(targets))
-            picked: list[int] = []  # logits rows; bitmask rows are packed: row i belongs to picked[i]
             kept = [(logits_row, self.rows[key]) for logits_row, key in targets if self.rows[key].state != _RELEASED]
+            masks = [row.stop for _, row in kept]  # mask i belongs to logits row kept[i][0]
             active = [i for i, (_, row) in enumerate(kept) if row.state == _ACTIVE]
-            fill_bitmasks([kept[i][1].matcher for i in active], bitmask, active)
-            for i, (logits_row, row) in enumerate(kept):
-                if row.state != _ACTIVE:
-                    bitmask[i] = row.stop
-                picked.append(logits_row)
-            for i in np.flatnonzero(~_rows_allowing(bitmask[:len(kept)], width)):
-                row = kept[i][1]
-                self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows no "
-                                "token (%s); holding it to the stop token", row.name, row.matcher.error)
-                row.state = _STOPPING
-                bitmask[i] = row.stop
-            self._apply_masks(logits, picked, bitmask)
+            for i, words in zip(active, batch_mask_words([kept[i][1].matcher for i in active])):
+                masks[i] = words
+            for i, (_, row) in enumerate(kept):
+                if not allows_any(masks[i], width):
+                    self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows no "
+                                    "token (%s); holding it to the stop token", row.name, row.matcher.error)
+                    row.state = _STOPPING
+                    masks[i] = row.stop
+            self._apply_masks(logits, [logits_row for logits_row, _ in kept], masks)
         except Exception as exc:  # noqa: BLE001 - never fail the engine step
             self._warn_once(f"error:{type(exc).__name__}", "enforcer: masking failed (%r); the rows of this step "
                             "are released", exc)
@@ -394,8 +381,8 @@ class BatchEnforcer:
         try:
             self._check_logits(logits)
             width = logits.shape[-1]
-            bitmask = self._rows_bitmask(sum(len(r.logits_rows) for r in rows))
-            picked: list[int] = []  # logits rows; bitmask row i belongs to picked[i]
+            picked: list[int] = []  # logits rows; mask i belongs to picked[i]
+            masks: list[np.ndarray] = []
             for request in rows:
                 row = self.rows[request.key]
                 matcher, walked, walking = row.matcher, 0, row.state == _ACTIVE
@@ -407,21 +394,18 @@ class BatchEnforcer:
                             walked += 1
                             if matcher.is_finished:
                                 break  # the turn ends with this draft: later rows are free
-                    i = len(picked)
-                    if walking:
-                        matcher.fill_bitmask(bitmask, i)
-                    else:
-                        bitmask[i] = row.stop
-                    if not _rows_allowing(bitmask[i:i + 1], width)[0]:
+                    words = matcher.mask_words() if walking else row.stop
+                    if not allows_any(words, width):
                         if not walked:  # the committed state itself: as in constrain()
                             self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows "
                                             "no token (%s); holding it to the stop token", row.name, matcher.error)
                             row.state = _STOPPING
                         walking = False
-                        bitmask[i] = row.stop
+                        words = row.stop
+                    masks.append(words)
                     picked.append(logits_row)
                 matcher.rollback(walked)
-            self._apply_masks(logits, picked, bitmask)
+            self._apply_masks(logits, picked, masks)
         except Exception as exc:  # noqa: BLE001 - never fail the engine step
             self._warn_once(f"error:{type(exc).__name__}", "enforcer: masking failed (%r); the rows of this step "
                             "are released", exc)
@@ -429,17 +413,21 @@ class BatchEnforcer:
                 self.rows[request.key].state = _RELEASED
         return logits
 
-    def _apply_masks(self, logits: torch.Tensor, picked: list[int], bitmask: np.ndarray) -> None:
-        """Write the masks of bitmask rows ``0..len(picked)`` into logits rows ``picked``: on the
-        CPU by the compiled in-place kernel (:func:`~enforcer.logits.mask_rows_in_place`), dense
+    def _apply_masks(self, logits: torch.Tensor, picked: list[int], masks: list[np.ndarray]) -> None:
+        """Write ``masks[i]`` (packed words) into logits row ``picked[i]``: on the CPU by the
+        compiled in-place kernel, each mask read where it lies
+        (:func:`~enforcer.logits.mask_rows_from_words`); packed into one bitmask and applied dense
         on an accelerator, for strided logits, or as ``dense`` says."""
         if not picked:
             return
         on_host = logits.device.type == "cpu" and logits.is_contiguous()
         if not on_host if self.dense is None else self.dense:
+            bitmask = self._rows_bitmask(len(masks))
+            for i, words in enumerate(masks):
+                bitmask[i] = words
             self._apply_dense(logits, picked, bitmask)
         else:
-            mask_rows_in_place(logits, picked, bitmask)
+            mask_rows_from_words(logits, picked, masks)
 
     def _check_logits(self, logits: torch.Tensor) -> None:
         """Refuse logits wider than the vocabulary."""
