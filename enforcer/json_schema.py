@@ -170,9 +170,10 @@ DEFAULT_MAX_NFA_STATES = 4_000_000
 0.3 s and at most 200 MB (``NFA_STATE_BYTES`` each) to build when a walk first reaches it;
 GOV.UK's content schemas (jsonschemabench Github_hard, recursive link sets) need 2.5-3.1
 million."""
-MAX_COUNTED_PROPERTIES = 64
-"""Largest ``minProperties``/``maxProperties`` bound counted exactly (each count is a copy of
-the object's states)."""
+MAX_COUNTED_PROPERTIES = 1_000
+"""Largest ``minProperties``/``maxProperties`` bound counted exactly. Each count is a copy of
+the object's states: a bound whose copies of the undeclared keys' member alone pass
+``max_nfa_states`` is over budget before the object is built."""
 MAX_KEY_LANGUAGES = 16
 """Most key languages of undeclared keys per object: one per set of ``patternProperties``
 patterns some key matches exactly (disjoint patterns: one each, and one for none)."""
@@ -2667,10 +2668,12 @@ class SchemaCompiler:
                                          "two or more undeclared keys, and an automaton cannot check that "
                                          "they differ (a repeated key counts once in JSON)")
         cap = max_props if max_props is not None else min_props
+        keyword = "maxProperties" if max_props is not None else "minProperties"
         if cap > MAX_COUNTED_PROPERTIES:
-            keyword = "maxProperties" if max_props is not None else "minProperties"
             raise UnsupportedSchemaError(keyword, pointer, f"counting {cap} properties exceeds the supported "
                                          f"{MAX_COUNTED_PROPERTIES}")
+        if extra is not NOTHING:  # one copy of the undeclared keys' member per count below the cap
+            self._check_repeat(extra, cap, pointer, keyword)
         # states: (index, anything written yet, relevant names written, properties counted up to
         # cap, the witness written or none needed), built breadth first
         start = (0, False, frozenset(), 0, witness is None)

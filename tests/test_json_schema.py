@@ -549,9 +549,20 @@ def test_anchor_under_a_nested_base_uri_is_refused():
 def test_max_properties_with_extra_keys_is_counted_or_refused():
     dfa = compile_schema_dfa({"type": "object", "maxProperties": 2, "additionalProperties": True}, SchemaOptions())
     assert dfa.matches('{"a": 1, "b": 2}') and not dfa.matches('{"a": 1, "b": 2, "c": 3}')
+    # vercel.json's build.env: up to 100 string variables, counted exactly
+    env = {"type": "object", "maxProperties": 100, "additionalProperties": {"type": "string"}}
+    hundred = compile_schema_dfa(env, SchemaOptions())
+    assert hundred.matches(json.dumps({f"K{i}": "v" for i in range(100)}))
+    assert not hundred.matches(json.dumps({f"K{i}": "v" for i in range(101)}))
+    free = compile_schema_dfa({"type": "object", "maxProperties": 100, "additionalProperties": True}, SchemaOptions())
+    assert free.matches(json.dumps({f"k{i}": [i] for i in range(100)}))
     with pytest.raises(UnsupportedSchemaError) as info:
-        compile_schema_dfa({"type": "object", "maxProperties": 100, "additionalProperties": True}, SchemaOptions())
-    assert info.value.keyword == "maxProperties" and "64" in str(info.value)
+        compile_schema_dfa({"type": "object", "maxProperties": 1_001, "additionalProperties": True}, SchemaOptions())
+    assert info.value.keyword == "maxProperties" and "1000" in str(info.value)
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(150)}}  # ~4,350 states
+    with pytest.raises(SchemaTooComplexError) as too_big:  # 999 copies: past max_nfa_states before it is built
+        compile_schema_dfa({"type": "object", "maxProperties": 999, "additionalProperties": wide}, SchemaOptions())
+    assert too_big.value.keyword == "maxProperties" and "max_nfa_states" in str(too_big.value)
     few = compile_schema_dfa({"type": "object", "properties": {"a": {}}, "maxProperties": 100}, SchemaOptions())
     assert few.matches('{"a": 1}'), "only one key may appear: the bound is never reached"
 
