@@ -536,9 +536,9 @@ class SchemaCompiler:
         at once (WashingtonPost's recursive ANS schemas: two attempts instead of three, 0.7
         instead of 1.5 s; Kubernetes kb_1161: 5.2 instead of 8.4 s). Otherwise the fallbacks go
         on from where they were (this node is theirs if they reach these settings, or any
-        recursion cut when the probe expanded no ``$ref`` twice on a path: Snowplow sp_309, one
-        attempt fewer); the probe leaves the attempts' state and sub-value count as it found
-        them."""
+        recursion cut when the probe expanded no ``$ref`` twice on a path: Snowplow sp_309 with
+        ``free_form_depth=6``, one attempt fewer); the probe leaves the attempts' state and
+        sub-value count as it found them."""
         saved = (self._knobs(), self._values, self._any_cache, self._deep_free_form, self._recursed,
                  self._free_form_built, self._sub_values_built)
         floor = self._floor_knobs()

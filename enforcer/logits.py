@@ -64,11 +64,9 @@ def mask_rows_in_place(logits: Any, rows: Sequence[int], bitmask: np.ndarray) ->
     free-text row banning a few ids costs a few microseconds, a structural row one write of the
     row; without the built extension numpy unpacks the rows. ``ValueError`` for other arrays."""
     bits, minus_inf = _score_bits(logits)
-    rows = np.asarray(rows, dtype=np.int64)
+    rows = _rows_of(bits, rows, "mask_rows_in_place")
     if bitmask.ndim != 2 or bitmask.shape[0] < rows.shape[0] or bitmask.dtype != np.int32:
         raise ValueError(f"mask_rows_in_place: a bitmask {bitmask.shape} ({bitmask.dtype}) for {rows.shape[0]} rows")
-    if rows.size and not (0 <= rows.min() and rows.max() < bits.shape[0]):
-        raise ValueError(f"mask_rows_in_place: rows {rows.tolist()} are not all rows of logits with {bits.shape[0]}")
     if _mask_rows_kernel is not None:
         _mask_rows_kernel(bits, rows, np.ascontiguousarray(bitmask), minus_inf)
         return
@@ -83,7 +81,7 @@ def mask_rows_from_words(logits: Any, rows: Sequence[int], masks: Sequence[np.nd
     The kernel reads each mask where it lies, so a batch needs no packed copy, and rows that
     share a mask (free text) read one array. ``ValueError`` for other arrays."""
     bits, minus_inf = _score_bits(logits)
-    rows = np.asarray(rows, dtype=np.int64)
+    rows = _rows_of(bits, rows, "mask_rows_from_words")
     masks = list(masks)
     for mask in masks:
         if type(mask) is not np.ndarray or mask.dtype != np.int32 or mask.ndim != 1 or not mask.flags.c_contiguous:
@@ -91,12 +89,18 @@ def mask_rows_from_words(logits: Any, rows: Sequence[int], masks: Sequence[np.nd
                              f"{type(mask).__name__} {getattr(mask, 'dtype', None)} {getattr(mask, 'shape', None)}")
     if len(masks) != rows.shape[0]:
         raise ValueError(f"mask_rows_from_words: {len(masks)} masks for {rows.shape[0]} rows")
-    if rows.size and not (0 <= rows.min() and rows.max() < bits.shape[0]):
-        raise ValueError(f"mask_rows_from_words: rows {rows.tolist()} are not all rows of logits with {bits.shape[0]}")
     if _mask_words_kernel is not None:
         _mask_words_kernel(bits, rows, masks, minus_inf)
     elif masks:
         mask_rows_in_place(logits, rows, np.stack(masks))
+
+
+def _rows_of(bits: np.ndarray, rows: Sequence[int], caller: str) -> np.ndarray:
+    """``rows`` as int64, each a row of ``bits`` (else ``ValueError`` naming ``caller``)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size and not (0 <= rows.min() and rows.max() < bits.shape[0]):
+        raise ValueError(f"{caller}: rows {rows.tolist()} are not all rows of logits with {bits.shape[0]}")
+    return rows
 
 
 _ALLOWS: dict[int, tuple[Any, int, bool]] = {}
@@ -153,7 +157,6 @@ def _format(dtype: Any) -> tuple[Any, int] | None:
         fmt = (as_int, int(torch.tensor(float("-inf"), dtype=dtype).view(as_int)))
     _FORMATS[dtype] = fmt
     return fmt
-
 
 
 _BIT_VALUES = np.left_shift(np.uint32(1), np.arange(32, dtype=np.uint32)).view(np.int32)

@@ -252,8 +252,8 @@ def test_a_value_that_fits_at_the_cheapest_settings_takes_the_richest_fallback_t
 
 def test_the_cheapest_settings_without_recursion_serve_every_recursion_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ``$ref`` expanded twice: the probe's value (blocks, recursion cut at 2) is the value
-    at blocks with any cut, so the fallback to blocks is not built again (Snowplow sp_309: three
-    attempts instead of four)."""
+    at blocks with any cut, so the fallback to blocks is not built again (Snowplow sp_309 with
+    ``free_form_depth=6``: three attempts instead of four)."""
     schema = {"type": "object", "properties": {"a": {}, "b": {}}}
     seen = _attempts(monkeypatch)
     probed = SchemaCompiler(schema, SchemaOptions(free_form_depth=6, max_nfa_states=8_000)).compile()
