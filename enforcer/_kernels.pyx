@@ -20,6 +20,37 @@ import numpy as np
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define ENFORCER_STREAM(T, SET1)                                                        \
+        static void enforcer_stream_##T(T* p, Py_ssize_t n, T v) {                         \
+            while (n > 0 && ((uintptr_t)p & 15)) { *p++ = v; n--; }                        \
+            __m128i x = SET1;                                                               \
+            for (; n * (Py_ssize_t)sizeof(T) >= 16; n -= 16 / sizeof(T), p += 16 / sizeof(T)) \
+                _mm_stream_si128((__m128i*)p, x);                                           \
+            while (n > 0) { *p++ = v; n--; }                                                \
+        }
+    ENFORCER_STREAM(int16_t, _mm_set1_epi16(v))
+    ENFORCER_STREAM(int32_t, _mm_set1_epi32(v))
+    ENFORCER_STREAM(int64_t, _mm_set1_epi64x(v))
+    static void enforcer_stream_fence(void) { _mm_sfence(); }
+    #else
+    #define ENFORCER_STREAM(T)                                                              \
+        static void enforcer_stream_##T(T* p, Py_ssize_t n, T v) { while (n-- > 0) *p++ = v; }
+    ENFORCER_STREAM(int16_t)
+    ENFORCER_STREAM(int32_t)
+    ENFORCER_STREAM(int64_t)
+    static void enforcer_stream_fence(void) { }
+    #endif
+    """
+    void enforcer_stream_int16_t(int16_t* p, Py_ssize_t n, int16_t v) nogil
+    void enforcer_stream_int32_t(int32_t* p, Py_ssize_t n, int32_t v) nogil
+    void enforcer_stream_int64_t(int64_t* p, Py_ssize_t n, int64_t v) nogil
+    void enforcer_stream_fence() nogil
+
 cdef enum:
     MAX_TOKEN_BYTES = 4096
 TOKEN_BYTES_LIMIT = MAX_TOKEN_BYTES
@@ -1973,33 +2004,61 @@ ctypedef fused score_bits:
     int64_t
 
 
+cdef enum:
+    STREAM_MIN_WORDS = 8  # zero words in a run from which it is written with non-temporal stores
+
+
+cdef inline void _fill(score_bits* row, Py_ssize_t start, Py_ssize_t end, score_bits value) noexcept nogil:
+    """``row[start:end] = value``: plain stores for a short run, non-temporal ones (SSE2; plain
+    elsewhere) from ``STREAM_MIN_WORDS`` words of 32 columns up. A long run of ``-inf`` is a
+    write-only stream: streaming stores skip reading each cache line before writing it, twice
+    the speed of plain stores on a float32 row (callers end with ``enforcer_stream_fence``)."""
+    cdef Py_ssize_t i
+    if end - start < STREAM_MIN_WORDS * 32:
+        for i in range(start, end):
+            row[i] = value
+    elif score_bits is int16_t:
+        enforcer_stream_int16_t(row + start, end - start, value)
+    elif score_bits is int32_t:
+        enforcer_stream_int32_t(row + start, end - start, value)
+    else:
+        enforcer_stream_int64_t(row + start, end - start, value)
+
+
 cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_t* mask, Py_ssize_t words,
                            score_bits minus_inf) noexcept nogil:
     """``logits[r, i] = minus_inf`` where bit ``i`` of ``mask`` (``words`` words) is clear,
-    columns past the words too."""
-    cdef Py_ssize_t width = logits.shape[1], w, i, base, end
+    columns past the words too. Words of ones are skipped, a run of zero words is one fill
+    (:func:`_fill`), other words go bit by bit."""
+    cdef Py_ssize_t width = logits.shape[1], w = 0, i, base, end
+    cdef score_bits* row = &logits[r, 0]
     cdef uint32_t bits, clear
-    for w in range(words):
+    if words * 32 < width:
+        _fill(row, words * 32, width, minus_inf)
+    else:
+        words = (width + 31) // 32
+    while True:
+        while w < words and mask[w] == -1:
+            w += 1
+        if w >= words:
+            return
         base = w * 32
-        if base >= width:
-            break
         bits = <uint32_t> mask[w]
-        if bits == UINT32_MAX:
-            continue
-        end = base + 32 if base + 32 <= width else width
         if bits == 0:
-            for i in range(base, end):
-                logits[r, i] = minus_inf
+            while w + 1 < words and mask[w + 1] == 0:
+                w += 1
+            end = (w + 1) * 32
+            _fill(row, base, end if end <= width else width, minus_inf)
         else:
+            end = base + 32 if base + 32 <= width else width
             clear = ~bits
             while clear:
                 i = base + __builtin_ctzll(clear)
                 if i >= end:
                     break
-                logits[r, i] = minus_inf
+                row[i] = minus_inf
                 clear &= clear - 1
-    for i in range(words * 32, width):
-        logits[r, i] = minus_inf
+        w += 1
 
 
 def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const int32_t[:, ::1] bitmask,
@@ -2007,9 +2066,9 @@ def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const
     """``logits[rows[k], i] = minus_inf`` where bit ``i`` of ``bitmask[k]`` is clear (columns past
     the mask's words too); allowed columns are not touched. ``logits`` is the scores' bits (int16
     for float16 and bfloat16, int32 for float32, int64 for float64) and ``minus_inf`` the bits of
-    ``-inf`` in that format. A word of ones is skipped, a word of zeros fills 32 columns, others
+    ``-inf`` in that format. Words of ones are skipped, a run of zero words is one fill, others
     go bit by bit: free text (a few banned ids) costs a scan of the words, a structural row one
-    write of the row. GIL released."""
+    streaming write of the row (:func:`_fill`). GIL released."""
     cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], words = bitmask.shape[1], k
     if bitmask.shape[0] < n:
         raise ValueError("mask_rows_in_place: the bitmask needs a row per logits row named")
@@ -2020,10 +2079,12 @@ def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const
         with nogil:
             for k in range(n):
                 _mask_row(logits, rows[k], NULL, 0, minus_inf)
+            enforcer_stream_fence()
         return
     with nogil:
         for k in range(n):
             _mask_row(logits, rows[k], &bitmask[k, 0], words, minus_inf)
+        enforcer_stream_fence()
 
 
 def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, list masks, score_bits minus_inf):
@@ -2054,5 +2115,6 @@ def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, lis
         with nogil:
             for k in range(n):
                 _mask_row(logits, rows[k], starts[k], words, minus_inf)
+            enforcer_stream_fence()
     finally:
         free(starts)

@@ -90,6 +90,38 @@ def test_rows_masked_in_place_keep_the_rest(vocab: int, width: int, dtype: str, 
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("width", [3_001, 3_040, 4_000])
+def test_long_banned_runs_are_written_like_the_numpy_fallback(dtype: str, width: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of zero words long enough for the kernel's streaming stores (from 8 words), starting
+    at every alignment a row can have (widths that leave rows off any 16-byte boundary), next to
+    single allowed ids, running into the partial last word and past the mask's words: the
+    compiled kernel writes what the numpy fallback writes, bit for bit, and no allowed score
+    changes."""
+    if logits._mask_rows_kernel is None:
+        pytest.skip("the compiled extension is not built")
+    rng = np.random.default_rng(width)
+    vocab = 2_990
+    words = (vocab + 31) // 32
+    bitmask = np.zeros((7, words), dtype=np.int32)
+    for k in range(7):  # a few allowed ids, a few words of ones, the rest banned in long runs
+        for tid in rng.choice(vocab, size=k * 3, replace=False):
+            bitmask[k, tid // 32] |= np.int32(np.uint32(1 << int(tid % 32)).view(np.int32))
+        start = int(rng.integers(0, words - 4))
+        bitmask[k, start:start + k % 4] = -1
+    bitmask[:, -1] &= np.int32((1 << (vocab % 32)) - 1)
+    scores = _scores(rng, 9, width, dtype)
+    expected = scores.clone() if hasattr(scores, "clone") else scores.copy()
+    rows = [8, 0, 3, 1, 5, 2, 7]
+    logits.mask_rows_in_place(scores, rows, bitmask)
+    monkeypatch.setattr(logits, "_mask_rows_kernel", None)
+    logits.mask_rows_in_place(expected, rows, bitmask)
+    assert np.array_equal(_as_numpy(scores), _as_numpy(expected), equal_nan=True)
+    bits = np.unpackbits(bitmask.view(np.uint8), axis=1, bitorder="little")[:, :vocab].astype(bool)
+    assert np.isneginf(_as_numpy(scores)[8]).sum() == width - bits[0].sum()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("compiled", [True, False])
 def test_rows_masked_from_their_own_mask_arrays_equal_the_packed_bitmask(dtype: str, compiled: bool,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
