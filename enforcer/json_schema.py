@@ -335,10 +335,12 @@ class SchemaCompiler:
         schema (:meth:`leave_unique_items_to`)."""
         self._resources: ResourceIndex | None = None
         self._counted: dict[tuple[bool, int, int], Node] = {}
-        self._string_products: dict[tuple[bool, bool, Any, Any, int, int | None], Node] = {}
-        """(raw, every writing, pattern, asserted format, minLength, maxLength) -> the string body
-        their product makes, built once per compile (the same pattern and bounds in several
-        places: a product of 166,000 states took 0.8 s each time in Github_hard o62065)."""
+        self._string_products: dict[tuple[bool, bool, Any, Any, int, int | None, tuple | None], Node] = {}
+        """(raw, every writing, pattern, asserted format, minLength, maxLength, the pattern and
+        format of a ``not`` beside them) -> the string body their product makes, built once per
+        compile (the same pattern and bounds in several places: a product of 166,000 states took
+        0.8 s each time in Github_hard o62065; an ``if`` on a pattern, whose ``else`` is its
+        difference, 459 times in o3895)."""
         self._key_literals: dict[str, Node] = {}
         self._patterns: dict[tuple[str, str], Node] = {}
         """(pattern, escape mode) -> its string bodies, parsed and built once per compile (a
@@ -356,6 +358,11 @@ class SchemaCompiler:
         self._negated_constants: dict[tuple[str, int, int], Node] = {}
         """(a schema with ``not: {enum}`` of strings, booleans or null, as JSON; depth; free-form
         depth) -> its automaton, built once per compile."""
+        self._scalar_intersections: dict[tuple[str, str, int], Node] = {}
+        """(JSON type, the unmerged ``allOf`` parts restricted to it as JSON, depth) -> their
+        intersection, for the scalar types (no ``$ref`` inside), built once per compile: a
+        definition met again through another ``$ref`` path rebuilt it (Github_hard o3895's
+        ``oneOf`` of patterns under an ``if``: 3 times each)."""
         self._values: dict[tuple[int, int, Refs, int], _Built] = {}
         """(id(schema), depth, refs, free-form depth) -> its node: a sub-schema met again at the same
         depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
@@ -1181,14 +1188,32 @@ class SchemaCompiler:
             if t == "object":
                 current, *shared = self._sharing_keys([current, *(part_t for part_t, _ in pending)], pointer)
                 pending = [(part_t, ptr) for part_t, (_, ptr) in zip(shared, pending)]
-            with self._built_whole(), self._eager(pointer, "allOf"):
-                dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
-                for part_t, ptr in pending:
-                    dfa = dfa.intersect(compile_node(self.value(part_t, ptr, depth, refs), self.options.max_states),
-                                        self.options.max_states)
-            if not dfa.is_empty:
-                nodes.append(Embedded(dfa))
+            key = self._scalar_intersection_key(t, [current, *(part_t for part_t, _ in pending)], depth)
+            node = self._scalar_intersections.get(key) if key is not None else None
+            if node is None:
+                with self._built_whole(), self._eager(pointer, "allOf"):
+                    dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
+                    for part_t, ptr in pending:
+                        dfa = dfa.intersect(compile_node(self.value(part_t, ptr, depth, refs),
+                                                         self.options.max_states), self.options.max_states)
+                node = Embedded(dfa) if not dfa.is_empty else NOTHING
+                if key is not None:
+                    self._scalar_intersections[key] = node
+            nodes.append(node)
         return alt(*nodes)
+
+    @staticmethod
+    def _scalar_intersection_key(t: str, parts: list[Any], depth: int) -> tuple[str, str, int] | None:
+        """The key of :attr:`_scalar_intersections` for ``parts`` of type ``t``; None for containers
+        (their free-form values depend on the fallback settings), parts with a ``$ref`` (their
+        node depends on the path) or with anything JSON cannot write."""
+        if t in ("object", "array"):
+            return None
+        try:
+            text = json.dumps(parts, sort_keys=True)
+        except (TypeError, ValueError):
+            return None
+        return (t, text, depth) if '"$ref"' not in text and '"$dynamicRef"' not in text else None
 
     def _exclusive_conditions(self, rest: dict, parts: list[Any], pointer: str) -> Any | None:
         """``allOf: parts`` (beside ``rest``) holding conditionals no two of whose ``if``s a value
@@ -2325,10 +2350,19 @@ class SchemaCompiler:
         max_len = _count(schema, "maxLength", pointer)
         if max_len is not None and min_len > max_len:
             return NOTHING  # no length fits (and an empty counted table is no automaton to embed)
+        fmt = schema.get("format")
+        fmt_key = fmt if self.options.assert_formats else None
+        failing_key = None if failing is None else \
+            (failing.get("pattern"), failing.get("format") if self.options.assert_formats else None)
+        texts = (schema.get("pattern"), fmt_key, *(failing_key or ()))
+        key = (raw, every_writing, schema.get("pattern"), fmt_key, min_len, max_len, failing_key) \
+            if all(isinstance(text, (str, type(None))) for text in texts) else None
+        body = self._string_products.get(key) if key is not None else None
+        if body is not None:
+            return body
         constraints: list[Node] = []
         if "pattern" in schema:
             constraints.append(self._pattern(schema["pattern"], pointer, "raw" if raw else "all"))
-        fmt = schema.get("format")
         if fmt is not None and self.options.assert_formats:
             # formats take the escapes real serialisers write (json.dumps never escapes the
             # printable ASCII that dates, addresses and ids consist of): automata 5x smaller
@@ -2342,13 +2376,6 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("format", pointer, f"format {fmt!r} is not supported")
         if failing is not None:
             constraints.append(self._failing_content(failing, pointer, raw))
-        fmt_key = fmt if self.options.assert_formats else None
-        key = (raw, every_writing, schema.get("pattern"), fmt_key, min_len, max_len) \
-            if isinstance(schema.get("pattern", ""), str) and isinstance(fmt_key, (str, type(None))) \
-            and failing is None else None
-        body = self._string_products.get(key) if key is not None else None
-        if body is not None:
-            return body
         keyword = "pattern" if "pattern" in schema else "format" if fmt_key else "not"
         if min_len or max_len is not None or not constraints:
             char = RAW_CHAR_ANY if raw else JSON_STRING_CHAR_ANY
@@ -2365,7 +2392,7 @@ class SchemaCompiler:
                 self._check_repeat(char, min_len, pointer, "minLength")
                 constraints.append(repeat(char, min_len, None))
         if body is None and len(constraints) == 1:
-            return constraints[0]
+            body = constraints[0]
         if body is None:
             with self._eager(pointer, keyword):
                 dfa = self._intersected(constraints)

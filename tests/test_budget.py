@@ -16,7 +16,7 @@ import pytest
 from enforcer import SchemaTooComplexError, UnsupportedSchemaError, compile_json_schema
 from enforcer.automaton import DFA, _NFA, compile_node, nfa_size
 from enforcer.json_schema import SchemaCompiler, SchemaOptions
-from enforcer.matcher import clear_cache
+from enforcer.matcher import clear_cache, compile_schema_dfa
 from enforcer.tools import compile_tools
 from enforcer.vocabulary import Vocabulary
 
@@ -177,6 +177,52 @@ def test_one_pattern_and_length_product_is_built_once_per_compile(monkeypatch: p
                                                "c": {**code, "maxLength": 21}}}
     SchemaCompiler(schema, SchemaOptions()).compile()
     assert len(products) == 2  # maxLength 20 once (a and b's items), 21 once
+
+
+def test_a_string_failing_a_negated_pattern_is_built_once_per_compile_and_per_pattern(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string beside ``not: {pattern}`` met again (another depth, another ``$ref`` path: an
+    ``if`` on a pattern has its difference as ``else``, 459 times in Github_hard o3895) reuses
+    the difference; another negated pattern beside the same string keywords gets its own."""
+    built: list[str] = []
+    original = SchemaCompiler._failing_content
+
+    def counting(self: SchemaCompiler, negated: dict, pointer: str, raw: bool) -> Any:
+        built.append(negated["pattern"])
+        return original(self, negated, pointer, raw)
+
+    monkeypatch.setattr(SchemaCompiler, "_failing_content", counting)
+    name = {"type": "string", "not": {"pattern": "^tmp"}}
+    schema = {"$defs": {"name": name}, "type": "object", "properties": {
+        "a": {"$ref": "#/$defs/name"}, "b": {"type": "array", "items": {"$ref": "#/$defs/name"}},
+        "c": {"type": "string", "not": {"pattern": "^old"}}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    assert sorted(built) == ["^old", "^tmp"]
+    assert dfa.matches('{"a": "old", "b": ["old", "x"], "c": "tmp"}')
+    assert not dfa.matches('{"a": "tmp1"}') and not dfa.matches('{"b": ["tmp"]}')
+    assert not dfa.matches('{"c": "old1"}')
+
+
+def test_unmerged_scalar_parts_are_intersected_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``allOf`` parts that cannot merge (two patterns) are intersected whole: once per compile
+    for the same parts at the same depth, whatever ``$ref`` path reaches them; other parts get
+    their own intersection."""
+    products = []
+    original = DFA.intersect
+
+    def counting(self: DFA, other: DFA, max_states: int = 200_000) -> DFA:
+        products.append((self.num_states, other.num_states))
+        return original(self, other, max_states)
+
+    monkeypatch.setattr(DFA, "intersect", counting)
+    both = {"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "z$"}]}
+    other = {"allOf": [{"type": "string", "pattern": "^b"}, {"type": "string", "pattern": "z$"}]}
+    schema = {"$defs": {"both": both, "via": {"$ref": "#/$defs/both"}}, "type": "object", "properties": {
+        "x": {"$ref": "#/$defs/both"}, "y": {"$ref": "#/$defs/via"}, "z": other}}
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    assert len(products) == 2
+    assert dfa.matches('{"x": "abz", "y": "az", "z": "bz"}')
+    assert not dfa.matches('{"x": "bz"}') and not dfa.matches('{"y": "ab"}') and not dfa.matches('{"z": "az"}')
 
 
 def test_a_value_compiled_again_with_recursion_cut_earlier_keeps_the_nodes_no_cut_changes(
