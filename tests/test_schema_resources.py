@@ -54,6 +54,33 @@ def test_anchor_is_scoped_to_its_resource():
     check(schema)
 
 
+def test_one_reference_text_in_two_resources_names_each_its_own_and_is_resolved_once_per_base(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolutions are remembered by reference and base: ``#/$defs/v`` inside two resources names
+    each resource's own definition (a string, an integer), and a definition met again at another
+    depth does not resolve its reference again."""
+    from enforcer.schema_resources import ResourceIndex
+
+    resolved = []
+    original = ResourceIndex._resolve
+
+    def counting(self: ResourceIndex, ref: str, base: str):
+        resolved.append((ref, base))
+        return original(self, ref, base)
+
+    monkeypatch.setattr(ResourceIndex, "_resolve", counting)
+    schema = {"$id": "http://example.com/root.json", "properties": {
+        "name": {"$ref": "a.json"}, "list": {"type": "array", "items": {"$ref": "a.json"}},
+        "foo": {"$ref": "b.json"}},
+        "$defs": {"a": {"$id": "a.json", "$ref": "#/$defs/v", "$defs": {"v": {"type": "string"}}},
+                  "b": {"$id": "b.json", "$ref": "#/$defs/v", "$defs": {"v": {"type": "integer"}}}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    assert dfa.matches('{"name": "x", "list": ["y"], "foo": 3}')
+    assert not dfa.matches('{"foo": "x"}') and not dfa.matches('{"name": 3}') and not dfa.matches('{"list": [3]}')
+    assert sorted(resolved) == [("#/$defs/v", "http://example.com/a.json"), ("#/$defs/v", "http://example.com/b.json"),
+                                ("a.json", "http://example.com/root.json"), ("b.json", "http://example.com/root.json")]
+
+
 def test_draft7_id_beside_ref_is_ignored():
     """Drafts 4-7 ignore every keyword beside ``$ref``, ``$id`` included: the reference resolves
     against the enclosing base."""
