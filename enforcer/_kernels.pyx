@@ -23,6 +23,7 @@ cdef extern from *:
 cdef extern from *:
     """
     #include <stdint.h>
+    #include <string.h>
     #if defined(__SSE2__)
     #include <emmintrin.h>
     #define ENFORCER_STREAM(T, SET1)                                                        \
@@ -36,6 +37,12 @@ cdef extern from *:
     ENFORCER_STREAM(int16_t, _mm_set1_epi16(v))
     ENFORCER_STREAM(int32_t, _mm_set1_epi32(v))
     ENFORCER_STREAM(int64_t, _mm_set1_epi64x(v))
+    static void enforcer_stream_copy(int32_t* dst, const int32_t* src, Py_ssize_t n) {
+        while (n > 0 && ((uintptr_t)dst & 15)) { *dst++ = *src++; n--; }
+        for (; n >= 4; n -= 4, dst += 4, src += 4)
+            _mm_stream_si128((__m128i*)dst, _mm_loadu_si128((const __m128i*)src));
+        while (n > 0) { *dst++ = *src++; n--; }
+    }
     static void enforcer_stream_fence(void) { _mm_sfence(); }
     #else
     #define ENFORCER_STREAM(T)                                                              \
@@ -43,12 +50,16 @@ cdef extern from *:
     ENFORCER_STREAM(int16_t)
     ENFORCER_STREAM(int32_t)
     ENFORCER_STREAM(int64_t)
+    static void enforcer_stream_copy(int32_t* dst, const int32_t* src, Py_ssize_t n) {
+        memcpy(dst, src, (size_t)n * sizeof(int32_t));
+    }
     static void enforcer_stream_fence(void) { }
     #endif
     """
     void enforcer_stream_int16_t(int16_t* p, Py_ssize_t n, int16_t v) nogil
     void enforcer_stream_int32_t(int32_t* p, Py_ssize_t n, int32_t v) nogil
     void enforcer_stream_int64_t(int64_t* p, Py_ssize_t n, int64_t v) nogil
+    void enforcer_stream_copy(int32_t* dst, const int32_t* src, Py_ssize_t n) nogil
     void enforcer_stream_fence() nogil
 
 cdef enum:
@@ -1968,34 +1979,54 @@ cdef class TrieWalk:
         return nodes_arr, states_arr, rows_built
 
 
-def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_t[:, ::1] bitmask):
+def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_t[:, ::1] bitmask,
+                  bint stream=False):
     """``target[r, i] = source[r, i]`` where bit ``i`` of ``bitmask[r]`` is set, ``-inf``
-    elsewhere (columns past the mask's words too). A word of zeros fills 32 columns, a word of
-    ones copies them, others go bit by bit: one pass over the rows, GIL released."""
+    elsewhere (columns past the mask's words too). A run of words of ones is one copy, a run of
+    zero words one fill, others go bit by bit; with ``stream`` (``target`` is written only) runs
+    of ``STREAM_MIN_WORDS`` words or more go by non-temporal stores (:func:`_fill`). One pass
+    over the rows, GIL released."""
     cdef Py_ssize_t rows = source.shape[0], width = source.shape[1], words = bitmask.shape[1]
-    cdef Py_ssize_t r, w, i, base, end
+    cdef Py_ssize_t r, w, i, base, end, run_end
     cdef uint32_t bits
+    cdef int32_t minus_inf_bits
     cdef float minus_inf = -INFINITY
+    cdef const int32_t* mask
+    cdef const float* src
+    cdef float* dst
     if target.shape[0] != rows or target.shape[1] != width or bitmask.shape[0] < rows:
         raise ValueError("masked_scores: source and target must have one shape, bitmask a row per row")
+    memcpy(&minus_inf_bits, &minus_inf, sizeof(float))
+    if rows == 0 or width == 0:
+        return
     with nogil:
         for r in range(rows):
-            for w in range(words):
+            src = &source[r, 0]
+            dst = &target[r, 0]
+            mask = &bitmask[r, 0] if words else NULL
+            w = 0
+            while w < words and w * 32 < width:
                 base = w * 32
-                if base >= width:
-                    break
-                end = base + 32 if base + 32 <= width else width
-                bits = <uint32_t> bitmask[r, w]
-                if bits == 0:
-                    for i in range(base, end):
-                        target[r, i] = minus_inf
-                elif bits == UINT32_MAX:
-                    memcpy(&target[r, base], &source[r, base], (end - base) * sizeof(float))
+                bits = <uint32_t> mask[w]
+                if bits == 0 or bits == UINT32_MAX:
+                    while w + 1 < words and <uint32_t> mask[w + 1] == bits:
+                        w += 1
+                    run_end = (w + 1) * 32 if (w + 1) * 32 <= width else width
+                    if bits == 0:
+                        _fill(<int32_t*> dst, base, run_end, minus_inf_bits, stream)
+                    elif stream and run_end - base >= STREAM_MIN_WORDS * 32:
+                        enforcer_stream_copy(<int32_t*> dst + base, <const int32_t*> src + base, run_end - base)
+                    else:
+                        memcpy(dst + base, src + base, (run_end - base) * sizeof(float))
                 else:
+                    end = base + 32 if base + 32 <= width else width
                     for i in range(base, end):
-                        target[r, i] = source[r, i] if (bits >> (i - base)) & 1 else minus_inf
-            for i in range(words * 32, width):
-                target[r, i] = minus_inf
+                        dst[i] = src[i] if (bits >> (i - base)) & 1 else minus_inf
+                w += 1
+            if words * 32 < width:
+                _fill(<int32_t*> dst, words * 32, width, minus_inf_bits, stream)
+        if stream:
+            enforcer_stream_fence()
 
 
 ctypedef fused score_bits:
@@ -2005,16 +2036,18 @@ ctypedef fused score_bits:
 
 
 cdef enum:
-    STREAM_MIN_WORDS = 8  # zero words in a run from which it is written with non-temporal stores
+    STREAM_MIN_WORDS = 8  # words in a run from which a streaming call writes it with non-temporal stores
 
 
-cdef inline void _fill(score_bits* row, Py_ssize_t start, Py_ssize_t end, score_bits value) noexcept nogil:
-    """``row[start:end] = value``: plain stores for a short run, non-temporal ones (SSE2; plain
-    elsewhere) from ``STREAM_MIN_WORDS`` words of 32 columns up. A long run of ``-inf`` is a
-    write-only stream: streaming stores skip reading each cache line before writing it, twice
-    the speed of plain stores on a float32 row (callers end with ``enforcer_stream_fence``)."""
+cdef inline void _fill(score_bits* row, Py_ssize_t start, Py_ssize_t end, score_bits value,
+                       bint stream) noexcept nogil:
+    """``row[start:end] = value``: plain stores, or with ``stream`` from ``STREAM_MIN_WORDS``
+    words of 32 columns up non-temporal ones (SSE2; plain elsewhere), which skip reading each
+    cache line before writing it: twice the speed of plain stores over logits larger than the
+    caches, ten times slower over one row that sits in them (callers choose, and end a
+    streaming call with ``enforcer_stream_fence``)."""
     cdef Py_ssize_t i
-    if end - start < STREAM_MIN_WORDS * 32:
+    if not stream or end - start < STREAM_MIN_WORDS * 32:
         for i in range(start, end):
             row[i] = value
     elif score_bits is int16_t:
@@ -2026,7 +2059,7 @@ cdef inline void _fill(score_bits* row, Py_ssize_t start, Py_ssize_t end, score_
 
 
 cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_t* mask, Py_ssize_t words,
-                           score_bits minus_inf) noexcept nogil:
+                           score_bits minus_inf, bint stream) noexcept nogil:
     """``logits[r, i] = minus_inf`` where bit ``i`` of ``mask`` (``words`` words) is clear,
     columns past the words too. Words of ones are skipped, a run of zero words is one fill
     (:func:`_fill`), other words go bit by bit."""
@@ -2034,7 +2067,7 @@ cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_
     cdef score_bits* row = &logits[r, 0]
     cdef uint32_t bits, clear
     if words * 32 < width:
-        _fill(row, words * 32, width, minus_inf)
+        _fill(row, words * 32, width, minus_inf, stream)
     else:
         words = (width + 31) // 32
     while True:
@@ -2048,7 +2081,7 @@ cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_
             while w + 1 < words and mask[w + 1] == 0:
                 w += 1
             end = (w + 1) * 32
-            _fill(row, base, end if end <= width else width, minus_inf)
+            _fill(row, base, end if end <= width else width, minus_inf, stream)
         else:
             end = base + 32 if base + 32 <= width else width
             clear = ~bits
@@ -2062,13 +2095,13 @@ cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_
 
 
 def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const int32_t[:, ::1] bitmask,
-                       score_bits minus_inf):
+                       score_bits minus_inf, bint stream=False):
     """``logits[rows[k], i] = minus_inf`` where bit ``i`` of ``bitmask[k]`` is clear (columns past
     the mask's words too); allowed columns are not touched. ``logits`` is the scores' bits (int16
     for float16 and bfloat16, int32 for float32, int64 for float64) and ``minus_inf`` the bits of
     ``-inf`` in that format. Words of ones are skipped, a run of zero words is one fill, others
     go bit by bit: free text (a few banned ids) costs a scan of the words, a structural row one
-    streaming write of the row (:func:`_fill`). GIL released."""
+    write of the row (by non-temporal stores with ``stream``: :func:`_fill`). GIL released."""
     cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], words = bitmask.shape[1], k
     if bitmask.shape[0] < n:
         raise ValueError("mask_rows_in_place: the bitmask needs a row per logits row named")
@@ -2078,16 +2111,19 @@ def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const
     if words == 0:
         with nogil:
             for k in range(n):
-                _mask_row(logits, rows[k], NULL, 0, minus_inf)
-            enforcer_stream_fence()
+                _mask_row(logits, rows[k], NULL, 0, minus_inf, stream)
+            if stream:
+                enforcer_stream_fence()
         return
     with nogil:
         for k in range(n):
-            _mask_row(logits, rows[k], &bitmask[k, 0], words, minus_inf)
-        enforcer_stream_fence()
+            _mask_row(logits, rows[k], &bitmask[k, 0], words, minus_inf, stream)
+        if stream:
+            enforcer_stream_fence()
 
 
-def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, list masks, score_bits minus_inf):
+def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, list masks, score_bits minus_inf,
+                         bint stream=False):
     """:func:`mask_rows_in_place` with row ``k``'s mask the int32 array ``masks[k]`` (C-contiguous,
     one length for all), read where it lies: no packed copy of the batch (rows that share a mask,
     free text, read one array). GIL released for the writes."""
@@ -2114,7 +2150,8 @@ def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, lis
             starts[k] = &view[0] if words else NULL
         with nogil:
             for k in range(n):
-                _mask_row(logits, rows[k], starts[k], words, minus_inf)
-            enforcer_stream_fence()
+                _mask_row(logits, rows[k], starts[k], words, minus_inf, stream)
+            if stream:
+                enforcer_stream_fence()
     finally:
         free(starts)

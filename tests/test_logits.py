@@ -36,6 +36,40 @@ def test_compiled_pass_matches_numpy(vocab: int, width: int, monkeypatch: pytest
     assert not np.isfinite(compiled[:, bits.shape[1]:]).any()
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("width", [3_001, 3_004, 3_040, 4_000])
+def test_long_runs_of_allowed_and_banned_words_match_numpy(width: int, stream: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of words of ones and of zeros long enough for the streaming copy and fill (from 8
+    words), starting at every alignment a row can have, between mixed words, into the partial
+    last word and past the mask's words: the compiled pass writes what the numpy fallback
+    writes, with plain stores and with non-temporal ones (a threshold of 0 bytes streams every
+    call)."""
+    if logits._masked_scores_kernel is None:
+        pytest.skip("the compiled extension is not built")
+    if stream:
+        monkeypatch.setattr(logits, "STREAM_MIN_BYTES", 0)
+    rng = np.random.default_rng(width)
+    vocab = 2_990
+    words = (vocab + 31) // 32
+    bitmask = np.zeros((6, words), dtype=np.int32)
+    for k in range(6):
+        at = 0
+        while at < words:  # alternate runs of ones, zeros and mixed words, 1 to 30 words each
+            run = int(rng.integers(1, 31))
+            kind = int(rng.integers(0, 3))
+            bitmask[k, at:at + run] = -1 if kind == 0 else 0 if kind == 1 else \
+                rng.integers(-2**31, 2**31, size=len(bitmask[k, at:at + run]), dtype=np.int64).astype(np.int32)
+            at += run
+    bitmask[:, -1] &= np.int32((1 << (vocab % 32)) - 1)
+    source = rng.standard_normal((6, width), dtype=np.float32)
+    compiled, expected = np.empty_like(source), np.empty_like(source)
+    logits.masked_scores(source, compiled, bitmask)
+    monkeypatch.setattr(logits, "_masked_scores_kernel", None)
+    logits.masked_scores(source, expected, bitmask)
+    assert np.array_equal(compiled, expected)
+
+
 def test_shapes_are_checked() -> None:
     with pytest.raises(ValueError, match="masked_scores"):
         logits.masked_scores(np.zeros((2, 64), np.float32), np.zeros((2, 32), np.float32), np.zeros((2, 2), np.int32))
@@ -89,17 +123,20 @@ def test_rows_masked_in_place_keep_the_rest(vocab: int, width: int, dtype: str, 
         assert np.array_equal(after[row], before[row])
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("width", [3_001, 3_040, 4_000])
-def test_long_banned_runs_are_written_like_the_numpy_fallback(dtype: str, width: int,
+def test_long_banned_runs_are_written_like_the_numpy_fallback(dtype: str, width: int, stream: bool,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs of zero words long enough for the kernel's streaming stores (from 8 words), starting
     at every alignment a row can have (widths that leave rows off any 16-byte boundary), next to
     single allowed ids, running into the partial last word and past the mask's words: the
     compiled kernel writes what the numpy fallback writes, bit for bit, and no allowed score
-    changes."""
+    changes; with plain stores and with non-temporal ones (a threshold of 0 bytes)."""
     if logits._mask_rows_kernel is None:
         pytest.skip("the compiled extension is not built")
+    if stream:
+        monkeypatch.setattr(logits, "STREAM_MIN_BYTES", 0)
     rng = np.random.default_rng(width)
     vocab = 2_990
     words = (vocab + 31) // 32
