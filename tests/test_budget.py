@@ -225,6 +225,33 @@ def test_unmerged_scalar_parts_are_intersected_once_per_compile(monkeypatch: pyt
     assert not dfa.matches('{"x": "bz"}') and not dfa.matches('{"y": "ab"}') and not dfa.matches('{"z": "az"}')
 
 
+def test_exclusive_conditions_of_one_allof_are_worked_out_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``allOf`` of tagged conditionals met again (another depth, another ``$ref`` path:
+    JSON Schema Store's yippee-ki asked 171 times for 22 of them) has its exclusive conditions
+    worked out once; another ``allOf`` gets its own, and each still constrains its values."""
+    asked: list[int] = []
+    original = SchemaCompiler._exclusive_conditions
+
+    def counting(self: SchemaCompiler, rest: dict, parts: list, pointer: str) -> Any:
+        asked.append(len(parts))
+        return original(self, rest, parts, pointer)
+
+    monkeypatch.setattr(SchemaCompiler, "_exclusive_conditions", counting)
+
+    def tagged(tags: list[str]) -> dict:
+        return {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"], "allOf": [
+            {"if": {"properties": {"kind": {"const": tag}}},
+             "then": {"properties": {"n": {"type": "integer"}}, "required": ["n"]}} for tag in tags]}
+
+    schema = {"$defs": {"step": tagged(["a", "b"])}, "type": "object", "properties": {
+        "first": {"$ref": "#/$defs/step"}, "rest": {"type": "array", "items": {"$ref": "#/$defs/step"}},
+        "other": tagged(["c", "d", "e"])}}
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    assert sorted(asked) == [2, 3]
+    assert dfa.matches('{"first": {"kind": "a", "n": 1}, "rest": [{"kind": "z"}], "other": {"kind": "c", "n": 2}}')
+    assert not dfa.matches('{"rest": [{"kind": "b"}]}') and not dfa.matches('{"other": {"kind": "e", "n": "x"}}')
+
+
 def test_a_value_compiled_again_with_recursion_cut_earlier_keeps_the_nodes_no_cut_changes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Over ``max_nfa_states`` with recursion expanded three times, the value is compiled again
