@@ -161,17 +161,23 @@ def test_an_eager_product_past_max_states_names_the_sub_schema_keyword_and_budge
     assert (caught.value.pointer, caught.value.keyword, caught.value.budget) == ("/items", "allOf", "max_states=500")
 
 
-def test_one_pattern_and_length_product_is_built_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same pattern and bounds in several places share one eager product (each of 166,000
-    states took 0.8 s in Github_hard o62065)."""
-    products = []
+@pytest.fixture
+def products(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (states, states) of every ``DFA.intersect`` made while the test runs."""
+    made: list[tuple[int, int]] = []
     original = DFA.intersect
 
     def counting(self: DFA, other: DFA, max_states: int = 200_000) -> DFA:
-        products.append((self.num_states, other.num_states))
+        made.append((self.num_states, other.num_states))
         return original(self, other, max_states)
 
     monkeypatch.setattr(DFA, "intersect", counting)
+    return made
+
+
+def test_one_pattern_and_length_product_is_built_once_per_compile(products: list) -> None:
+    """The same pattern and bounds in several places share one eager product (each of 166,000
+    states took 0.8 s in Github_hard o62065)."""
     code = {"type": "string", "pattern": "^[a-z]+$", "maxLength": 20}
     schema = {"type": "object", "properties": {"a": code, "b": {"type": "array", "items": dict(code)},
                                                "c": {**code, "maxLength": 21}}}
@@ -203,18 +209,10 @@ def test_a_string_failing_a_negated_pattern_is_built_once_per_compile_and_per_pa
     assert not dfa.matches('{"c": "old1"}')
 
 
-def test_unmerged_scalar_parts_are_intersected_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unmerged_scalar_parts_are_intersected_once_per_compile(products: list) -> None:
     """``allOf`` parts that cannot merge (two patterns) are intersected whole: once per compile
     for the same parts at the same depth, whatever ``$ref`` path reaches them; other parts get
     their own intersection."""
-    products = []
-    original = DFA.intersect
-
-    def counting(self: DFA, other: DFA, max_states: int = 200_000) -> DFA:
-        products.append((self.num_states, other.num_states))
-        return original(self, other, max_states)
-
-    monkeypatch.setattr(DFA, "intersect", counting)
     both = {"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "z$"}]}
     other = {"allOf": [{"type": "string", "pattern": "^b"}, {"type": "string", "pattern": "z$"}]}
     schema = {"$defs": {"both": both, "via": {"$ref": "#/$defs/both"}}, "type": "object", "properties": {

@@ -36,22 +36,29 @@ def test_compiled_pass_matches_numpy(vocab: int, width: int, monkeypatch: pytest
     assert not np.isfinite(compiled[:, bits.shape[1]:]).any()
 
 
-@pytest.mark.parametrize("stream", [False, True])
+RUNS_VOCAB = 2_990
+"""Ids of the masks with long runs: 94 words, the last one partial."""
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "streaming"])
+def stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Plain stores, or non-temporal ones for every call (a threshold of 0 bytes)."""
+    if request.param:
+        monkeypatch.setattr(logits, "STREAM_MIN_BYTES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("width", [3_001, 3_004, 3_040, 4_000])
-def test_long_runs_of_allowed_and_banned_words_match_numpy(width: int, stream: bool,
+def test_long_runs_of_allowed_and_banned_words_match_numpy(width: int, stores: bool,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs of words of ones and of zeros long enough for the streaming copy and fill (from 8
     words), starting at every alignment a row can have, between mixed words, into the partial
     last word and past the mask's words: the compiled pass writes what the numpy fallback
-    writes, with plain stores and with non-temporal ones (a threshold of 0 bytes streams every
-    call)."""
+    writes, with plain stores and with non-temporal ones."""
     if logits._masked_scores_kernel is None:
         pytest.skip("the compiled extension is not built")
-    if stream:
-        monkeypatch.setattr(logits, "STREAM_MIN_BYTES", 0)
     rng = np.random.default_rng(width)
-    vocab = 2_990
-    words = (vocab + 31) // 32
+    vocab, words = RUNS_VOCAB, (RUNS_VOCAB + 31) // 32
     bitmask = np.zeros((6, words), dtype=np.int32)
     for k in range(6):
         at = 0
@@ -123,23 +130,19 @@ def test_rows_masked_in_place_keep_the_rest(vocab: int, width: int, dtype: str, 
         assert np.array_equal(after[row], before[row])
 
 
-@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("width", [3_001, 3_040, 4_000])
-def test_long_banned_runs_are_written_like_the_numpy_fallback(dtype: str, width: int, stream: bool,
+def test_long_banned_runs_are_written_like_the_numpy_fallback(dtype: str, width: int, stores: bool,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs of zero words long enough for the kernel's streaming stores (from 8 words), starting
     at every alignment a row can have (widths that leave rows off any 16-byte boundary), next to
     single allowed ids, running into the partial last word and past the mask's words: the
     compiled kernel writes what the numpy fallback writes, bit for bit, and no allowed score
-    changes; with plain stores and with non-temporal ones (a threshold of 0 bytes)."""
+    changes; with plain stores and with non-temporal ones."""
     if logits._mask_rows_kernel is None:
         pytest.skip("the compiled extension is not built")
-    if stream:
-        monkeypatch.setattr(logits, "STREAM_MIN_BYTES", 0)
     rng = np.random.default_rng(width)
-    vocab = 2_990
-    words = (vocab + 31) // 32
+    vocab, words = RUNS_VOCAB, (RUNS_VOCAB + 31) // 32
     bitmask = np.zeros((7, words), dtype=np.int32)
     for k in range(7):  # a few allowed ids, a few words of ones, the rest banned in long runs
         for tid in rng.choice(vocab, size=k * 3, replace=False):
