@@ -252,9 +252,14 @@ class Graph(Node):
     the Thompson NFA leaves no dead state inside it."""
 
     def __post_init__(self) -> None:
-        _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), self._reaches_no_end(),
+        live = self._live_states()
+        # with no empty body but NOTHING, the start reaches an end over non-empty edges exactly
+        # when it is live: one backward pass serves both flags
+        empty = self._reaches_no_end() if any(sub.empty and sub is not NOTHING for _, sub, _ in self.edges) \
+            else not live[self.start]
+        _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), empty,
                      sum(sub.block_states for _, sub, _ in self.edges))
-        object.__setattr__(self, "trim", self._every_state_reaches_an_end())
+        object.__setattr__(self, "trim", all(live))
 
     def trimmed(self) -> Node:
         """The same language without the states that reach no accepting one, nor their edges
@@ -278,10 +283,6 @@ class Graph(Node):
             if sub is not NOTHING:
                 reverse[dst].append(src)
         return _reaching(reverse, self.accepting)
-
-    def _every_state_reaches_an_end(self) -> bool:
-        """:attr:`trim`: walked back from the accepting states over the edges other than NOTHING."""
-        return all(self._live_states())
 
     def _reaches_no_end(self) -> bool:
         """No path of non-empty edges from the start reaches an accepting state (depth first,
