@@ -1979,56 +1979,6 @@ cdef class TrieWalk:
         return nodes_arr, states_arr, rows_built
 
 
-def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_t[:, ::1] bitmask,
-                  bint stream=False):
-    """``target[r, i] = source[r, i]`` where bit ``i`` of ``bitmask[r]`` is set, ``-inf``
-    elsewhere (columns past the mask's words too). A run of words of ones is one copy, a run of
-    zero words one fill, others go bit by bit; with ``stream`` (``target`` is written only) runs
-    of ``STREAM_MIN_WORDS`` words or more go by non-temporal stores (:func:`_fill`). One pass
-    over the rows, GIL released."""
-    cdef Py_ssize_t rows = source.shape[0], width = source.shape[1], words = bitmask.shape[1]
-    cdef Py_ssize_t r, w, i, base, end, run_end
-    cdef uint32_t bits
-    cdef int32_t minus_inf_bits
-    cdef float minus_inf = -INFINITY
-    cdef const int32_t* mask
-    cdef const float* src
-    cdef float* dst
-    if target.shape[0] != rows or target.shape[1] != width or bitmask.shape[0] < rows:
-        raise ValueError("masked_scores: source and target must have one shape, bitmask a row per row")
-    memcpy(&minus_inf_bits, &minus_inf, sizeof(float))
-    if rows == 0 or width == 0:
-        return
-    with nogil:
-        for r in range(rows):
-            src = &source[r, 0]
-            dst = &target[r, 0]
-            mask = &bitmask[r, 0] if words else NULL
-            w = 0
-            while w < words and w * 32 < width:
-                base = w * 32
-                bits = <uint32_t> mask[w]
-                if bits == 0 or bits == UINT32_MAX:
-                    while w + 1 < words and <uint32_t> mask[w + 1] == bits:
-                        w += 1
-                    run_end = (w + 1) * 32 if (w + 1) * 32 <= width else width
-                    if bits == 0:
-                        _fill(<int32_t*> dst, base, run_end, minus_inf_bits, stream)
-                    elif stream and run_end - base >= STREAM_MIN_WORDS * 32:
-                        enforcer_stream_copy(<int32_t*> dst + base, <const int32_t*> src + base, run_end - base)
-                    else:
-                        memcpy(dst + base, src + base, (run_end - base) * sizeof(float))
-                else:
-                    end = base + 32 if base + 32 <= width else width
-                    for i in range(base, end):
-                        dst[i] = src[i] if (bits >> (i - base)) & 1 else minus_inf
-                w += 1
-            if words * 32 < width:
-                _fill(<int32_t*> dst, words * 32, width, minus_inf_bits, stream)
-        if stream:
-            enforcer_stream_fence()
-
-
 ctypedef fused score_bits:
     int16_t
     int32_t
@@ -2058,6 +2008,65 @@ cdef inline void _fill(score_bits* row, Py_ssize_t start, Py_ssize_t end, score_
         enforcer_stream_int64_t(row + start, end - start, value)
 
 
+cdef inline Py_ssize_t _run_end(const int32_t* mask, Py_ssize_t w, Py_ssize_t words) noexcept nogil:
+    """The word after the run of words equal to ``mask[w]`` that starts at ``w``."""
+    cdef int32_t value = mask[w]
+    w += 1
+    while w < words and mask[w] == value:
+        w += 1
+    return w
+
+
+def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_t[:, ::1] bitmask,
+                  bint stream=False):
+    """``target[r, i] = source[r, i]`` where bit ``i`` of ``bitmask[r]`` is set, ``-inf``
+    elsewhere (columns past the mask's words too). A run of words of ones is one copy, a run of
+    zero words one fill, others go bit by bit; with ``stream`` (``target`` is written only) runs
+    of ``STREAM_MIN_WORDS`` words or more go by non-temporal stores (:func:`_fill`). One pass
+    over the rows, GIL released."""
+    cdef Py_ssize_t rows = source.shape[0], width = source.shape[1], words = bitmask.shape[1]
+    cdef Py_ssize_t read = words if words * 32 < width else (width + 31) // 32  # the words inside the width
+    cdef Py_ssize_t r, w, i, base, end
+    cdef uint32_t bits
+    cdef int32_t minus_inf_bits
+    cdef float minus_inf = -INFINITY
+    cdef const int32_t* mask
+    cdef const float* src
+    cdef float* dst
+    if target.shape[0] != rows or target.shape[1] != width or bitmask.shape[0] < rows:
+        raise ValueError("masked_scores: source and target must have one shape, bitmask a row per row")
+    memcpy(&minus_inf_bits, &minus_inf, sizeof(float))
+    if rows == 0 or width == 0:
+        return
+    with nogil:
+        for r in range(rows):
+            src = &source[r, 0]
+            dst = &target[r, 0]
+            mask = &bitmask[r, 0] if words else NULL
+            w = 0
+            while w < read:
+                base = w * 32
+                bits = <uint32_t> mask[w]
+                if bits == 0 or bits == UINT32_MAX:
+                    w = _run_end(mask, w, read)
+                    end = w * 32 if w * 32 <= width else width
+                    if bits == 0:
+                        _fill(<int32_t*> dst, base, end, minus_inf_bits, stream)
+                    elif stream and end - base >= STREAM_MIN_WORDS * 32:
+                        enforcer_stream_copy(<int32_t*> dst + base, <const int32_t*> src + base, end - base)
+                    else:
+                        memcpy(dst + base, src + base, (end - base) * sizeof(float))
+                else:
+                    end = base + 32 if base + 32 <= width else width
+                    for i in range(base, end):
+                        dst[i] = src[i] if (bits >> (i - base)) & 1 else minus_inf
+                    w += 1
+            if words * 32 < width:
+                _fill(<int32_t*> dst, words * 32, width, minus_inf_bits, stream)
+        if stream:
+            enforcer_stream_fence()
+
+
 cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_t* mask, Py_ssize_t words,
                            score_bits minus_inf, bint stream) noexcept nogil:
     """``logits[r, i] = minus_inf`` where bit ``i`` of ``mask`` (``words`` words) is clear,
@@ -2070,18 +2079,14 @@ cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_
         _fill(row, words * 32, width, minus_inf, stream)
     else:
         words = (width + 31) // 32
-    while True:
-        while w < words and mask[w] == -1:
-            w += 1
-        if w >= words:
-            return
+    while w < words:
         base = w * 32
         bits = <uint32_t> mask[w]
-        if bits == 0:
-            while w + 1 < words and mask[w + 1] == 0:
-                w += 1
-            end = (w + 1) * 32
-            _fill(row, base, end if end <= width else width, minus_inf, stream)
+        if bits == UINT32_MAX:
+            w = _run_end(mask, w, words)
+        elif bits == 0:
+            w = _run_end(mask, w, words)
+            _fill(row, base, w * 32 if w * 32 <= width else width, minus_inf, stream)
         else:
             end = base + 32 if base + 32 <= width else width
             clear = ~bits
@@ -2091,7 +2096,7 @@ cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_
                     break
                 row[i] = minus_inf
                 clear &= clear - 1
-        w += 1
+            w += 1
 
 
 def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const int32_t[:, ::1] bitmask,
