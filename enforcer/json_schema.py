@@ -29,8 +29,8 @@ from .automaton import (DEAD, DEFAULT_MAX_STATES, DFA, EPSILON, NOTHING, Counted
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
-from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource,
-                               normalise_resources, resource_documents)
+from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource, holds_key,
+                               holds_reference, normalise_resources, resource_documents)
 from .schema_resources import escape as _escape
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -272,6 +272,18 @@ def _comma(spaces: int) -> Node:
 
 
 _COLON = seq(literal(":"), optional(literal(" ")))
+
+
+def _text_without_references(value: Any) -> str | None:
+    """``value`` as canonical JSON (sorted keys), the key of a node that depends on the schema
+    text alone; None when it holds a reference or a base URI (:func:`holds_reference`: the node
+    then depends on the path that reached it) or something JSON cannot write."""
+    if holds_reference(value):
+        return None
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
 
 
 def _json_key(value: Any) -> str:
@@ -1208,15 +1220,10 @@ class SchemaCompiler:
     @staticmethod
     def _scalar_intersection_key(t: str, parts: list[Any], depth: int) -> tuple[str, str, int] | None:
         """The key of :attr:`_scalar_intersections` for ``parts`` of type ``t``; None for containers
-        (their free-form values depend on the fallback settings), parts with a ``$ref`` (their
-        node depends on the path) or with anything JSON cannot write."""
-        if t in ("object", "array"):
-            return None
-        try:
-            text = json.dumps(parts, sort_keys=True)
-        except (TypeError, ValueError):
-            return None
-        return (t, text, depth) if '"$ref"' not in text and '"$dynamicRef"' not in text else None
+        (their free-form values depend on the fallback settings) and for parts without a
+        reference-free text (:func:`_text_without_references`)."""
+        text = _text_without_references(parts) if t not in ("object", "array") else None
+        return (t, text, depth) if text is not None else None
 
     def _exclusive_conditions_of(self, schema: dict, rest: dict, parts: list[Any], pointer: str) -> Any | None:
         """:meth:`_exclusive_conditions` of ``schema``'s ``allOf`` (``rest`` its other keywords),
@@ -2045,9 +2052,9 @@ class SchemaCompiler:
         if keys <= {"enum", "const"} and len(keys) == 1:
             values = negated["enum"] if "enum" in negated else [negated["const"]]
             if all(isinstance(v, (str, bool)) or v is None for v in values):
-                text = json.dumps(schema, sort_keys=True)
-                key = (text, depth, self.free_form_depth)
-                if key in self._negated_constants:  # failures of tagged conditions repeat it
+                text = _text_without_references(schema)  # with none, the same value at any recursion cut
+                key = (text, depth, self.free_form_depth) if text is not None else None
+                if key is not None and key in self._negated_constants:  # failures of tagged conditions repeat it
                     return self._negated_constants[key]
                 with self._built_whole(), self._eager(pointer, "not"):
                     base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
@@ -2055,7 +2062,7 @@ class SchemaCompiler:
                                             self.options.max_states)
                     dfa = base.difference(excluded, self.options.max_states)
                 node = Embedded(dfa) if not dfa.is_empty else NOTHING
-                if '"$ref"' not in text and '"$dynamicRef"' not in text:  # the same value at any recursion cut
+                if key is not None:
                     self._negated_constants[key] = node
                 return node
         if set(negated) & KEYWORDS == {"multipleOf"}:
@@ -3145,16 +3152,7 @@ def _validated_constants(schema: dict) -> bool:
         return False
     if set(schema) - ANNOTATIONS <= {"enum", "const", "type"}:
         return False  # the plain case: _typed sends it to _enum already
-    stack: list[Any] = [{k: v for k, v in schema.items() if k not in ("enum", "const")}]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            if _NOT_VALIDATED_ALIKE & value.keys():
-                return False
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return True
+    return not holds_key({k: v for k, v in schema.items() if k not in ("enum", "const")}, _NOT_VALIDATED_ALIKE)
 
 
 def _all_of_schema(parts: list[Any]) -> Any:

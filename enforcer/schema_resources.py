@@ -232,6 +232,30 @@ def _within(outer: str, inner: str) -> bool:
                                                                         inner.startswith(outer))
 
 
+_REFERENCE_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+
+
+def holds_reference(schema: Any) -> bool:
+    """Whether a reference appears anywhere in ``schema`` (a key named like one counts too): what
+    it names depends on where the schema stands; without one, base URIs and anchors inside it
+    change nothing, so it means the same wherever it stands. Cost: one walk over the schema."""
+    return holds_key(schema, _REFERENCE_KEYWORDS)
+
+
+def holds_key(value: Any, keys: frozenset[str]) -> bool:
+    """Whether an object with one of ``keys`` appears anywhere in the JSON ``value``."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if keys & v.keys():
+                return True
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
 def follow_pointer(node: Any, pointer: str) -> tuple[Any, list[str]] | None:
     """The value the JSON pointer ``pointer`` (``""`` or ``"/a/0/b~1c"``) names in ``node``,
     with its unescaped tokens; None when it names nothing. Cost: one step per token."""

@@ -32,6 +32,7 @@ from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, Un
 from .json_schema import ANNOTATIONS, DRAFTS_IGNORING_REF_SIBLINGS, KEYWORDS, SchemaCompiler, declared_types
 from .lru import LRU
 from .schema_resources import escape as _escape
+from .schema_resources import holds_reference
 
 MAX_VISITS = 50_000
 """Sub-schema visits while locating arrays; a schema that needs more is refused (its
@@ -679,20 +680,6 @@ def _only_strings(items: Any, deref: Callable[[Any], Any], levels: int = 8) -> b
     return isinstance(parts, list) and any(_only_strings(deref(p), deref, levels - 1) for p in parts)
 
 
-def _holds_reference(schema: Any) -> bool:
-    """Whether a reference or a base URI appears anywhere in ``schema``."""
-    stack = [schema]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            if {"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"} & v.keys():
-                return True
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
-
-
 _ITEMS: LRU[StringItems] = LRU(256)
 """Item automata by (items schema without references, dialect, options): shared by every compile."""
 
@@ -780,7 +767,7 @@ def _string_items(compiler: SchemaCompiler, unique: _Producer) -> StringItems:
         raise UnsupportedSchemaError("uniqueItems", pointer, reason)
     # items without references mean the same wherever they stand: built once per process
     key = (json.dumps(items, sort_keys=True), compiler.dialect, compiler.options) \
-        if not _holds_reference(items) else None
+        if not holds_reference(items) else None
     found = _ITEMS.get(key) if key is not None else None
     if found is None:
         node = compiler.value(items, f"{pointer}/items", 1, ())
