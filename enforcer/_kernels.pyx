@@ -64,6 +64,9 @@ cdef extern from *:
 
 cdef enum:
     MAX_TOKEN_BYTES = 4096
+    DEFERRED = -1  # the period of a placeholder block (see SubsetConstruction)
+DEFERRED_PERIOD = DEFERRED
+"""The period :class:`SubsetConstruction` reads as a placeholder block."""
 TOKEN_BYTES_LIMIT = MAX_TOKEN_BYTES
 """Longest token the walk takes (callers use another walk for longer ones)."""
 
@@ -269,6 +272,15 @@ cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize
     return out
 
 
+cdef void* _resized(void* buffer, Py_ssize_t old, Py_ssize_t size, Py_ssize_t item_size) except NULL:
+    """``buffer`` of ``old`` items reallocated to ``size`` items, the new ones zeroed."""
+    cdef void* out = realloc(buffer, size * item_size)
+    if out == NULL:
+        raise MemoryError()
+    memset(<char*>out + old * item_size, 0, (size - old) * item_size)
+    return out
+
+
 cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t needed) noexcept nogil:
     """:func:`_doubled` for int32 items from 64, without the GIL; NULL when memory runs out
     (``buffer`` is then freed)."""
@@ -304,6 +316,10 @@ cdef class SubsetConstruction:
     states are created the first time a :meth:`row` reaches them, numbered in the order found
     with bytes in increasing order; subset 0 is the closure of ``start``. The same states, in
     the same order, as :class:`enforcer.automaton._Determiniser`'s Python construction.
+    A *placeholder* (a one-state block of period ``DEFERRED``, or a state an expansion added)
+    stands for a level built on demand: the first closure that reaches it appends the level's
+    states (a :class:`~enforcer.automaton.LevelTemplate`, shifted past the last state) with
+    their slices, and continues into them; a subset never holds a placeholder itself.
     Cost per row: the member states' edges, one closure union per distinct byte range, one
     sort and one hash probe per target subset. Lifetime: that of its automaton."""
 
@@ -328,6 +344,28 @@ cdef class SubsetConstruction:
     cdef const uint8_t** block_live  # per state, whether it can still end (NULL: every state)
     cdef int32_t* block_last  # the first state of a periodic block's last copy, which reads nothing
     cdef int32_t trimmed_row[256]  # a flagged block's row without the targets that cannot end
+    cdef int32_t* block_level  # a placeholder block's level record (-1: a DFA block)
+    # levels built on demand: one record per placeholder met (its node, continuation and the
+    # first state of its expansion, -1 until expanded)
+    cdef object template  # node -> LevelTemplate
+    cdef list level_node
+    cdef int32_t* level_continuation
+    cdef int32_t* level_start
+    cdef Py_ssize_t n_levels, levels_cap
+    # states added by expansions, n_initial onwards, with slices of their own
+    cdef Py_ssize_t n_initial
+    cdef Py_ssize_t states_cap  # room of the per-state scratch arrays (stamp ... closure_len)
+    cdef int64_t* x_edge_start  # per added state and one more
+    cdef int64_t* x_eps_start
+    cdef uint8_t* x_keep  # whether a subset keeps it (it reads a byte)
+    cdef int32_t* x_level  # its level record when a placeholder (-1: none)
+    cdef Py_ssize_t x_cap
+    cdef uint8_t* x_edge_lo
+    cdef uint8_t* x_edge_hi
+    cdef int32_t* x_edge_dst
+    cdef Py_ssize_t x_edges, x_edges_cap
+    cdef int32_t* x_eps_dst
+    cdef Py_ssize_t x_eps, x_eps_cap
     # closures, computed on first use
     cdef int64_t* closure_at  # 1 + where the closure starts in closure_buf, 0 until computed
     cdef int32_t* closure_len
@@ -366,6 +404,17 @@ cdef class SubsetConstruction:
         self.block_acc = NULL
         self.block_live = NULL
         self.block_last = NULL
+        self.block_level = NULL
+        self.level_continuation = NULL
+        self.level_start = NULL
+        self.x_edge_start = NULL
+        self.x_eps_start = NULL
+        self.x_keep = NULL
+        self.x_level = NULL
+        self.x_edge_lo = NULL
+        self.x_edge_hi = NULL
+        self.x_edge_dst = NULL
+        self.x_eps_dst = NULL
         self.closure_at = NULL
         self.closure_len = NULL
         self.closure_buf = NULL
@@ -387,7 +436,10 @@ cdef class SubsetConstruction:
     def __dealloc__(self):
         free(self.block_base); free(self.block_end)
         free(self.block_period); free(self.block_size); free(<void*>self.block_table); free(<void*>self.block_acc)
-        free(<void*>self.block_live); free(self.block_last)
+        free(<void*>self.block_live); free(self.block_last); free(self.block_level)
+        free(self.level_continuation); free(self.level_start)
+        free(self.x_edge_start); free(self.x_eps_start); free(self.x_keep); free(self.x_level)
+        free(self.x_edge_lo); free(self.x_edge_hi); free(self.x_edge_dst); free(self.x_eps_dst)
         free(self.closure_at); free(self.closure_len); free(self.closure_buf)
         free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
         free(self.slots); free(self.stamp); free(self.visit); free(self.gather); free(self.stack)
@@ -396,7 +448,7 @@ cdef class SubsetConstruction:
     def __init__(self, Py_ssize_t num_nfa_states, int32_t start, int32_t end,
                  const int32_t[::1] edge_start, const uint8_t[::1] edge_lo, const uint8_t[::1] edge_hi,
                  const int32_t[::1] edge_dst, const int32_t[::1] eps_start, const int32_t[::1] eps_dst,
-                 const uint8_t[::1] important, list blocks):
+                 const uint8_t[::1] important, list blocks, list levels=None, object template=None):
         """``important``: the states a subset keeps among those with slices, ``0..r-1`` where
         ``r = len(edge_start) - 1`` (uint8[r]; the others pass epsilon edges on only; block
         states after ``r`` are all kept). ``blocks``: (base, rows int32[m, 256], accepting
@@ -405,7 +457,9 @@ cdef class SubsetConstruction:
         counted repeat's unit, a counted product's slots: targets ``j`` within the copy, ``q + j``
         in the next), state ``k * q + j`` reading row ``j`` shifted by ``k * q``, the last copy
         (``k * q >= size - 1``) reading nothing, and with ``live`` (uint8[size], or empty) a
-        target state whose flag is 0 dropped."""
+        target state whose flag is 0 dropped; with period ``DEFERRED`` (no rows, size 1) a
+        placeholder, whose node is ``levels[k]`` (None for the others) and whose level
+        ``template(node)`` gives (a :class:`~enforcer.automaton.LevelTemplate`)."""
         cdef Py_ssize_t n = num_nfa_states, k
         cdef const int32_t[:, ::1] table
         cdef const uint8_t[::1] acc
@@ -434,7 +488,14 @@ cdef class SubsetConstruction:
         self.block_acc = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
         self.block_live = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
         self.block_last = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
-        if (self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
+        self.block_level = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
+        self.states_cap = max(n, 1)
+        self.n_initial = n
+        self.template = template
+        self.level_node = []
+        self.n_levels = self.levels_cap = self.x_cap = self.x_edges = self.x_edges_cap = 0
+        self.x_eps = self.x_eps_cap = 0
+        if (self.block_level == NULL or self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
                 or self.closure_at == NULL or self.closure_len == NULL or self.block_base == NULL
                 or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL
                 or self.block_period == NULL or self.block_size == NULL or self.block_live == NULL
@@ -444,11 +505,18 @@ cdef class SubsetConstruction:
         self.current_visit = 0
         for k in range(self.n_blocks):
             base, table, acc, period, live, block_end = blocks[k]
-            if period < 0 or table.shape[0] != (period if period else acc.shape[0]) or acc.shape[0] < 1 or \
-                    live.shape[0] not in (0, acc.shape[0]):
+            node = levels[k] if levels is not None else None
+            if period == DEFERRED:
+                if node is None or template is None or table.shape[0] or acc.shape[0] != 1 or acc[0] or live.shape[0]:
+                    raise ValueError("a placeholder block is one state with no rows, a node and a template")
+                self.block_level[k] = self._new_level(node, block_end)
+            elif period < 0 or table.shape[0] != (period if period else acc.shape[0]) or acc.shape[0] < 1 or \
+                    live.shape[0] not in (0, acc.shape[0]) or node is not None:
                 raise ValueError("a block's rows do not match its size and period")
+            else:
+                self.block_level[k] = -1
             self.block_live[k] = &live[0] if live.shape[0] else NULL
-            self.block_last[k] = <int32_t>((acc.shape[0] - 1) // period * period) if period else 0
+            self.block_last[k] = <int32_t>((acc.shape[0] - 1) // period * period) if period > 0 else 0
             self.block_base[k] = base
             self.block_end[k] = block_end
             self.block_period[k] = period
@@ -499,6 +567,8 @@ cdef class SubsetConstruction:
         cdef const int32_t* row
         cdef const uint8_t* live
         cdef int32_t t, b
+        if period == DEFERRED:
+            return NULL
         if period == 0:
             shift[0] = 0
             return self.block_table[blk] + <Py_ssize_t>local * 256
@@ -518,11 +588,13 @@ cdef class SubsetConstruction:
 
     cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
         """The important states of the epsilon closure of ``state`` (cached); ``out`` points
-        at them."""
+        at them. Expands the placeholders it meets (see :meth:`_expansion`)."""
         cdef int64_t at = self.closure_at[state] - 1
-        cdef Py_ssize_t top, count = 0, k
-        cdef int32_t s, t, blk, local
-        cdef int64_t a, b
+        cdef Py_ssize_t top, count = 0, k, j
+        cdef int32_t s, t, blk, local, level
+        cdef int64_t a = 0, b = 0
+        cdef const int32_t* dst = NULL
+        cdef bint keep
         if at < 0:
             if self.current_visit == INT32_MAX:
                 memset(self.visit, 0, self.n_nfa * sizeof(int32_t))
@@ -535,13 +607,37 @@ cdef class SubsetConstruction:
             while top:
                 top -= 1
                 s = self.stack[top]
-                if s >= self.n_regular or self.important[s]:
+                level = -1
+                blk = -1
+                if s >= self.n_initial:
+                    j = s - self.n_initial
+                    keep = self.x_keep[j]
+                    level = self.x_level[j]
+                    a, b = self.x_eps_start[j], self.x_eps_start[j + 1]
+                    dst = self.x_eps_dst
+                else:
+                    blk = self._block_index(s)
+                    if blk >= 0:
+                        level = self.block_level[blk]
+                        keep = level < 0
+                    else:
+                        keep = self.important[s]
+                        a, b = self.eps_start[s], self.eps_start[s + 1]
+                        dst = &self.eps_dst[0] if self.eps_dst.shape[0] else NULL
+                if keep:
                     self.closure_buf = <int32_t*>_grow(self.closure_buf, &self.closure_cap, at + count + 1,
                                                        sizeof(int32_t))
                     self.closure_buf[at + count] = s
                     count += 1
-                blk = self._block_index(s)
-                if blk >= 0:
+                if level >= 0:  # a placeholder: on into its level, appended now if new
+                    t = self._expansion(level)
+                    if self.visit[t] != self.current_visit:
+                        self.visit[t] = self.current_visit
+                        self.stack[top] = t
+                        top += 1
+                    if blk >= 0:
+                        continue
+                elif blk >= 0:
                     local = s - self.block_base[blk]
                     if self.block_acc[blk][local]:
                         t = self.block_end[blk]
@@ -550,10 +646,8 @@ cdef class SubsetConstruction:
                             self.stack[top] = t
                             top += 1
                     continue
-                a = self.eps_start[s]
-                b = self.eps_start[s + 1]
                 while a < b:
-                    t = self.eps_dst[a]
+                    t = dst[a]
                     if self.visit[t] != self.current_visit:
                         self.visit[t] = self.current_visit
                         self.stack[top] = t
@@ -564,6 +658,136 @@ cdef class SubsetConstruction:
             self.closure_len[state] = <int32_t>count
         out[0] = self.closure_buf + self.closure_at[state] - 1
         return self.closure_len[state]
+
+    cdef int32_t _new_level(self, object node, int32_t continuation) except -1:
+        """A record for a placeholder of ``node`` leading to ``continuation``, not expanded."""
+        cdef Py_ssize_t k
+        if self.n_levels + 1 > self.levels_cap:
+            k = self.levels_cap
+            self.level_continuation = <int32_t*>_grow(self.level_continuation, &k, self.n_levels + 1,
+                                                      sizeof(int32_t))
+            k = self.levels_cap
+            self.level_start = <int32_t*>_grow(self.level_start, &k, self.n_levels + 1, sizeof(int32_t))
+            self.levels_cap = k
+        self.level_node.append(node)
+        self.level_continuation[self.n_levels] = continuation
+        self.level_start[self.n_levels] = -1
+        self.n_levels += 1
+        return <int32_t>(self.n_levels - 1)
+
+    cdef int _room(self, Py_ssize_t n) except -1:
+        """The per-state scratch arrays grown to hold ``n`` states (capacity doubles; new
+        entries zeroed where a zero means "not seen")."""
+        cdef Py_ssize_t cap = self.states_cap, old = self.states_cap
+        if n <= cap:
+            return 0
+        while cap < n:
+            cap *= 2
+        self.stamp = <int32_t*>_resized(self.stamp, old, cap, sizeof(int32_t))
+        self.visit = <int32_t*>_resized(self.visit, old, cap, sizeof(int32_t))
+        self.closure_at = <int64_t*>_resized(self.closure_at, old, cap, sizeof(int64_t))
+        self.closure_len = <int32_t*>_resized(self.closure_len, old, cap, sizeof(int32_t))
+        self.gather = <int32_t*>_resized(self.gather, old, cap, sizeof(int32_t))
+        self.stack = <int32_t*>_resized(self.stack, old, cap, sizeof(int32_t))
+        self.states_cap = cap
+        return 0
+
+    cdef int32_t _expansion(self, int32_t level) except -1:
+        """The first state of placeholder record ``level``'s expansion: on first call its
+        level's template is appended, states shifted past the last one, its end given an
+        epsilon edge to the record's continuation and its own placeholders new records (in
+        template order: the Python construction appends alike). Cost: linear in the level."""
+        cdef int32_t first = self.level_start[level]
+        if first >= 0:
+            return first
+        template = self.template(self.level_node[level])
+        cdef Py_ssize_t m = template.num_states, base = self.n_nfa, j, e, k, x0 = base - self.n_initial
+        cdef int32_t start = template.start, end = template.end, continuation = self.level_continuation[level]
+        cdef const int32_t[::1] t_edge_start = template.edge_start
+        cdef const uint8_t[::1] t_lo = template.edge_lo
+        cdef const uint8_t[::1] t_hi = template.edge_hi
+        cdef const int32_t[::1] t_dst = template.edge_dst
+        cdef const int32_t[::1] t_eps_start = template.eps_start
+        cdef const int32_t[::1] t_eps_dst = template.eps_dst
+        cdef const uint8_t[::1] t_keep = template.important
+        if base + m >= INT32_MAX:
+            raise MemoryError("an automaton of more than 2**31 NFA states")
+        self._room(base + m)
+        k = self.x_cap
+        self.x_edge_start = <int64_t*>_grow(self.x_edge_start, &k, x0 + m + 1, sizeof(int64_t))
+        k = self.x_cap
+        self.x_eps_start = <int64_t*>_grow(self.x_eps_start, &k, x0 + m + 1, sizeof(int64_t))
+        k = self.x_cap
+        self.x_keep = <uint8_t*>_grow(self.x_keep, &k, x0 + m + 1, sizeof(uint8_t))
+        k = self.x_cap
+        self.x_level = <int32_t*>_grow(self.x_level, &k, x0 + m + 1, sizeof(int32_t))
+        self.x_cap = k
+        e = t_edge_start[m]
+        k = self.x_edges_cap
+        self.x_edge_lo = <uint8_t*>_grow(self.x_edge_lo, &k, self.x_edges + e, sizeof(uint8_t))
+        k = self.x_edges_cap
+        self.x_edge_hi = <uint8_t*>_grow(self.x_edge_hi, &k, self.x_edges + e, sizeof(uint8_t))
+        k = self.x_edges_cap
+        self.x_edge_dst = <int32_t*>_grow(self.x_edge_dst, &k, self.x_edges + e, sizeof(int32_t))
+        self.x_edges_cap = k
+        self.x_eps_dst = <int32_t*>_grow(self.x_eps_dst, &self.x_eps_cap, self.x_eps + t_eps_start[m] + 1,
+                                         sizeof(int32_t))
+        if x0 == 0:
+            self.x_edge_start[0] = 0
+            self.x_eps_start[0] = 0
+        for j in range(m):
+            for e in range(t_edge_start[j], t_edge_start[j + 1]):
+                self.x_edge_lo[self.x_edges] = t_lo[e]
+                self.x_edge_hi[self.x_edges] = t_hi[e]
+                self.x_edge_dst[self.x_edges] = <int32_t>(t_dst[e] + base)
+                self.x_edges += 1
+            for e in range(t_eps_start[j], t_eps_start[j + 1]):
+                self.x_eps_dst[self.x_eps] = <int32_t>(t_eps_dst[e] + base)
+                self.x_eps += 1
+            if j == end:
+                self.x_eps_dst[self.x_eps] = continuation
+                self.x_eps += 1
+            self.x_edge_start[x0 + j + 1] = self.x_edges
+            self.x_eps_start[x0 + j + 1] = self.x_eps
+            self.x_keep[x0 + j] = t_keep[j]
+            self.x_level[x0 + j] = -1
+        self.n_nfa = base + m
+        for placeholder in template.placeholders:
+            self.x_level[x0 + placeholder.state] = self._new_level(
+                placeholder.node, <int32_t>(base + placeholder.continuation))
+        self.level_start[level] = <int32_t>(base + start)
+        return <int32_t>(base + start)
+
+    def closure_of(self, int32_t state):
+        """The important states of the epsilon closure of NFA state ``state`` (a list; expands
+        the placeholders it meets)."""
+        if state < 0 or state >= self.n_nfa:
+            raise IndexError(state)
+        cdef const int32_t* items
+        cdef Py_ssize_t count = self._closure(state, &items)
+        return [items[k] for k in range(count)]
+
+    def edges_of(self, int32_t state):
+        """The byte edges ``(lo, hi, target)`` of a state outside blocks (a list)."""
+        cdef int64_t a, b
+        if state < 0 or state >= self.n_nfa or (state < self.n_initial and self._block_index(state) >= 0):
+            raise IndexError(state)
+        if state >= self.n_initial:
+            a, b = self.x_edge_start[state - self.n_initial], self.x_edge_start[state - self.n_initial + 1]
+            return [(self.x_edge_lo[k], self.x_edge_hi[k], self.x_edge_dst[k]) for k in range(a, b)]
+        a, b = self.edge_start[state], self.edge_start[state + 1]
+        return [(self.edge_lo[k], self.edge_hi[k], self.edge_dst[k]) for k in range(a, b)]
+
+    @property
+    def num_nfa_states(self):
+        """NFA states: those given and those expansions added."""
+        return self.n_nfa
+
+    cdef inline bint _reads(self, int32_t s) noexcept nogil:
+        """Whether state ``s``, outside blocks, has byte edges."""
+        if s >= self.n_initial:
+            return self.x_edge_start[s - self.n_initial + 1] > self.x_edge_start[s - self.n_initial]
+        return self.edge_start[s + 1] > self.edge_start[s]
 
     cdef int32_t _intern(self, Py_ssize_t count, Py_ssize_t max_states) except -2:
         """The DFA state of the subset ``gather[:count]`` (sorted here), created when new;
@@ -649,8 +873,10 @@ cdef class SubsetConstruction:
 
     @property
     def nbytes(self):
-        """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index."""
-        return (self.n_nfa * 29 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
+        """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index,
+        the states expansions added."""
+        return (self.states_cap * 29 + self.x_cap * 21 + self.x_edges_cap * 6 + self.x_eps_cap * 4
+                + self.levels_cap * 8 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
                 + self.slot_cap * 4 + self.e_cap * 12 + self.piece_cap * 4)
 
     def members(self, Py_ssize_t i):
@@ -687,8 +913,7 @@ cdef class SubsetConstruction:
         if inside < 0:
             return -1, None
         others = [members[k] for k in range(m)
-                  if self._block_index(members[k]) < 0
-                  and self.edge_start[members[k] + 1] > self.edge_start[members[k]]]
+                  if self._block_index(members[k]) < 0 and self._reads(members[k])]
         return inside, others
 
     def accepting(self, Py_ssize_t first):
@@ -755,6 +980,13 @@ cdef class SubsetConstruction:
         # the members' edges, in member order (a block state's from its DFA row)
         for k in range(m):
             s = members[k]
+            if s >= self.n_initial:  # added by an expansion
+                a = self.x_edge_start[s - self.n_initial]
+                b = self.x_edge_start[s - self.n_initial + 1]
+                while a < b:
+                    self._add_edge(&n_edges, self.x_edge_lo[a], self.x_edge_hi[a], self.x_edge_dst[a])
+                    a += 1
+                continue
             blk = self._block_index(s)
             if blk >= 0:
                 local = s - self.block_base[blk]
@@ -1083,9 +1315,10 @@ cdef class ThompsonNFA:
     arrays: the compiled version of :class:`enforcer.automaton._NFA`, which it must match state
     for state and edge for edge (its differential test). ``kinds`` holds the node classes and
     singletons it dispatches on (ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON,
-    NOTHING, Block); a Graph node's ``trim`` says whether it can leave dead states. A
+    NOTHING, Block, Deferred); a Graph node's ``trim`` says whether it can leave dead states. A
     sub-expression of at least ``fragment_min`` NFA states met again is copied, renumbered,
-    instead of walked again. Cost: a few attribute reads per node plus a copy per reuse."""
+    instead of walked again. ``deferred``: a Deferred node is a one-state placeholder block
+    (else its ``bounded`` is built). Cost: a few attribute reads per node plus a copy per reuse."""
 
     cdef int32_t* edges  # (source, lo, hi, target) per byte edge
     cdef Py_ssize_t n_edges, edges_cap  # in ints
@@ -1095,8 +1328,9 @@ cdef class ThompsonNFA:
     cdef public bint may_dead_end
     cdef public list blocks
     cdef dict fragments
-    cdef object ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block
+    cdef object ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block, Deferred
     cdef Py_ssize_t fragment_min
+    cdef bint deferred
 
     def __cinit__(self):
         self.edges = NULL
@@ -1106,10 +1340,11 @@ cdef class ThompsonNFA:
         free(self.edges)
         free(self.eps)
 
-    def __init__(self, tuple kinds, Py_ssize_t fragment_min):
+    def __init__(self, tuple kinds, Py_ssize_t fragment_min, bint deferred=False):
         (self.ByteSet, self.Concat, self.Union, self.Repeat, self.Graph, self.Embedded, self.EPSILON,
-         self.NOTHING, self.Block) = kinds
+         self.NOTHING, self.Block, self.Deferred) = kinds
         self.fragment_min = fragment_min
+        self.deferred = deferred
         self.num_states = 0
         self.n_edges = self.edges_cap = self.n_eps = self.eps_cap = 0
         self.may_dead_end = False
@@ -1272,6 +1507,13 @@ cdef class ThompsonNFA:
             base = self.num_states
             self.num_states += dfa.num_states
             self.blocks.append(self.Block(base, dfa, end))
+            self._eps(start, <int32_t>base)
+            return 0
+        if kind is self.Deferred:
+            if not self.deferred:
+                return self._build_shared(node.bounded, start, end)
+            base = self._new()
+            self.blocks.append(self.Block(base, node, end))
             self._eps(start, <int32_t>base)
             return 0
         raise TypeError(f"not a Node: {node!r}")

@@ -26,11 +26,12 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import (SubsetConstruction, ThompsonNFA, blocks_last, dfa_product, finalised_table, live_order,
-                          moore_classes, nfa_csr, reaching)
+    from ._kernels import (DEFERRED_PERIOD, SubsetConstruction, ThompsonNFA, blocks_last, dfa_product,
+                          finalised_table, live_order, moore_classes, nfa_csr, reaching)
 except ImportError:  # a source tree without the built extension: the Python walks do the work
     SubsetConstruction = ThompsonNFA = blocks_last = dfa_product = finalised_table = live_order = moore_classes = None
     nfa_csr = reaching = None
+    DEFERRED_PERIOD = -1
 if TYPE_CHECKING:
     from ._kernels import TrieWalk
 
@@ -133,13 +134,15 @@ class Node:
     """A regular expression over bytes. Build with the helper functions below.
 
     ``nfa_states``: exactly how many states the Thompson NFA of the node has (what
-    :class:`_NFA` builds between its start and end), known at construction from the children's
-    counts: every use of a shared sub-expression counts (the builder copies it at each use), a
-    bounded repeat counts each copy, an embedded DFA counts its states. The compile-time budget
-    reads it (:func:`nfa_size`) at no cost.
+    :class:`_NFA` builds between its start and end for a lazily built automaton), known at
+    construction from the children's counts: every use of a shared sub-expression counts (the
+    builder copies it at each use), a bounded repeat counts each copy, an embedded DFA counts
+    its states, a :class:`Deferred` node its placeholder. The compile-time budget reads it
+    (:func:`nfa_size`) at no cost.
 
     ``block_states``: how many of those are the states of embedded DFAs (:class:`Embedded`,
-    every use counted), which hold no edges of their own in the NFA (see :func:`nfa_budget_size`).
+    every use counted) and placeholders, which hold no edges of their own in the NFA (see
+    :func:`nfa_budget_size`).
 
     ``empty``: whether the node matches no string at all, also known at construction from the
     children's (exact: a sequence is empty when a part is, a union when every branch is, a
@@ -232,6 +235,28 @@ class Embedded(Node):
 
     def __post_init__(self) -> None:
         _set_derived(self, self.dfa.num_states, self.dfa.is_empty, self.dfa.num_states)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Deferred(Node):
+    """A sub-expression without a fixed depth, built a level at a time: ``level()`` is its
+    outermost level, whose deeper levels are :class:`Deferred` nodes in turn (free-form JSON
+    values: any nesting, as deep as a text goes). A lazily built automaton (:class:`LazyDFA`)
+    holds one placeholder state per use and adds a level's states the first time a walk reaches
+    it (see :class:`LevelTemplate`); an automaton built whole builds ``bounded`` instead (the
+    same language cut at a fixed depth). As a placeholder it counts one NFA state, one of a
+    block (:attr:`Node.nfa_states`). Identity matters: keep one node per language (cached)."""
+
+    level: Callable[[], Node]
+    bounded: Node
+    templates: dict = field(default_factory=dict, init=False, repr=False)
+    """:func:`level_template` per builder kind, made on first use."""
+    nfa_states = 1
+    block_states = 1
+    empty = False
+    num_states = 1
+    """As a block: a single placeholder state."""
+    is_empty = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -547,10 +572,12 @@ class _NFA:
     NFA adds nothing to the collector's work). The states of an embedded DFA are a numbered
     range with no stored edges: they are read off the DFA's table when a walk needs them."""
 
-    __slots__ = ("num_states", "edges", "eps", "may_dead_end", "blocks", "_fragments")
+    __slots__ = ("num_states", "edges", "eps", "may_dead_end", "blocks", "deferred", "_fragments")
 
-    def __init__(self) -> None:
+    def __init__(self, deferred: bool = False) -> None:
         self.num_states = 0
+        self.deferred = deferred
+        """Whether a :class:`Deferred` node is a placeholder block (else its ``bounded`` is built)."""
         self.edges = array("i")  # (source, lo, hi, target) per byte edge
         self.eps = array("i")  # (source, target) per epsilon edge
         self.may_dead_end = False  # set when a part could leave states that cannot finish
@@ -677,6 +704,13 @@ class _NFA:
             self.num_states += dfa.num_states
             self.blocks.append(Block(base, dfa, end))
             self._eps(start, base)
+        elif kind is Deferred:
+            if self.deferred:
+                base = self.new()
+                self.blocks.append(Block(base, node, end))
+                self._eps(start, base)
+            else:
+                self.build(node.bounded, start, end)
         else:  # pragma: no cover - programming error
             raise TypeError(f"not a Node: {node!r}")
 
@@ -723,15 +757,71 @@ def _blocks_last(n: int, edges: np.ndarray, eps: np.ndarray, blocks: list[Block]
     return _BlocksLast(edges, eps, laid, [int(x) for x in renumber(np.asarray(states, dtype=np.int64))], r)
 
 
-def new_nfa(compiled: bool = True) -> "_NFA":
+def new_nfa(compiled: bool = True, deferred: bool = False) -> "_NFA":
     """An empty Thompson NFA builder: the compiled :class:`enforcer._kernels.ThompsonNFA` when
-    built and ``compiled``, else :class:`_NFA` (its reference: same states, same edges)."""
+    built and ``compiled``, else :class:`_NFA` (its reference: same states, same edges).
+    ``deferred``: :class:`Deferred` nodes become placeholder blocks (else their ``bounded`` is
+    built)."""
     if compiled and ThompsonNFA is not None:
-        return ThompsonNFA((ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block),
-                           _FRAGMENT_MIN_STATES)
-    return _NFA()
+        return ThompsonNFA((ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block, Deferred),
+                           _FRAGMENT_MIN_STATES, deferred)
+    return _NFA(deferred)
 
 
+class LevelTemplate(NamedTuple):
+    """One level of a :class:`Deferred` node as NFA states ``0..num_states-1``, which an
+    expansion appends to a lazy automaton's NFA shifted past its last state: per-state slices
+    of byte edges and epsilon edges (CSR, as :func:`~enforcer._kernels.nfa_csr` makes them),
+    which states a subset keeps (those that read a byte), the level's start and end (its end
+    gets an epsilon edge to the continuation of the placeholder it replaces) and the level's
+    own placeholders, its deeper levels."""
+
+    num_states: int
+    start: int
+    end: int
+    edge_start: np.ndarray  # int32[num_states + 1]
+    edge_lo: np.ndarray  # uint8[E]
+    edge_hi: np.ndarray  # uint8[E]
+    edge_dst: np.ndarray  # int32[E]
+    eps_start: np.ndarray  # int32[num_states + 1]
+    eps_dst: np.ndarray  # int32[M]
+    important: np.ndarray  # uint8[num_states]
+    placeholders: tuple["Placeholder", ...]
+
+
+class Placeholder(NamedTuple):
+    """A :class:`Deferred` node's state in an NFA and the state its language leads to."""
+
+    state: int
+    node: Deferred
+    continuation: int
+
+
+def level_template(node: Deferred, compiled: bool = True) -> LevelTemplate:
+    """``node.level()`` as a :class:`LevelTemplate`, built by :func:`new_nfa` (``compiled``
+    says which builder) and kept on the node. Cost: one Thompson construction of one level
+    (a free-form level: ~190 states), once per node and builder."""
+    hit = node.templates.get(compiled)
+    if hit is not None:
+        return hit
+    nfa = new_nfa(compiled, deferred=True)
+    start, end = nfa.new(), nfa.new()
+    nfa.build(node.level(), start, end)
+    n = nfa.num_states
+    edges, eps = nfa.take_arrays()
+    placeholders = []
+    for block in nfa.blocks:
+        if not isinstance(block.dfa, Deferred):  # pragma: no cover - programming error
+            raise TypeError("a deferred level holds an embedded automaton")
+        placeholders.append(Placeholder(block.base, block.dfa, block.end))
+    csr = (nfa_csr if compiled and nfa_csr is not None else _nfa_csr_reference)(n, edges, eps, None)
+    important = (np.diff(csr[0]) > 0).view(np.uint8)
+    hit = node.templates[compiled] = LevelTemplate(n, start, end, *csr, important, tuple(placeholders))
+    return hit
+
+
+# --------------------------------------------------------------------------------------------
+# DFA
 # --------------------------------------------------------------------------------------------
 # DFA
 
@@ -1374,10 +1464,12 @@ class _Determiniser:
     """Subset construction over a Thompson NFA, one DFA state at a time: by the compiled
     :class:`enforcer._kernels.SubsetConstruction` when built (``compiled``), else in Python
     (:meth:`row_reference`, also the oracle of the kernel's differential test: same states,
-    same numbering)."""
+    same numbering). ``lazy``: :class:`Deferred` nodes are placeholders whose levels are added
+    when a closure first reaches them (else their ``bounded`` is built)."""
 
-    def __init__(self, node: Node, trim: bool, compiled: bool = True, keep: Sequence[int] = ()) -> None:
-        nfa = new_nfa(compiled)
+    def __init__(self, node: Node, trim: bool, compiled: bool = True, keep: Sequence[int] = (),
+                 lazy: bool = False) -> None:
+        nfa = new_nfa(compiled, deferred=lazy)
         built_start, built_end = nfa.new(), nfa.new()
         nfa.build(node, built_start, built_end)
         self.num_nfa_states = nfa.num_states
@@ -1395,6 +1487,17 @@ class _Determiniser:
         """States with slices of their own: all of them, or (blocks numbered last) those outside blocks."""
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
+        self._compiled = compiled
+        # levels of Deferred nodes, added past the NFA's states (the Python construction's; the
+        # kernel keeps its own): a record per placeholder met, and per added state its edges,
+        # epsilon edges, whether a subset keeps it, and its record when it is a placeholder
+        self._levels: list[list] = []
+        """[node, continuation, first state of its expansion or -1] per placeholder met."""
+        self._block_levels = {b.base: self._new_level(b.dfa, b.end) for b in self.blocks if isinstance(b.dfa, Deferred)}
+        self._added_edges: list[tuple[tuple[int, int, int], ...]] = []
+        self._added_eps: list[tuple[int, ...]] = []
+        self._added_keep: list[bool] = []
+        self._added_levels: dict[int, int] = {}
         edges, eps = laid.edges, laid.eps
         alive = None
         if trim and nfa.may_dead_end:
@@ -1413,7 +1516,7 @@ class _Determiniser:
         important = np.diff(self._edge_start) > 0
         if self.num_regular == self.num_nfa_states:  # (block states numbered last have no flags: all are kept)
             for block in self.blocks:
-                important[block.base:block.base + block.dfa.num_states] = True
+                important[block.base:block.base + block.dfa.num_states] = not isinstance(block.dfa, Deferred)
         important[self.end] = True
         important[self.kept] = True
         self._important = important.view(np.uint8)
@@ -1425,7 +1528,8 @@ class _Determiniser:
             self._kernel = SubsetConstruction(
                 self.num_nfa_states, start, self.end, self._edge_start,
                 self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start,
-                self._eps_dst, self._important, [(b.base, *_kernel_block(b.dfa), b.end) for b in self.blocks])
+                self._eps_dst, self._important, [(b.base, *_kernel_block(b.dfa), b.end) for b in self.blocks],
+                [b.dfa if isinstance(b.dfa, Deferred) else None for b in self.blocks], self._template)
             self.accepting: list[bool] = self._kernel.accepting(0)
             return
         first = self.closure(start)
@@ -1442,12 +1546,54 @@ class _Determiniser:
         """DFA states created so far."""
         return self._kernel.num_states if self._kernel is not None else len(self.sets)
 
+    @property
+    def added_nfa_states(self) -> int:
+        """NFA states the levels of :class:`Deferred` nodes added so far."""
+        if self._kernel is not None:
+            return self._kernel.num_nfa_states - self.num_nfa_states
+        return len(self._added_edges)
+
     def memory_size_bytes(self) -> int:
-        """The NFA's arrays, the kernel's subsets (or about 300 bytes per Python subset), plus
-        about 300 bytes per NFA state visited in Python and 24 per NFA state a Python subset or
-        closure holds."""
-        subsets = self._kernel.nbytes if self._kernel is not None else SUBSET_BYTES * len(self.sets)
-        return self._array_bytes + subsets + SUBSET_BYTES * len(self._closures) + SUBSET_ITEM_BYTES * self.subset_items
+        """The NFA's arrays, the kernel's subsets and added levels (or about 300 bytes per
+        Python subset and 50 per added NFA state), plus about 300 bytes per NFA state visited in
+        Python and 24 per NFA state a Python subset or closure holds."""
+        if self._kernel is not None:
+            held = self._kernel.nbytes
+        else:
+            held = SUBSET_BYTES * len(self.sets) + NFA_STATE_BYTES * len(self._added_edges)
+        return self._array_bytes + held + SUBSET_BYTES * len(self._closures) + SUBSET_ITEM_BYTES * self.subset_items
+
+    def _template(self, node: Deferred) -> LevelTemplate:
+        return level_template(node, self._compiled)
+
+    def _new_level(self, node: Deferred, continuation: int) -> int:
+        """A record for a placeholder of ``node`` leading to ``continuation``, not expanded."""
+        self._levels.append([node, continuation, -1])
+        return len(self._levels) - 1
+
+    def _expansion(self, level: int) -> int:
+        """The first state of placeholder record ``level``'s expansion, its level's states
+        appended on first call (see :meth:`enforcer._kernels.SubsetConstruction._expansion`,
+        which appends alike)."""
+        node, continuation, first = self._levels[level]
+        if first >= 0:
+            return first
+        template = self._template(node)
+        base = self.num_nfa_states + len(self._added_edges)
+        starts, lo, hi, dst = (a.tolist() for a in (template.edge_start, template.edge_lo, template.edge_hi,
+                                                    template.edge_dst))
+        eps_starts, eps_dst = template.eps_start.tolist(), template.eps_dst.tolist()
+        for j in range(template.num_states):
+            a, b = starts[j], starts[j + 1]
+            self._added_edges.append(tuple((lo[e], hi[e], dst[e] + base) for e in range(a, b)))
+            eps = tuple(t + base for t in eps_dst[eps_starts[j]:eps_starts[j + 1]])
+            self._added_eps.append(eps + (continuation,) if j == template.end else eps)
+            self._added_keep.append(bool(template.important[j]))
+        for placeholder in template.placeholders:
+            self._added_levels[base + placeholder.state] = self._new_level(placeholder.node,
+                                                                           base + placeholder.continuation)
+        first = self._levels[level][2] = base + template.start
+        return first
 
     def _alive(self, edges: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which states with slices can reach the end (uint8[num_regular]; a block's base
@@ -1492,10 +1638,16 @@ class _Determiniser:
         hit = self._edges.get(s)
         if hit is not None:
             return hit
+        if s >= self.num_nfa_states:  # added by an expansion
+            hit = self._added_edges[s - self.num_nfa_states] if self._kernel is None else tuple(self._kernel.edges_of(s))
+            self._edges[s] = hit
+            return hit
         at = self._block_at(s)
         if at is None:
             a, b = self._edge_start[s:s + 2].tolist()
             hit = tuple(zip(self._edge_lo[a:b].tolist(), self._edge_hi[a:b].tolist(), self._edge_dst[a:b].tolist()))
+        elif isinstance(at[0].dfa, Deferred):  # a placeholder reads nothing
+            hit = ()
         else:
             block, local = at
             row = block.dfa.array_row(local)
@@ -1512,10 +1664,15 @@ class _Determiniser:
         hit = self._epsilons.get(s)
         if hit is not None:
             return hit
-        at = self._block_at(s)
-        if at is None:
+        at = self._block_at(s) if s < self.num_nfa_states else None
+        if s >= self.num_nfa_states:  # added by an expansion
+            level = self._added_levels.get(s)
+            hit = self._added_eps[s - self.num_nfa_states] if level is None else (self._expansion(level),)
+        elif at is None:
             a, b = self._eps_start[s:s + 2].tolist()
             hit = tuple(self._eps_dst[a:b].tolist())
+        elif isinstance(at[0].dfa, Deferred):
+            hit = (self._expansion(self._block_levels[at[0].base]),)
         else:
             block, local = at
             hit = (block.end,) if block.dfa.accepting[local] else ()
@@ -1534,6 +1691,10 @@ class _Determiniser:
         hit = self._closures.get(state)
         if hit is not None:
             return hit
+        if self._kernel is not None:  # the kernel's own (it holds the levels it added)
+            hit = self._closures[state] = tuple(self._kernel.closure_of(state))
+            self.subset_items += len(hit)
+            return hit
         seen = {state}
         stack = [state]
         eps_of = self.eps_of
@@ -1543,8 +1704,9 @@ class _Determiniser:
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        important, r = self._important, self.num_regular
-        result = tuple(s for s in seen if s >= r or important[s])
+        important, r, n, placeholders = self._important, self.num_regular, self.num_nfa_states, self._block_levels
+        added = self._added_keep
+        result = tuple(s for s in seen if (added[s - n] if s >= n else s not in placeholders if s >= r else important[s]))
         self._closures[state] = result
         self.subset_items += len(result)
         return result
@@ -1626,14 +1788,18 @@ class _Determiniser:
             # to the pieces it covers
             cuts = sorted({lo for lo, _, _ in outgoing} | {hi + 1 for _, hi, _ in outgoing})
             at = {c: k for k, c in enumerate(cuts)}
-            pieces: list[set[int]] = [set() for _ in range(len(cuts) - 1)]
+            covering: list[list[int]] = [[] for _ in range(len(cuts) - 1)]
             for elo, ehi, t in outgoing:
-                closure = self.closure(t)
                 for k in range(at[elo], at[ehi + 1]):
-                    pieces[k].update(closure)
-            for k, targets in enumerate(pieces):
-                if not targets:
+                    covering[k].append(t)
+            # closures piece by piece, edges in order, as the kernel takes them: a closure may
+            # add a level's states, numbered in the order closures meet placeholders
+            for k, starts in enumerate(covering):
+                if not starts:
                     continue
+                targets = set()
+                for t in starts:
+                    targets.update(self.closure(t))
                 lo, hi = cuts[k], cuts[k + 1] - 1
                 key = _subset_key(targets)
                 target = self.index.get(key)
@@ -1658,6 +1824,8 @@ def _kernel_block(dfa: "DFA | CountedDFA | CountedProduct") -> tuple[np.ndarray,
     counted product's slot rows and flags."""
     if isinstance(dfa, PERIODIC):
         return dfa.kernel_block()
+    if isinstance(dfa, Deferred):
+        return np.empty((0, 256), dtype=np.int32), np.zeros(1, dtype=np.uint8), DEFERRED_PERIOD, _EVERY_STATE_LIVES
     return (np.ascontiguousarray(dfa.transitions, dtype=np.int32),
             np.ascontiguousarray(dfa.accepting, dtype=np.uint8), 0, _EVERY_STATE_LIVES)
 
@@ -1794,7 +1962,7 @@ class LazyDFA(_Reading):
         if det is None:
             with self._lock:
                 if self._det is None:
-                    self._det = _Determiniser(self._node, trim=True, keep=self._keep_nfa_states)
+                    self._det = _Determiniser(self._node, trim=True, keep=self._keep_nfa_states, lazy=True)
                     self._node = None
                 det = self._det
         return det
@@ -1947,8 +2115,11 @@ class LazyDFA(_Reading):
         self._rows_added()
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
-        """See :meth:`_Determiniser.embedding` (``state`` must exist)."""
-        return (self._det or self._determiniser()).embedding(state)
+        """See :meth:`_Determiniser.embedding` (``state`` must exist); under the lock, as the
+        closure it takes may add a level's states."""
+        det = self._det or self._determiniser()
+        with self._lock:
+            return det.embedding(state)
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
         """Build the rows of ``states``; returns the (possibly reallocated) table. Raises

@@ -16,13 +16,13 @@ import itertools
 import json
 from collections import Counter, deque
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from . import numbers
-from .automaton import (DEAD, DEFAULT_MAX_STATES, DFA, EPSILON, NOTHING, CountedDFA, CountedProduct, Embedded, Graph,
+from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, CountedProduct, Deferred, Embedded, Graph,
                         Node, alt, byte_chars, codepoints, compile_node, eager_budget, eager_states_spent, literal,
                         nfa_budget_size, nfa_size, optional, refund_eager_states, repeat, separated, seq,
                         states_exceeded)
@@ -116,27 +116,10 @@ class _KeyWitness(NamedTuple):
 class _SubtreeFacts:
     """What building one sub-value's node depended on, besides the schema and its cache key:
     the most times one ``$ref`` had been expanded on the path when it was expanded again
-    (``-1``: no expansion; the node is the same under any recursion cut above it) and whether a
-    free-form value deeper than ``FREE_FORM_FALLBACK_DEPTH`` was built. Filled while the
-    sub-value is built (its own and its children's), then kept with its cached node."""
+    (``-1``: no expansion; the node is the same under any recursion cut above it). Filled while
+    the sub-value is built (its own and its children's), then kept with its cached node."""
 
     deepest_expansion: int = -1
-    deep_free_form: bool = False
-
-
-class _Probe(NamedTuple):
-    """The value built at the fallbacks' cheapest settings (:meth:`SchemaCompiler._probe_floor`)."""
-
-    knobs: tuple[int, bool, int]
-    """Free-form depth, free-form values as blocks, recursion cut."""
-    node: Node | None
-    """None: the probe met another budget than ``max_nfa_states``, so no verdict."""
-    recursed: bool
-    """A ``$ref`` was expanded twice on one path: the node holds for this recursion cut only."""
-
-    def serves(self, knobs: tuple[int, bool, int]) -> bool:
-        """The node is the value at these settings too."""
-        return knobs == self.knobs or (not self.recursed and knobs[:2] == self.knobs[:2])
 
 
 class _Built(NamedTuple):
@@ -202,21 +185,18 @@ class SchemaOptions:
     indent_width: int = 4
     """After a newline, up to ``indent_width * (depth + 1)`` spaces (capped by ``max_indent``)."""
     max_indent: int = 32
-    free_form_depth: int = 4
-    """Nesting allowed inside values the schema does not describe (``{}``, bare ``object``):
-    each level doubles their automaton (4: ~4,700 NFA states; 8: ~92,000, built lazily: a walk
-    builds the states it reaches; 8 takes jsonschemabench's Kubernetes instances, but random
-    walks through tool-call formats then reach their decode-time state budget, so it is not the
-    default). A value whose automaton exceeds
-    ``max_nfa_states`` at this depth is compiled again with its free-form values
-    ``FREE_FORM_DEPTH_STEP`` levels shallower, down to ``FREE_FORM_FALLBACK_DEPTH`` (never
-    below this option), before it is refused: deep free-form values in small schemas, bounded
-    automata in large ones."""
+    free_form_depth: int = 32
+    """Nesting allowed inside values the schema does not describe (``{}``, bare ``object``).
+    A lazily built automaton holds one placeholder state per such value and adds a level of
+    containers (about 190 NFA states) the first time a walk reaches it, so a level costs only
+    where a text goes; its states count against ``max_states`` and ``max_automaton_bytes``.
+    Where an automaton is built whole (``allOf`` parts that do not merge, ``not``,
+    ``uniqueItems`` items) they nest at most ``WHOLE_FREE_FORM_DEPTH`` (4) deep."""
     max_recursion: int = 3
     """How often one ``$ref`` may be expanded on a single path before recursion is cut. A value
-    whose automaton exceeds ``max_nfa_states`` with recursion expanded (once free-form values
-    are at their fallback depth) is compiled again with recursion cut one expansion earlier,
-    down to ``MIN_RECURSION`` expansions, before it is refused."""
+    whose automaton exceeds ``max_nfa_states`` with recursion expanded is compiled again with
+    recursion cut one expansion earlier, down to ``MIN_RECURSION`` expansions, before it is
+    refused."""
     assert_formats: bool = True
     """Enforce ``format`` (date-time, uuid, ...). ``False`` treats it as an annotation."""
     unknown_formats: str = "ignore"
@@ -330,17 +310,10 @@ class SchemaCompiler:
         self._enums: dict[tuple[str, int, str, int], tuple[Any, Node]] = {}
         """(keyword, id of its members, the rest of the schema, depth) -> (the members, kept so that
         their id stays theirs, the node)."""
-        self.free_form_depth = options.free_form_depth
-        """The free-form depth in use (lowered from the option when a value exceeds its budget)."""
-        self._deep_free_form = False  # a free-form value deeper than the fallback was built
         self.max_recursion = options.max_recursion
         """The recursion cut in use (lowered from the option when a value exceeds its budget)."""
         self._recursed = False  # a $ref was expanded inside its own expansion
-        self._free_form_built = False  # a free-form value was built
         self._sub_values_built = 0  # over every attempt of this compile (see MAX_SUB_VALUES)
-        self._free_form_blocks = False
-        """Free-form values are embedded DFAs (:func:`_free_form_block`): the fallback of a value
-        over ``max_nfa_states`` before its recursion is cut."""
         self._nesting = 0
         self._unique_holders: dict[int, dict] = {}
         """id of the ``items`` of each schema whose ``uniqueItems`` matchers enforce -> that
@@ -492,101 +465,68 @@ class SchemaCompiler:
 
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """Every accepted serialisation of values of ``schema`` at value nesting ``depth``. An
-        outermost value over its budget is compiled again with shallower free-form values, then
-        with recursion cut earlier (``SchemaOptions.free_form_depth``, ``max_recursion``): at
-        most five attempts with the defaults, the second of them at the cheapest settings when
-        two or more fallbacks are left (:meth:`_probe_floor`: over budget there, refused)."""
+        outermost value over its budget is compiled again with recursion cut earlier
+        (``SchemaOptions.max_recursion``): at most two attempts with the defaults, the second
+        of them at the earliest cut when two or more fallbacks are left (:meth:`_probe_floor`:
+        over budget there, refused)."""
         if self._nesting:
             return self._sub_value(schema, pointer, depth, refs)
-        probed: _Probe | None = None
+        probed: Node | None = None  # the value at the earliest cut, once probed
+        floor_tried = False
         spent = eager_states_spent()
         while True:
-            if probed is not None and probed.node is not None and probed.serves(self._knobs()):
-                return probed.node
+            if probed is not None and self.max_recursion == MIN_RECURSION:
+                return probed
             if spent is not None:
                 refund_eager_states(spent)  # each attempt has the whole eager budget
             try:
                 return self._sub_value(schema, pointer, depth, refs)
             except SchemaTooComplexError as exc:
-                if not exc.budget.startswith("max_nfa_states"):
-                    raise  # other limits are met while building automata: costly to meet again
-                if probed is None and self._fallbacks_left() > 1:
+                if not exc.budget.startswith("max_nfa_states") or not self._recursed \
+                        or self.max_recursion <= MIN_RECURSION:
+                    # other limits are met while building automata (costly to meet again);
+                    # without recursion to cut earlier nothing makes the value smaller
+                    raise
+                if self.max_recursion - MIN_RECURSION > 1 and not floor_tried:
+                    floor_tried = True
                     if spent is not None:
                         refund_eager_states(spent)
                     probed = self._probe_floor(schema, pointer, depth, refs)
-                if self._deep_free_form:
-                    self.free_form_depth = max(FREE_FORM_FALLBACK_DEPTH, self.free_form_depth - FREE_FORM_DEPTH_STEP)
-                elif self._free_form_built and not self._free_form_blocks:
-                    # the same language, its states shared blocks with no edges (Kubernetes in
-                    # spec mode: 92% of PodSpec's NFA states are the values of undeclared keys)
-                    self._free_form_blocks = True
-                elif self._recursed and self.max_recursion > MIN_RECURSION:
-                    self.max_recursion -= 1
-                    self._deep_free_form = self._recursed = self._free_form_built = False
-                    # a node whose $refs were all expanded fewer times than the new cut is the
-                    # same node: kept (Kubernetes kb_1161 built 46,000 sub-values again)
-                    self._values = {key: built for key, built in self._values.items()
-                                    if built.facts.deepest_expansion < self.max_recursion}
-                    continue
-                else:
-                    raise
-                self._deep_free_form = self._recursed = self._free_form_built = False
-                self._values.clear()
-                self._any_cache.clear()
+                self.max_recursion -= 1
+                self._recursed = False
+                # a node whose $refs were all expanded fewer times than the new cut is the
+                # same node: kept (Kubernetes kb_1161 built 46,000 sub-values again)
+                self._values = {key: built for key, built in self._values.items()
+                                if built.facts.deepest_expansion < self.max_recursion}
 
-    def _knobs(self) -> tuple[int, bool, int]:
-        """The settings the fallbacks of :meth:`value` lower: free-form depth, free-form values
-        as shared blocks, recursion cut."""
-        return self.free_form_depth, self._free_form_blocks, self.max_recursion
-
-    def _floor_knobs(self) -> tuple[int, bool, int]:
-        """The cheapest settings the fallbacks can reach."""
-        return min(self.free_form_depth, FREE_FORM_FALLBACK_DEPTH), True, min(self.max_recursion, MIN_RECURSION)
-
-    def _fallbacks_left(self) -> int:
-        """Attempts the fallbacks would make after the one that just failed (from what it built)."""
-        depth_steps = -(-(self.free_form_depth - FREE_FORM_FALLBACK_DEPTH) // FREE_FORM_DEPTH_STEP) \
-            if self._deep_free_form else 0
-        blocks = int(not self._free_form_blocks and (self._free_form_built or self._deep_free_form))
-        recursion = max(0, self.max_recursion - MIN_RECURSION) if self._recursed else 0
-        return depth_steps + blocks + recursion
-
-    def _probe_floor(self, schema: Any, pointer: str, depth: int, refs: Refs) -> "_Probe":
-        """The value at the cheapest settings (:meth:`_floor_knobs`), tried once the first
-        attempt is over budget with two or more fallbacks left. Automata only grow with each
-        setting, so when this one is over budget every fallback is too: its refusal is raised
-        at once (WashingtonPost's recursive ANS schemas: two attempts instead of three, 0.7
-        instead of 1.5 s; Kubernetes kb_1161: 5.2 instead of 8.4 s). Otherwise the fallbacks go
-        on from where they were (this node is theirs if they reach these settings, or any
-        recursion cut when the probe expanded no ``$ref`` twice on a path: Snowplow sp_309 with
-        ``free_form_depth=6``, one attempt fewer); the probe leaves the attempts' state and
-        sub-value count as it found them."""
-        saved = (self._knobs(), self._values, self._any_cache, self._deep_free_form, self._recursed,
-                 self._free_form_built, self._sub_values_built)
-        floor = self._floor_knobs()
-        self.free_form_depth, self._free_form_blocks, self.max_recursion = floor
-        self._values, self._any_cache = {}, {}
-        self._deep_free_form = self._recursed = self._free_form_built = False
+    def _probe_floor(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node | None:
+        """The value with recursion cut at ``MIN_RECURSION``, tried once the first attempt is
+        over budget with two or more fallbacks left. Automata only grow with each expansion, so
+        when this one is over budget every fallback is too: its refusal is raised at once
+        (WashingtonPost's recursive ANS schemas; Kubernetes kb_1161: 5.2 instead of 8.4 s).
+        Otherwise the fallbacks go on from where they were, and this node is theirs if they
+        reach this cut; None when the probe met another budget (no verdict). The probe leaves
+        the attempts' state and sub-value count as it found them."""
+        saved = (self.max_recursion, self._values, self._recursed, self._sub_values_built)
+        self.max_recursion, self._values, self._recursed = MIN_RECURSION, {}, False
         try:
-            node = self._sub_value(schema, pointer, depth, refs)
-            return _Probe(floor, node, self._recursed)
+            return self._sub_value(schema, pointer, depth, refs)
         except SchemaTooComplexError as exc:
             if exc.budget.startswith("max_nfa_states"):
                 raise exc from None  # the refusal itself, not chained to the first attempt's
-            return _Probe(floor, None, True)  # another budget: no verdict; the fallbacks decide
+            return None
         finally:
-            (self.free_form_depth, self._free_form_blocks, self.max_recursion), self._values, self._any_cache, \
-                self._deep_free_form, self._recursed, self._free_form_built, self._sub_values_built = saved
+            self.max_recursion, self._values, self._recursed, self._sub_values_built = saved
 
     def _sub_value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         if self._nesting >= MAX_NESTING:
             raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep "
                                         f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})", pointer,
                                         f"MAX_NESTING={MAX_NESTING}")
-        key = (id(schema), depth, refs, self.free_form_depth)
+        key = (id(schema), depth, refs)
         hit = self._values.get(key)
         if hit is not None:
-            self._depended_on(hit.facts.deepest_expansion, hit.facts.deep_free_form)
+            self._depended_on(hit.facts.deepest_expansion)
             return hit.node
         self._sub_values_built += 1
         if self._sub_values_built > MAX_SUB_VALUES:
@@ -609,33 +549,18 @@ class SchemaCompiler:
         if building:  # the flags were set where the facts were found: only the parent learns them
             parent = building[-1]
             parent.deepest_expansion = max(parent.deepest_expansion, facts.deepest_expansion)
-            parent.deep_free_form |= facts.deep_free_form
         self.check_size(node, pointer)
         self._values[key] = _Built(schema, node, facts)
         return node
 
-    def _depended_on(self, expansion: int, deep_free_form: bool) -> None:
+    def _depended_on(self, expansion: int) -> None:
         """Record that the node being built expanded a ``$ref`` already expanded ``expansion``
-        times on its path (``-1``: none) or built a deep free-form value: in the flags the
-        budget fallbacks read and in the facts of the sub-value being built."""
+        times on its path (``-1``: none): in the flag the budget fallbacks read and in the facts
+        of the sub-value being built."""
         self._recursed |= expansion > 0
-        self._deep_free_form |= deep_free_form
         if self._building:
             facts = self._building[-1]
             facts.deepest_expansion = max(facts.deepest_expansion, expansion)
-            facts.deep_free_form |= deep_free_form
-
-    @contextlib.contextmanager
-    def _built_whole(self) -> Iterator[None]:
-        """Around values whose automaton is built whole (intersections, differences): their
-        free-form values nest at most ``FREE_FORM_FALLBACK_DEPTH`` deep (a deeper one is
-        thousands of states built eagerly; both sides of a product are built alike)."""
-        saved = self.free_form_depth
-        self.free_form_depth = min(saved, FREE_FORM_FALLBACK_DEPTH)
-        try:
-            yield
-        finally:
-            self.free_form_depth = saved
 
     @staticmethod
     @contextlib.contextmanager
@@ -680,7 +605,7 @@ class SchemaCompiler:
         if isinstance(schema, dict) and len(set(schema) - ANNOTATIONS) == 1 and set(schema) & set(_REFERENCES):
             schema, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
-            return self.any_value(depth, self.free_form_depth)
+            return self.any_value(depth, self.options.free_form_depth)
         if schema is False:
             return NOTHING
         if not isinstance(schema, dict):
@@ -1033,7 +958,7 @@ class SchemaCompiler:
         expanded = sum(r == ref for r, _ in refs)
         if expanded >= self.max_recursion:
             return False, target_pointer, refs
-        self._depended_on(expanded, False)
+        self._depended_on(expanded)
         return target, target_pointer, refs + ((ref, depth),)
 
     def _cycle_back_to(self, ref: str, target: Any) -> list[str]:
@@ -1206,7 +1131,7 @@ class SchemaCompiler:
             key = self._scalar_intersection_key(t, [current, *(part_t for part_t, _ in pending)], depth)
             node = self._scalar_intersections.get(key) if key is not None else None
             if node is None:
-                with self._built_whole(), self._eager(pointer, "allOf"):
+                with self._eager(pointer, "allOf"):
                     dfa = compile_node(self.value(current, pointer, depth, refs), self.options.max_states)
                     for part_t, ptr in pending:
                         dfa = dfa.intersect(compile_node(self.value(part_t, ptr, depth, refs),
@@ -2053,10 +1978,10 @@ class SchemaCompiler:
             values = negated["enum"] if "enum" in negated else [negated["const"]]
             if all(isinstance(v, (str, bool)) or v is None for v in values):
                 text = _text_without_references(schema)  # with none, the same value at any recursion cut
-                key = (text, depth, self.free_form_depth) if text is not None else None
+                key = (text, depth) if text is not None else None
                 if key is not None and key in self._negated_constants:  # failures of tagged conditions repeat it
                     return self._negated_constants[key]
-                with self._built_whole(), self._eager(pointer, "not"):
+                with self._eager(pointer, "not"):
                     base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
                     excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)),
                                             self.options.max_states)
@@ -2112,7 +2037,7 @@ class SchemaCompiler:
         if multiples is None:
             raise UnsupportedSchemaError("not", pointer, "a multipleOf step too fine to negate exactly")
         limit = self.options.max_states
-        with self._built_whole(), self._eager(pointer, "not"):
+        with self._eager(pointer, "not"):
             plain = compile_node(self.value(rest, pointer, depth, refs), limit).intersect(_divisible_as_written(), limit)
             dfa = plain.difference(compile_node(multiples, limit), limit)
         return Embedded(dfa) if not dfa.is_empty else NOTHING
@@ -2581,10 +2506,9 @@ class SchemaCompiler:
                         t in declared_types(contains_t):
                     matching.append(self.value(sub_t, sub_pointer, inner, refs))
                 else:
-                    with self._built_whole():
-                        both, rest = self._contains_products(self.value(sub_t, sub_pointer, inner, refs),
-                                                             self.value(contains_t, cptr, inner, refs),
-                                                             no_exponent, cptr)
+                    both, rest = self._contains_products(self.value(sub_t, sub_pointer, inner, refs),
+                                                         self.value(contains_t, cptr, inner, refs),
+                                                         no_exponent, cptr)
                     matching.append(Embedded(both) if not both.is_empty else NOTHING)
                     other.append(Embedded(rest) if not rest.is_empty else NOTHING)
             split[key] = (alt(*matching), alt(*other))
@@ -2865,15 +2789,14 @@ class SchemaCompiler:
 
     def any_value(self, depth: int, budget: int) -> Node:
         """Any JSON value at nesting ``depth`` with containers nested at most ``budget`` deep
-        (:func:`_free_form`; one node per depth and budget, shared by every use)."""
+        (:func:`_deferred_free_form`: one placeholder NFA state per use, its levels added as
+        walks reach them; one node per depth and budget, shared by every use)."""
         key = depth * 1000 + budget
         hit = self._any_cache.get(key)
-        self._depended_on(-1, budget > FREE_FORM_FALLBACK_DEPTH)
-        self._free_form_built = True
         if hit is None:
             widths = tuple(min(self.options.indent_width * (depth + k), self.options.max_indent)
                            for k in range(budget + 1))
-            hit = self._any_cache[key] = (_free_form_block if self._free_form_blocks else _free_form)(widths, budget)
+            hit = self._any_cache[key] = _deferred_free_form(widths, budget)
         return hit
 
 
@@ -2884,36 +2807,44 @@ _FLATTENED_LEVELS = 8
 MIN_RECURSION = 2
 """The earliest recursion cut a value over its budget falls back to (one expansion rejected a
 valid Kubernetes instance that two refuse: refusing is the honest answer there)."""
-FREE_FORM_FALLBACK_DEPTH = 4
-"""The shallowest free-form depth a value over its budget falls back to (the option's own
-value when that is smaller: then no fallback)."""
-FREE_FORM_DEPTH_STEP = 2
-"""Levels removed from free-form values at each fallback attempt (8, 6, 4)."""
+WHOLE_FREE_FORM_DEPTH = 4
+"""How deep free-form values nest in automata built whole (intersections, differences,
+``uniqueItems`` items): each level doubles their states (4: ~4,700 NFA states, ~5,000 DFA
+states), so they are cut there; lazily built automata take ``SchemaOptions.free_form_depth``."""
 _FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
 
 
-@lru_cache(maxsize=256)
-def _free_form(widths: tuple[int, ...], budget: int) -> Node:
+def _free_form_level(widths: tuple[int, ...], budget: int, deeper: Callable[[tuple[int, ...], int], Node]) -> Node:
     """Any JSON value with containers nested at most ``budget`` deep, ``widths[k]`` the
-    whitespace width ``k`` levels down from its own (``budget + 1`` of them). Containers are
-    graphs with a single item edge: each level holds one copy of the level below for arrays and
-    one for objects (an automaton must remember which bracket each open level closes with, so
-    its states double per level). Cached: depends on the widths and budget only."""
+    whitespace width ``k`` levels down from its own (``budget + 1`` of them), the values inside
+    its containers ``deeper(widths[1:], budget - 1)``. Containers are graphs with a single item
+    edge: each level holds one copy of the level below for arrays and one for objects (an
+    automaton must remember which bracket each open level closes with)."""
     options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, _FREE_STRING]
     if budget > 0:
-        item = _free_form(widths[1:], budget - 1)
+        item = deeper(widths[1:], budget - 1)
         member = seq(_FREE_STRING, _COLON, item)
         options += [_container("[", "]", item, widths), _container("{", "}", member, widths)]
     return alt(*options)
 
 
-@lru_cache(maxsize=32)
-def _free_form_block(widths: tuple[int, ...], budget: int) -> Node:
-    """:func:`_free_form` as an embedded DFA: the same language, whose states every use shares
-    (an NFA holds a block's states as a numbered range without edges, 18 bytes each against
-    50). A constant of the library: built once per process (at the fallback depth, 4: about
-    5,000 states, 10-30 ms, 5 MB of table) and kept across ``clear_cache``."""
-    return Embedded(compile_node(_free_form(widths, budget), DEFAULT_MAX_STATES))
+@lru_cache(maxsize=256)
+def _free_form(widths: tuple[int, ...], budget: int) -> Node:
+    """:func:`_free_form_level` with every level built: its states double per level. Cached:
+    depends on the widths and budget only."""
+    return _free_form_level(widths, budget, _free_form)
+
+
+@lru_cache(maxsize=1024)
+def _deferred_free_form(widths: tuple[int, ...], budget: int) -> Node:
+    """:func:`_free_form_level` as a :class:`~enforcer.automaton.Deferred` node whose levels a
+    lazily built automaton adds when a walk reaches them (about 190 NFA states a level), cut at
+    ``WHOLE_FREE_FORM_DEPTH`` where an automaton is built whole. Cached (a node per widths and
+    budget: a level's template is built once per process)."""
+    if budget == 0:
+        return _free_form(widths, 0)
+    whole = min(budget, WHOLE_FREE_FORM_DEPTH)
+    return Deferred(partial(_free_form_level, widths, budget, _deferred_free_form), _free_form(widths[:whole + 1], whole))
 
 
 def _container(open_: str, close: str, item: Node, widths: tuple[int, ...]) -> Node:

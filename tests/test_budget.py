@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from enforcer import SchemaTooComplexError, UnsupportedSchemaError, compile_json_schema
-from enforcer.automaton import DFA, _NFA, compile_node, nfa_size
+from enforcer.automaton import DFA, _NFA, compile_node, eager_states_spent, nfa_size
 from enforcer.json_schema import SchemaCompiler, SchemaOptions
 from enforcer.matcher import clear_cache, compile_schema_dfa
 from enforcer.tools import compile_tools
@@ -282,72 +282,69 @@ def test_a_value_compiled_again_with_recursion_cut_earlier_keeps_the_nodes_no_cu
     assert compile_node(node).content_key == compile_node(direct).content_key
 
 
-def _attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool, int]]:
-    """The settings of each attempt at the outermost value (free-form depth, blocks, recursion)."""
-    seen: list[tuple[int, bool, int]] = []
+def _attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int | None]]:
+    """The recursion cut of each attempt at the outermost value, and the eager states spent
+    when it began."""
+    seen: list[tuple[int, int | None]] = []
     original = SchemaCompiler._sub_value
 
     def counting(self: SchemaCompiler, sub: Any, pointer: str, depth: int, refs: Any) -> Any:
         if self._nesting == 0:
-            seen.append((self.free_form_depth, self._free_form_blocks, self.max_recursion))
+            seen.append((self.max_recursion, eager_states_spent()))
         return original(self, sub, pointer, depth, refs)
 
     monkeypatch.setattr(SchemaCompiler, "_sub_value", counting)
     return seen
 
 
-def test_a_value_over_budget_at_the_cheapest_settings_is_refused_after_two_attempts(
+_TREE = {"type": "object", "properties": {"tag": {"type": "string"}, "f": {},
+                                          "kids": {"type": "array", "items": {"$ref": "#"}}}}
+"""NFA states by recursion cut: 1,488 at 2, 3,952 at 3, 9,456 at 4."""
+
+
+def test_a_value_over_budget_at_the_earliest_cut_is_refused_after_two_attempts(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Recursion and a free-form value over budget: the fallbacks would try blocks, then one
-    expansion less (three attempts, WashingtonPost's refusals took 1.5 s); the second attempt is
-    the cheapest settings, over budget too, so the value is refused there, as the last fallback
-    would have refused it."""
-    schema = {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}, "c": {"$ref": "#"}, "f": {}}}
+    """Over budget with recursion expanded four times: the fallbacks would try three, then two
+    expansions; the second attempt is the earliest cut, over budget too, so the value is
+    refused there, as the last fallback would have refused it."""
     seen = _attempts(monkeypatch)
     with pytest.raises(SchemaTooComplexError, match="max_nfa_states"):
-        SchemaCompiler(schema, SchemaOptions(max_nfa_states=400)).compile()
-    assert seen == [(4, False, 3), (4, True, 2)]
+        SchemaCompiler(_TREE, SchemaOptions(max_recursion=4, max_nfa_states=1_000)).compile()
+    assert [cut for cut, _ in seen] == [4, 2]
 
 
-def test_a_value_that_fits_at_the_cheapest_settings_takes_the_richest_fallback_that_fits(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cheapest settings fit: the fallbacks go on from the first attempt as before, and the
-    value is the one the first settings that fit build (free-form values 6 deep, not 4)."""
-    schema = {"type": "object", "properties": {"a": {}}}
+def test_a_value_that_fits_at_the_earliest_cut_takes_the_latest_cut_that_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The earliest cut fits: the fallbacks go on from the first attempt, and the value is the
+    one the first cut that fits builds (three expansions, not two)."""
     seen = _attempts(monkeypatch)
-    probed = SchemaCompiler(schema, SchemaOptions(free_form_depth=8, max_nfa_states=50_000)).compile()
-    assert seen == [(8, False, 3), (4, True, 2), (6, False, 3)]
-    direct = SchemaCompiler(schema, SchemaOptions(free_form_depth=6)).compile()
+    probed = SchemaCompiler(_TREE, SchemaOptions(max_recursion=4, max_nfa_states=5_000)).compile()
+    assert [cut for cut, _ in seen] == [4, 2, 3]
+    direct = SchemaCompiler(_TREE, SchemaOptions(max_recursion=3)).compile()
+    assert nfa_size(probed) == nfa_size(direct) == 3_952
     assert compile_node(probed).content_key == compile_node(direct).content_key
 
 
-def test_the_cheapest_settings_without_recursion_serve_every_recursion_cut(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No ``$ref`` expanded twice: the probe's value (blocks, recursion cut at 2) is the value
-    at blocks with any cut, so the fallback to blocks is not built again (Snowplow sp_309 with
-    ``free_form_depth=6``: three attempts instead of four)."""
-    schema = {"type": "object", "properties": {"a": {}, "b": {}}}
+def test_a_value_over_budget_without_recursion_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``$ref`` expanded twice: cutting recursion earlier cannot shrink the value, so there
+    is no second attempt."""
     seen = _attempts(monkeypatch)
-    probed = SchemaCompiler(schema, SchemaOptions(free_form_depth=6, max_nfa_states=8_000)).compile()
-    assert seen == [(6, False, 3), (4, True, 2), (4, False, 3)]  # the fourth, (4, True, 3), is the probe's
-    seen.clear()
-    direct = SchemaCompiler(schema, SchemaOptions(free_form_depth=4, max_nfa_states=8_000)).compile()
-    assert seen == [(4, False, 3), (4, True, 3)]
-    assert nfa_size(probed) == nfa_size(direct)
-    assert compile_node(probed).content_key == compile_node(direct).content_key
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": 5} for i in range(40)}}
+    with pytest.raises(SchemaTooComplexError, match="max_nfa_states"):
+        SchemaCompiler(schema, SchemaOptions(max_nfa_states=500)).compile()
+    assert [cut for cut, _ in seen] == [3]
 
 
-def test_each_fallback_attempt_has_the_whole_eager_budget() -> None:
+def test_each_fallback_attempt_has_the_whole_eager_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """An attempt abandoned over ``max_nfa_states`` does not spend the eager budget of the
-    next: the intersection below costs 2,957 states per attempt, and free-form values 6 deep
-    are over the NFA budget, so the attempt at 4 deep must still have its 4,000 (JSON Schema
-    Store's discovery, with free-form values 6 deep: refused over ``max_eager_states`` after
-    the deeper attempt and the probe, though 4 deep compiles)."""
-    schema = {"type": "object", "properties": {
-        "p": {"allOf": [{"type": "string", "pattern": "^[a-z]{1,30}$"}, {"type": "string", "pattern": "^.{0,20}x"}]},
-        "f": {}}}
-    options = SchemaOptions(free_form_depth=6, max_nfa_states=20_000, max_eager_states=4_000)
-    node = SchemaCompiler(schema, options).compile()
-    direct = SchemaCompiler(schema, SchemaOptions(free_form_depth=4, max_nfa_states=20_000)).compile()
+    next: each attempt begins with what the compile had spent before the first (the
+    intersection below costs 2,957 states in every tree node an attempt builds again)."""
+    seen = _attempts(monkeypatch)
+    both = {"allOf": [{"type": "string", "pattern": "^[a-z]{1,30}$"}, {"type": "string", "pattern": "^.{0,20}x"}]}
+    tree = {"type": "object", "properties": {"p": both, "kids": {"type": "array", "items": {"$ref": "#"}}}}
+    node = SchemaCompiler(tree, SchemaOptions(max_nfa_states=4_000, max_eager_states=40_000)).compile()
+    assert [cut for cut, _ in seen] == [3, 2]
+    assert seen[0][1] is not None and seen[1][1] == seen[0][1]
+    direct = SchemaCompiler(tree, SchemaOptions(max_recursion=2)).compile()
     assert compile_node(node).content_key == compile_node(direct).content_key
 
 

@@ -114,8 +114,6 @@ KNOWN_VALID_REJECTED = {
     # keys in the order of allOf[oneOf[branch], {properties}]: the walker writes the branch's keys
     # first, the compiler merges the allOf part's properties into each branch before them
     "Github_trivial---o64859.json",
-    # free-form values ({"type": "object"}) nested deeper than free_form_depth (4; 8 takes them)
-    "Kubernetes---kb_139_Normalized.json", "Kubernetes---kb_176_Normalized.json",
     # a recursive rule nested 3 deep where max_nfa_states cuts recursion at 2 expansions
     # (accepted with max_nfa_states=20,000,000); compiled since oneOf branches are told apart
     # by their patterns

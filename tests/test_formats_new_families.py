@@ -13,7 +13,6 @@ calls.
 from __future__ import annotations
 
 import json
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -30,6 +29,7 @@ from enforcer.formats.registry import detect_family, format_names
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls
 from enforcer.testing import tokenizers as tt
 from enforcer.testing.tokenizers import encode_as_text
+from completion_route import completion_route
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 WEATHER = json.loads((SCHEMAS / "weather.json").read_text())
@@ -421,31 +421,18 @@ class _Fuzzer:
         self._paths: dict[int, tuple[Any, dict[int, int | None]]] = {}
 
     def _completion(self, rule: Any, state: int) -> int | None:
-        """The first byte of a shortest path to an accepting state of ``rule``'s automaton
-        (breadth-first; cached per automaton and state)."""
+        """The first byte of a cheapest path to an accepting state of ``rule``'s automaton
+        (:func:`completion_route`; None at one already; cached per automaton and state)."""
         dfa = rule.dfa
         known = self._paths.get(id(dfa))
         if known is None or known[0] is not dfa:
             known = self._paths[id(dfa)] = (dfa, {})
         paths = known[1]
-        if state in paths:
-            return paths[state]
-        first: dict[int, int | None] = {state: None}
-        queue = deque([state])
-        found = None
-        while queue:
-            s = queue.popleft()
-            if dfa.accepting_list[s]:
-                found = first[s]
-                break
-            row = dfa.row(s)
-            for b in self.single_bytes:
-                t = row[b]
-                if t >= 0 and t not in first:
-                    first[t] = b if first[s] is None else first[s]
-                    queue.append(t)
-        paths[state] = found
-        return found
+        if state not in paths:
+            route = None if dfa.accepting_list[state] else \
+                completion_route(dfa, state, self.single_bytes, lambda s: dfa.accepting_list[s])
+            paths[state] = route[0][1] if route else None
+        return paths[state]
 
     def generate(self, compiled: Any, budget: int) -> tuple[Any, list[int]]:
         """One turn: text by rejection from the softmax of fixed noise (exact for the masked

@@ -20,7 +20,6 @@ control token when allowed, else the next byte of a shortest completion in the v
 from __future__ import annotations
 
 import json
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from jsonschema import Draft202012Validator
 
 from enforcer import compile_tools
 from benchmarks.conformance import load_maskbench
+from completion_route import completion_route
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer.formats.kimi_k3 import CLOSE, END_OF_MSG, OPEN, SEP
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls
@@ -71,24 +71,10 @@ class Sampler:
         return int(allowed[np.argmax(logits[allowed] + self.rng.gumbel(size=len(allowed)))])
 
     def completion_byte(self, rule: DfaRule, state: int) -> int | None:
-        """The first byte of a shortest path from ``state`` to acceptance (None: no path)."""
+        """The first byte of a cheapest path from ``state`` to acceptance (None: no path)."""
         dfa = rule.dfa
-        parent: dict[int, tuple[int, int] | None] = {state: None}
-        queue = deque([state])
-        while queue:
-            s = queue.popleft()
-            row = dfa.row(s)
-            for b in self.token_of_byte:
-                target = row[b]
-                if target < 0 or target in parent:
-                    continue
-                parent[target] = (s, b)
-                if dfa.accepting_list[target]:
-                    while parent[target][0] != state:
-                        target = parent[target][0]
-                    return parent[target][1]
-                queue.append(target)
-        return None
+        route = completion_route(dfa, state, self.token_of_byte, lambda s: dfa.accepting_list[s])
+        return route[0][1] if route else None
 
     def generate(self, compiled: Any, matcher: Any, failures: list[str], label: str) -> list[int] | None:
         r = self.rng

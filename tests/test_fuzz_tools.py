@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from jsonschema import Draft202012Validator
 
 from enforcer import compile_tools
 from benchmarks.conformance import load_maskbench
+from completion_route import completion_route
 from enforcer.errors import InvalidToolsError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer.formats import kimi_k2
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls
@@ -149,32 +149,21 @@ class Sampler:
         return int(allowed[np.argmax(logits[allowed] + self.rng.gumbel(size=len(allowed)))])
 
     def shortest_completion(self, dfa: Any, start: int) -> dict[int, int] | None:
-        """``{state: byte}`` leading from ``start`` to acceptance (None: no path). Breadth-first
-        search that stops at an accepting state or at a state an earlier plan already leads
-        home from, so plans never loop; kept per automaton. Cost: the states met."""
+        """``{state: byte}`` leading from ``start`` to acceptance (None: no path): a cheapest
+        route (:func:`completion_route`) that stops at an accepting state or at a state an
+        earlier plan already leads home from, so plans never loop; kept per automaton. Cost:
+        the states met."""
         known = self._plans.get(id(dfa))
         if known is None or known[0] is not dfa:
             known = self._plans[id(dfa)] = (dfa, {})
         plan = known[1]
         if start in plan:
             return plan
-        parent: dict[int, tuple[int, int] | None] = {start: None}
-        queue = deque([start])
-        while queue:
-            state = queue.popleft()
-            row = dfa.row(state)
-            for b in self.token_of_byte:
-                target = row[b]
-                if target < 0 or target in parent:
-                    continue
-                parent[target] = (state, b)
-                if dfa.accepting_list[target] or target in plan:
-                    while parent[target] is not None:
-                        target, b = parent[target]
-                        plan[target] = b
-                    return plan
-                queue.append(target)
-        return None
+        route = completion_route(dfa, start, self.token_of_byte, lambda s: dfa.accepting_list[s] or s in plan)
+        if route is None:
+            return None
+        plan.update(route)
+        return plan
 
     def closing(self, dfa: Any, state: int, steps: int, label: str, stats: Stats) -> int | None:
         """A single-byte id towards the end of the arguments (see the module docstring)."""

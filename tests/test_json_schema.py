@@ -8,8 +8,10 @@ indent=2, is accepted.
 import json
 import re
 from decimal import Decimal
+from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 
 from enforcer import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
@@ -240,21 +242,70 @@ def test_free_form_values_nest_eight_deep_when_asked():
     assert not dfa.matches(json.dumps({"data": {"k": _nested(9)}}))  # still bounded
 
 
-def test_free_form_depth_falls_back_when_over_budget():
-    # 8 deep needs ~92,000 NFA states here, 4 deep ~4,800: under a 50,000 budget the value
-    # compiles with free-form values 6 deep (8 - FREE_FORM_DEPTH_STEP), not refused
+def test_free_form_values_cost_one_nfa_state_per_use_at_any_depth():
+    """A free-form value is one placeholder state whatever ``free_form_depth`` allows; its
+    levels are added as a walk reaches them (about 190 NFA states each), and only those; an
+    automaton built whole cuts it at ``WHOLE_FREE_FORM_DEPTH``."""
+    from enforcer.automaton import nfa_size
+    from enforcer.json_schema import WHOLE_FREE_FORM_DEPTH, SchemaCompiler
     schema = {"type": "object", "properties": {"a": {}}}
-    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=50_000))
-    assert dfa.matches(json.dumps({"a": _nested(6)})) and not dfa.matches(json.dumps({"a": _nested(7)}))
-    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=15_000))
-    assert dfa.matches(json.dumps({"a": _nested(4)})) and not dfa.matches(json.dumps({"a": _nested(5)}))
-    # not below the fallback depth: there, the free-form values become one shared embedded
-    # automaton (the same language; its ~3,900 states weigh 18/50 of an NFA state each), and a
-    # budget below that is refused
-    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=4_000))
-    assert dfa.matches(json.dumps({"a": _nested(4)})) and not dfa.matches(json.dumps({"a": _nested(5)}))
-    with pytest.raises(SchemaTooComplexError):
-        compile_schema_dfa(schema, SchemaOptions(free_form_depth=8, max_nfa_states=1_000))
+    sizes = {nfa_size(SchemaCompiler(schema, SchemaOptions(free_form_depth=d)).compile()) for d in (2, 8, 32, 200)}
+    assert len(sizes) == 1 and sizes.pop() < 200
+    dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=40))
+    assert dfa.matches(json.dumps({"a": 1}))
+    scalar = dfa._det.added_nfa_states
+    assert 0 < scalar < 2 * 250  # the outermost level of the value's placeholders only
+    assert dfa.matches(json.dumps({"a": _nested(12)}))
+    twelve = dfa._det.added_nfa_states
+    assert 12 * 150 < twelve - scalar < 2 * 12 * 2 * 250  # the levels on the text's path (and their siblings)
+    assert dfa.matches(json.dumps({"a": _nested(40)})) and not dfa.matches(json.dumps({"a": _nested(41)}))
+    assert dfa._det.added_nfa_states > twelve
+    whole = compile_schema_dfa(schema, SchemaOptions(free_form_depth=40), lazy=False)
+    deepest = WHOLE_FREE_FORM_DEPTH
+    assert whole.matches(json.dumps({"a": _nested(deepest)})) and not whole.matches(json.dumps({"a": _nested(deepest + 1)}))
+
+
+def test_free_form_levels_are_numbered_alike_by_the_kernel_and_in_python():
+    """The compiled subset construction adds a level's states where the Python one does: same
+    DFA states, same members, same rows, on texts that open levels in different orders; with
+    the placeholders among the other states and (mostly placeholders) numbered after them."""
+    from enforcer.automaton import alt
+    from enforcer.json_schema import SchemaCompiler
+    schema = {"type": "object", "properties": {"a": {}, "b": {"type": "array"}}}
+    node = SchemaCompiler(schema, SchemaOptions(strict=False, free_form_depth=12)).compile()
+    texts = [json.dumps(v, indent=i) for i, v in enumerate(
+        [{"a": _nested(9)}, {"b": [[{"x": [1]}], {"y": {"z": []}}]}, {"a": [{}, [[[]]]], "c": {"d": [_nested(5)]}}])]
+    assert _same_levels_built(node, texts).num_regular == node.nfa_states + 2  # placeholders among the others
+    free = [SchemaCompiler(True, SchemaOptions(free_form_depth=d)).compile() for d in (10, 11, 12)]
+    texts = [json.dumps(_nested(9)), json.dumps([[{"x": [1]}], {"y": {"z": []}}], indent=2), '{"d":[[[{}]]]}']
+    assert _same_levels_built(alt(*free), texts).num_regular == 2  # placeholders numbered last
+    # a row whose edges are not in byte order ("b" before "a"), each into a placeholder: the
+    # levels are added in byte order (the kernel's), not edge order
+    from enforcer.automaton import literal, seq
+    crossed = alt(seq(literal("b"), free[0]), seq(literal("a"), free[1]))
+    _same_levels_built(crossed, ["a" + texts[0], "b" + texts[1], "a1", "b[]"])
+
+
+def _same_levels_built(node: Any, texts: list[str]) -> Any:
+    """Both constructions' rows over ``texts``; returns the Python one."""
+    from enforcer.automaton import _Determiniser
+    built = []
+    for compiled in (True, False):
+        det = _Determiniser(node, trim=True, compiled=compiled, lazy=True)
+        rows: dict[int, list[int]] = {}
+        for text in texts:
+            state = 0
+            for byte in text.encode():
+                if state not in rows:
+                    out = np.empty(256, dtype=np.int32)
+                    det.row_into(state, out, None)
+                    rows[state] = out.tolist()
+                state = rows[state][byte]
+                assert state >= 0, text
+            assert det.accepting[state], text
+        built.append((rows, [list(det.members(i)) for i in range(det.num_states)], det.added_nfa_states))
+    assert built[0] == built[1] and built[0][2] > 0
+    return det
 
 
 def test_recursion_is_cut_earlier_when_over_budget():
@@ -1162,29 +1213,26 @@ def test_automata_built_whole_are_budgeted_over_one_compile():
         '{"a": "xa", "b": "q1"}')
 
 
-def test_free_form_values_over_budget_become_shared_blocks_of_the_same_language():
-    """A value whose free-form values (here 30 open objects' undeclared members, spec mode)
-    pass ``max_nfa_states`` compiles with them as one embedded automaton per depth before any
-    recursion is cut or the schema refused: the same texts are accepted as with NFA copies
-    under a budget that holds those, and the budget counts the blocks' states at their weight."""
+def test_many_open_objects_compile_small_and_exact():
+    """Thirty open objects' undeclared members (spec mode), whose free-form values once made
+    124,000 NFA states at depth 4, are a placeholder each: the value fits a tenth of the default
+    budget at depth 32 and accepts exactly what a validator does."""
     from enforcer.automaton import nfa_size
     from enforcer.json_schema import SchemaCompiler
     schema = {"type": "object", "properties": {f"p{i}": {"type": "object", "properties": {"k": {"type": "integer"}}}
                                                for i in range(30)}}
-    four = dict(strict=False, free_form_depth=4)  # no shallower fallback depth: blocks or copies only
-    copies = SchemaCompiler(schema, SchemaOptions(**four)).compile()
-    blocks = SchemaCompiler(schema, SchemaOptions(**four, max_nfa_states=120_000)).compile()
-    assert copies.block_states < 0.01 * nfa_size(copies) and nfa_size(copies) > 120_000
-    assert blocks.block_states > 0.9 * nfa_size(blocks)
-    big = compile_schema_dfa(schema, SchemaOptions(**four))
-    small = compile_schema_dfa(schema, SchemaOptions(**four, max_nfa_states=120_000))
-    texts = [json.dumps(v) for v in ({"p0": {"k": 1, "x": [1, {"y": None}]}}, {"p3": {"k": "1"}},
-                                     {"p1": {"x": _nested(4)}}, {"p1": {"x": _nested(5)}}, {"p2": {}, "q": "s"},
-                                     {"p29": {"k": 2, "z": {"a": [True, "\\u00e9"]}}})]
-    texts += ['{"p0": {"x": [1,]}}', '{"p0": {"x": {"a" 1}}}', '{"p0":{"k":1,"x":{"a":[1,2],"b":{}}}}']
-    for text in texts:
-        assert big.matches(text) == small.matches(text), text
-    assert small.matches(texts[0]) and not small.matches(texts[1]) and not small.matches(texts[6])
+    node = SchemaCompiler(schema, SchemaOptions(strict=False)).compile()
+    assert nfa_size(node) < SchemaOptions().max_nfa_states // 10
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    validator = jsonschema.Draft202012Validator(schema)
+    values = [{"p0": {"k": 1, "x": [1, {"y": None}]}}, {"p3": {"k": "1"}}, {"p1": {"x": _nested(4)}},
+              {"p1": {"x": _nested(13)}}, {"p2": {}, "q": "s"}, {"p29": {"k": 2, "z": {"a": [True, "\u00e9"]}}},
+              {"p4": {"k": 1.5}}, {"p5": [1]}]
+    for value in values:
+        for text in (json.dumps(value), json.dumps(value, indent=2), json.dumps(value, separators=(",", ":"))):
+            assert dfa.matches(text) == validator.is_valid(value), text
+    for text in ('{"p0": {"x": [1,]}}', '{"p0": {"x": {"a" 1}}}', '{"p0": {"x": [1}}', '{"q": {"r": [}]}'):
+        assert not dfa.matches(text), text
 
 
 def test_disjoint_patterns_take_one_key_language_each():
