@@ -822,8 +822,6 @@ def level_template(node: Deferred, compiled: bool = True) -> LevelTemplate:
 
 # --------------------------------------------------------------------------------------------
 # DFA
-# --------------------------------------------------------------------------------------------
-# DFA
 
 
 class _Reading:
@@ -1704,12 +1702,19 @@ class _Determiniser:
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        important, r, n, placeholders = self._important, self.num_regular, self.num_nfa_states, self._block_levels
-        added = self._added_keep
-        result = tuple(s for s in seen if (added[s - n] if s >= n else s not in placeholders if s >= r else important[s]))
+        result = tuple(s for s in seen if self._kept(s))
         self._closures[state] = result
         self.subset_items += len(result)
         return result
+
+    def _kept(self, s: int) -> bool:
+        """Whether a subset keeps NFA state ``s`` (see ``__init__``): a flagged state with
+        slices, a block state other than a placeholder, an added state that reads a byte."""
+        if s >= self.num_nfa_states:
+            return self._added_keep[s - self.num_nfa_states]
+        if s >= self.num_regular:
+            return s not in self._block_levels
+        return bool(self._important[s])
 
     def _edge_bytes(self, states: Iterable[int]) -> np.ndarray:
         """The bytes on which any of the NFA ``states`` has an edge (bool[256])."""
