@@ -306,7 +306,7 @@ class SchemaCompiler:
         self._checked: set[str] = set()  # the given resources checked so far
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
                                               **_registry(self._external, self._validator_cls))
-        self._any_cache: dict[int, Node] = {}
+        self._any_cache: dict[tuple[int, int], Node] = {}
         self._enums: dict[tuple[str, int, str, int], tuple[Any, Node]] = {}
         """(keyword, id of its members, the rest of the schema, depth) -> (the members, kept so that
         their id stays theirs, the node)."""
@@ -2791,12 +2791,16 @@ class SchemaCompiler:
         """Any JSON value at nesting ``depth`` with containers nested at most ``budget`` deep
         (:func:`_deferred_free_form`: one placeholder NFA state per use, its levels added as
         walks reach them; one node per depth and budget, shared by every use)."""
-        key = depth * 1000 + budget
+        key = (depth, budget)
         hit = self._any_cache.get(key)
         if hit is None:
-            widths = tuple(min(self.options.indent_width * (depth + k), self.options.max_indent)
-                           for k in range(budget + 1))
-            hit = self._any_cache[key] = _deferred_free_form(widths, budget)
+            widths: list[int] = []
+            for k in range(budget + 1):  # until they stop changing (max_indent): the rest repeat the last
+                width = min(self.options.indent_width * (depth + k), self.options.max_indent)
+                if widths and width == widths[-1]:
+                    break
+                widths.append(width)
+            hit = self._any_cache[key] = _deferred_free_form(tuple(widths), budget)
         return hit
 
 
@@ -2816,15 +2820,17 @@ _FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal(
 
 def _free_form_level(widths: tuple[int, ...], budget: int, deeper: Callable[[tuple[int, ...], int], Node]) -> Node:
     """Any JSON value with containers nested at most ``budget`` deep, ``widths[k]`` the
-    whitespace width ``k`` levels down from its own (``budget + 1`` of them), the values inside
-    its containers ``deeper(widths[1:], budget - 1)``. Containers are graphs with a single item
-    edge: each level holds one copy of the level below for arrays and one for objects (an
-    automaton must remember which bracket each open level closes with)."""
+    whitespace width ``k`` levels down from its own (the last repeating past the tuple), the
+    values inside its containers ``deeper(widths[1:], budget - 1)``. Containers are graphs
+    with a single item edge: each level holds one copy of the level below for arrays and one
+    for objects (an automaton must remember which bracket each open level closes with)."""
     options = [literal("null"), literal("true"), literal("false"), numbers.NUMBER, _FREE_STRING]
     if budget > 0:
-        item = deeper(widths[1:], budget - 1)
+        inner = widths[1:] or widths
+        item = deeper(inner, budget - 1)
         member = seq(_FREE_STRING, _COLON, item)
-        options += [_container("[", "]", item, widths), _container("{", "}", member, widths)]
+        around = (widths[0], inner[0])
+        options += [_container("[", "]", item, around), _container("{", "}", member, around)]
     return alt(*options)
 
 
@@ -2847,7 +2853,7 @@ def _deferred_free_form(widths: tuple[int, ...], budget: int) -> Node:
     return Deferred(partial(_free_form_level, widths, budget, _deferred_free_form), _free_form(widths[:whole + 1], whole))
 
 
-def _container(open_: str, close: str, item: Node, widths: tuple[int, ...]) -> Node:
+def _container(open_: str, close: str, item: Node, widths: tuple[int, int]) -> Node:
     """``open item (, item)* close`` or an empty container, with one copy of ``item``; whitespace
     ``widths[1]`` wide inside, ``widths[0]`` before the closing bracket."""
     # 0 -open-> 1 -item-> 2 -comma-> 3 -item-> 2 ; 1 -close-> 4 ; 2 -close-> 4

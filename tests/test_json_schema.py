@@ -249,8 +249,10 @@ def test_free_form_values_cost_one_nfa_state_per_use_at_any_depth():
     from enforcer.automaton import nfa_size
     from enforcer.json_schema import WHOLE_FREE_FORM_DEPTH, SchemaCompiler
     schema = {"type": "object", "properties": {"a": {}}}
-    sizes = {nfa_size(SchemaCompiler(schema, SchemaOptions(free_form_depth=d)).compile()) for d in (2, 8, 32, 200)}
+    sizes = {nfa_size(SchemaCompiler(schema, SchemaOptions(free_form_depth=d)).compile()) for d in (2, 8, 32, 10**9)}
     assert len(sizes) == 1 and sizes.pop() < 200
+    unbounded = compile_schema_dfa(schema, SchemaOptions(free_form_depth=10**9))  # nothing per allowed level
+    assert unbounded.matches(json.dumps({"a": _nested(100)}))
     dfa = compile_schema_dfa(schema, SchemaOptions(free_form_depth=40))
     assert dfa.matches(json.dumps({"a": 1}))
     scalar = dfa._det.added_nfa_states
