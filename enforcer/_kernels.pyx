@@ -351,6 +351,7 @@ cdef class SubsetConstruction:
     cdef list level_node
     cdef int32_t* level_continuation
     cdef int32_t* level_start
+    cdef int32_t* level_depth  # 1 for a placeholder of the given NFA, one more per level inside
     cdef Py_ssize_t n_levels, levels_cap
     # states added by expansions, n_initial onwards, with slices of their own
     cdef Py_ssize_t n_initial
@@ -359,6 +360,7 @@ cdef class SubsetConstruction:
     cdef int64_t* x_eps_start
     cdef uint8_t* x_keep  # whether a subset keeps it (it reads a byte)
     cdef int32_t* x_level  # its level record when a placeholder (-1: none)
+    cdef int32_t* x_depth  # the depth of the level that added it
     cdef Py_ssize_t x_cap
     cdef uint8_t* x_edge_lo
     cdef uint8_t* x_edge_hi
@@ -407,6 +409,8 @@ cdef class SubsetConstruction:
         self.block_level = NULL
         self.level_continuation = NULL
         self.level_start = NULL
+        self.level_depth = NULL
+        self.x_depth = NULL
         self.x_edge_start = NULL
         self.x_eps_start = NULL
         self.x_keep = NULL
@@ -437,7 +441,7 @@ cdef class SubsetConstruction:
         free(self.block_base); free(self.block_end)
         free(self.block_period); free(self.block_size); free(<void*>self.block_table); free(<void*>self.block_acc)
         free(<void*>self.block_live); free(self.block_last); free(self.block_level)
-        free(self.level_continuation); free(self.level_start)
+        free(self.level_continuation); free(self.level_start); free(self.level_depth); free(self.x_depth)
         free(self.x_edge_start); free(self.x_eps_start); free(self.x_keep); free(self.x_level)
         free(self.x_edge_lo); free(self.x_edge_hi); free(self.x_edge_dst); free(self.x_eps_dst)
         free(self.closure_at); free(self.closure_len); free(self.closure_buf)
@@ -509,7 +513,7 @@ cdef class SubsetConstruction:
             if period == DEFERRED:
                 if node is None or template is None or table.shape[0] or acc.shape[0] != 1 or acc[0] or live.shape[0]:
                     raise ValueError("a placeholder block is one state with no rows, a node and a template")
-                self.block_level[k] = self._new_level(node, block_end)
+                self.block_level[k] = self._new_level(node, block_end, 1)
             elif period < 0 or table.shape[0] != (period if period else acc.shape[0]) or acc.shape[0] < 1 or \
                     live.shape[0] not in (0, acc.shape[0]) or node is not None:
                 raise ValueError("a block's rows do not match its size and period")
@@ -659,8 +663,9 @@ cdef class SubsetConstruction:
         out[0] = self.closure_buf + self.closure_at[state] - 1
         return self.closure_len[state]
 
-    cdef int32_t _new_level(self, object node, int32_t continuation) except -1:
-        """A record for a placeholder of ``node`` leading to ``continuation``, not expanded."""
+    cdef int32_t _new_level(self, object node, int32_t continuation, int32_t depth) except -1:
+        """A record for a placeholder of ``node`` leading to ``continuation``, ``depth`` levels
+        down, not expanded."""
         cdef Py_ssize_t k
         if self.n_levels + 1 > self.levels_cap:
             k = self.levels_cap
@@ -668,10 +673,13 @@ cdef class SubsetConstruction:
                                                       sizeof(int32_t))
             k = self.levels_cap
             self.level_start = <int32_t*>_grow(self.level_start, &k, self.n_levels + 1, sizeof(int32_t))
+            k = self.levels_cap
+            self.level_depth = <int32_t*>_grow(self.level_depth, &k, self.n_levels + 1, sizeof(int32_t))
             self.levels_cap = k
         self.level_node.append(node)
         self.level_continuation[self.n_levels] = continuation
         self.level_start[self.n_levels] = -1
+        self.level_depth[self.n_levels] = depth
         self.n_levels += 1
         return <int32_t>(self.n_levels - 1)
 
@@ -721,6 +729,8 @@ cdef class SubsetConstruction:
         self.x_keep = <uint8_t*>_grow(self.x_keep, &k, x0 + m + 1, sizeof(uint8_t))
         k = self.x_cap
         self.x_level = <int32_t*>_grow(self.x_level, &k, x0 + m + 1, sizeof(int32_t))
+        k = self.x_cap
+        self.x_depth = <int32_t*>_grow(self.x_depth, &k, x0 + m + 1, sizeof(int32_t))
         self.x_cap = k
         e = t_edge_start[m]
         k = self.x_edges_cap
@@ -751,10 +761,11 @@ cdef class SubsetConstruction:
             self.x_eps_start[x0 + j + 1] = self.x_eps
             self.x_keep[x0 + j] = t_keep[j]
             self.x_level[x0 + j] = -1
+            self.x_depth[x0 + j] = self.level_depth[level]
         self.n_nfa = base + m
         for placeholder in template.placeholders:
             self.x_level[x0 + placeholder.state] = self._new_level(
-                placeholder.node, <int32_t>(base + placeholder.continuation))
+                placeholder.node, <int32_t>(base + placeholder.continuation), self.level_depth[level] + 1)
         self.level_start[level] = <int32_t>(base + start)
         return <int32_t>(base + start)
 
@@ -782,6 +793,19 @@ cdef class SubsetConstruction:
     def num_nfa_states(self):
         """NFA states: those given and those expansions added."""
         return self.n_nfa
+
+    def nesting(self, Py_ssize_t i):
+        """How many levels down the deepest member of DFA state ``i`` lies (0: none added)."""
+        if i < 0 or i >= self.n_sets:
+            raise IndexError(i)
+        cdef const int32_t* members = self.set_buf + self.set_at[i]
+        cdef Py_ssize_t k
+        cdef int32_t deepest = 0, s
+        for k in range(self.set_len[i]):
+            s = members[k]
+            if s >= self.n_initial and self.x_depth[s - self.n_initial] > deepest:
+                deepest = self.x_depth[s - self.n_initial]
+        return deepest
 
     cdef inline bint _reads(self, int32_t s) noexcept nogil:
         """Whether state ``s``, outside blocks, has byte edges."""
@@ -875,8 +899,8 @@ cdef class SubsetConstruction:
     def nbytes(self):
         """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index,
         the states expansions added."""
-        return (self.states_cap * 29 + self.x_cap * 21 + self.x_edges_cap * 6 + self.x_eps_cap * 4
-                + self.levels_cap * 8 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
+        return (self.states_cap * 29 + self.x_cap * 25 + self.x_edges_cap * 6 + self.x_eps_cap * 4
+                + self.levels_cap * 12 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
                 + self.slot_cap * 4 + self.e_cap * 12 + self.piece_cap * 4)
 
     def members(self, Py_ssize_t i):

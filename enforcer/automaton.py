@@ -1490,11 +1490,13 @@ class _Determiniser:
         # kernel keeps its own): a record per placeholder met, and per added state its edges,
         # epsilon edges, whether a subset keeps it, and its record when it is a placeholder
         self._levels: list[list] = []
-        """[node, continuation, first state of its expansion or -1] per placeholder met."""
-        self._block_levels = {b.base: self._new_level(b.dfa, b.end) for b in self.blocks if isinstance(b.dfa, Deferred)}
+        """[node, continuation, first state of its expansion or -1, depth] per placeholder met."""
+        self._block_levels = {b.base: self._new_level(b.dfa, b.end, 1) for b in self.blocks
+                              if isinstance(b.dfa, Deferred)}
         self._added_edges: list[tuple[tuple[int, int, int], ...]] = []
         self._added_eps: list[tuple[int, ...]] = []
         self._added_keep: list[bool] = []
+        self._added_depth: list[int] = []
         self._added_levels: dict[int, int] = {}
         edges, eps = laid.edges, laid.eps
         alive = None
@@ -1564,16 +1566,25 @@ class _Determiniser:
     def _template(self, node: Deferred) -> LevelTemplate:
         return level_template(node, self._compiled)
 
-    def _new_level(self, node: Deferred, continuation: int) -> int:
-        """A record for a placeholder of ``node`` leading to ``continuation``, not expanded."""
-        self._levels.append([node, continuation, -1])
+    def _new_level(self, node: Deferred, continuation: int, depth: int) -> int:
+        """A record for a placeholder of ``node`` leading to ``continuation``, ``depth`` levels
+        down (1: a placeholder of the NFA built first), not expanded."""
+        self._levels.append([node, continuation, -1, depth])
         return len(self._levels) - 1
+
+    def nesting(self, i: int) -> int:
+        """How many levels of :class:`Deferred` nodes down the deepest NFA state of DFA state
+        ``i`` lies (0: none of them added). Cost: one pass over its members."""
+        if self._kernel is not None:
+            return self._kernel.nesting(i)
+        n = self.num_nfa_states
+        return max((self._added_depth[s - n] for s in self.members(i) if s >= n), default=0)
 
     def _expansion(self, level: int) -> int:
         """The first state of placeholder record ``level``'s expansion, its level's states
         appended on first call (see :meth:`enforcer._kernels.SubsetConstruction._expansion`,
         which appends alike)."""
-        node, continuation, first = self._levels[level]
+        node, continuation, first, depth = self._levels[level]
         if first >= 0:
             return first
         template = self._template(node)
@@ -1587,9 +1598,10 @@ class _Determiniser:
             eps = tuple(t + base for t in eps_dst[eps_starts[j]:eps_starts[j + 1]])
             self._added_eps.append(eps + (continuation,) if j == template.end else eps)
             self._added_keep.append(bool(template.important[j]))
+            self._added_depth.append(depth)
         for placeholder in template.placeholders:
             self._added_levels[base + placeholder.state] = self._new_level(placeholder.node,
-                                                                           base + placeholder.continuation)
+                                                                           base + placeholder.continuation, depth + 1)
         first = self._levels[level][2] = base + template.start
         return first
 
@@ -2118,6 +2130,10 @@ class LazyDFA(_Reading):
         self._num_built += count
         self._det.sync_accepting()
         self._rows_added()
+
+    def nesting(self, state: int) -> int:
+        """See :meth:`_Determiniser.nesting` (``state`` must exist)."""
+        return (self._det or self._determiniser()).nesting(state)
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist); under the lock, as the

@@ -28,6 +28,9 @@ except ImportError:  # a source tree without the built extension: the numpy walk
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows and id lists)."""
+PRECOMPUTED_LEVELS = 4
+"""How deep in free-form values ``precompute`` builds states and masks (as deep as automata
+built whole take them); deeper states are built when a text first reaches them."""
 
 _WIDE = 64  # states with more live first bytes than this use whole first-byte groups
 
@@ -468,15 +471,19 @@ class MaskTable:
         """No token is allowed from ``state``."""
         return not self.mask(state).any()
 
-    def precompute(self) -> None:
-        """Compute the mask of every state reachable from the start (builds a lazy DFA fully)."""
+    def precompute(self, levels: int = PRECOMPUTED_LEVELS) -> None:
+        """Compute the mask of every state reachable from the start whose free-form values
+        (the levels a lazy automaton adds as texts reach them, see
+        :class:`~enforcer.automaton.Deferred`) nest at most ``levels`` deep: that builds a lazy
+        DFA fully where it has none; deeper states are built when a text reaches them."""
+        nesting = getattr(self.dfa, "nesting", None)
         seen = {0}
         stack = [0]
         while stack:
             s = stack.pop()
             self.mask(s)
             for t in set(self.dfa.row(s)):
-                if t >= 0 and t not in seen:
+                if t >= 0 and t not in seen and (nesting is None or nesting(t) <= levels):
                     seen.add(t)
                     stack.append(t)
 

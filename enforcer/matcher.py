@@ -125,7 +125,9 @@ class CompiledSchema:
 
     def precompute(self) -> "CompiledSchema":
         """Build every state and its mask now rather than on first use (what peers do at
-        compile time): later first requests run at warm speed. Cost: ~0.1-1 ms per state."""
+        compile time): later first requests run at warm speed. Free-form values are built
+        ``masks.PRECOMPUTED_LEVELS`` (4) levels deep; deeper ones when a text reaches them.
+        Cost: ~0.1-1 ms per state."""
         self.masks.precompute()
         return self
 

@@ -472,7 +472,8 @@ class CompiledTools:
     # ---- matchers ------------------------------------------------------------------------
 
     def precompute(self) -> "CompiledTools":
-        """Build every argument automaton and its masks now rather than on first use."""
+        """Build every argument automaton and its masks now rather than on first use (see
+        :meth:`~enforcer.matcher.CompiledSchema.precompute`)."""
         for schema in self.schemas:
             if schema is not None:
                 schema.precompute()

@@ -267,6 +267,27 @@ def test_free_form_values_cost_one_nfa_state_per_use_at_any_depth():
     assert whole.matches(json.dumps({"a": _nested(deepest)})) and not whole.matches(json.dumps({"a": _nested(deepest + 1)}))
 
 
+def test_precompute_builds_free_form_values_four_levels_deep():
+    """``precompute`` stops where free-form values nest past ``PRECOMPUTED_LEVELS``: it ends
+    (the automaton has no end of states any more), and a deeper text is built when it comes."""
+    from enforcer import Vocabulary, compile_json_schema
+    from enforcer.masks import PRECOMPUTED_LEVELS
+    tokens = [bytes([b]) for b in range(256)] + [b"[[", b'{"', b'"}', b"]]", b'": ', b"null", None]
+    vocab = Vocabulary(tokens, [("<end>", len(tokens) - 1)])
+    compiled = compile_json_schema({"type": "object", "properties": {"a": {}}}, vocab, strict=False).precompute()
+    dfa = compiled.masks.dfa
+    built = dfa.num_states
+    assert PRECOMPUTED_LEVELS == 4 and 100 < built < 20_000
+    # masks 4 levels deep; their token walks (``[[`` opens two) create states two levels further
+    assert PRECOMPUTED_LEVELS < max(dfa.nesting(s) for s in range(built)) <= PRECOMPUTED_LEVELS + 2
+    matcher = compiled.matcher()
+    bitmask = np.zeros((1, (len(tokens) + 31) // 32), dtype=np.int32)
+    for byte in json.dumps({"a": _nested(9)}).encode():  # one token per byte
+        matcher.fill_bitmask(bitmask)
+        assert (bitmask[0, byte >> 5] >> (byte & 31)) & 1 and matcher.accept_token(byte)
+    assert matcher.is_accepting and dfa.num_states > built
+
+
 def test_free_form_levels_are_numbered_alike_by_the_kernel_and_in_python():
     """The compiled subset construction adds a level's states where the Python one does: same
     DFA states, same members, same rows, on texts that open levels in different orders; with
@@ -305,7 +326,8 @@ def _same_levels_built(node: Any, texts: list[str]) -> Any:
                 state = rows[state][byte]
                 assert state >= 0, text
             assert det.accepting[state], text
-        built.append((rows, [list(det.members(i)) for i in range(det.num_states)], det.added_nfa_states))
+        built.append((rows, [list(det.members(i)) for i in range(det.num_states)], det.added_nfa_states,
+                      [det.nesting(i) for i in range(det.num_states)]))
     assert built[0] == built[1] and built[0][2] > 0
     return det
 
