@@ -597,6 +597,7 @@ cdef class SubsetConstruction:
         cdef Py_ssize_t top, count = 0, k, j
         cdef int32_t s, t, blk, local, level
         cdef int64_t a = 0, b = 0
+        cdef const int32_t* given_eps = &self.eps_dst[0] if self.eps_dst.shape[0] else NULL
         cdef const int32_t* dst = NULL
         cdef bint keep
         if at < 0:
@@ -627,7 +628,7 @@ cdef class SubsetConstruction:
                     else:
                         keep = self.important[s]
                         a, b = self.eps_start[s], self.eps_start[s + 1]
-                        dst = &self.eps_dst[0] if self.eps_dst.shape[0] else NULL
+                        dst = given_eps
                 if keep:
                     self.closure_buf = <int32_t*>_grow(self.closure_buf, &self.closure_cap, at + count + 1,
                                                        sizeof(int32_t))

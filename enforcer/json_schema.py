@@ -368,10 +368,14 @@ class SchemaCompiler:
         level ``level + 1``): nothing, one space, or a newline and up to
         ``indent_width * level`` spaces. Covers compact, ``json.dumps`` default and indented
         output while keeping the automaton small."""
-        return _whitespace(min(self.options.indent_width * level, self.options.max_indent))
+        return _whitespace(self._width(level))
 
     def _comma(self, level: int) -> Node:
-        return _comma(min(self.options.indent_width * level, self.options.max_indent))
+        return _comma(self._width(level))
+
+    def _width(self, level: int) -> int:
+        """Spaces allowed after a newline at nesting ``level``."""
+        return min(self.options.indent_width * level, self.options.max_indent)
 
     @staticmethod
     def _colon() -> Node:
@@ -466,9 +470,9 @@ class SchemaCompiler:
     def value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         """Every accepted serialisation of values of ``schema`` at value nesting ``depth``. An
         outermost value over its budget is compiled again with recursion cut earlier
-        (``SchemaOptions.max_recursion``): at most two attempts with the defaults, the second
-        of them at the earliest cut when two or more fallbacks are left (:meth:`_probe_floor`:
-        over budget there, refused)."""
+        (``SchemaOptions.max_recursion``): at most two attempts with the defaults. With two or
+        more fallbacks left (``max_recursion`` 4 or more) the second attempt is the earliest
+        cut (:meth:`_probe_floor`: over budget there, refused)."""
         if self._nesting:
             return self._sub_value(schema, pointer, depth, refs)
         probed: Node | None = None  # the value at the earliest cut, once probed
@@ -502,11 +506,11 @@ class SchemaCompiler:
     def _probe_floor(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node | None:
         """The value with recursion cut at ``MIN_RECURSION``, tried once the first attempt is
         over budget with two or more fallbacks left. Automata only grow with each expansion, so
-        when this one is over budget every fallback is too: its refusal is raised at once
-        (WashingtonPost's recursive ANS schemas; Kubernetes kb_1161: 5.2 instead of 8.4 s).
-        Otherwise the fallbacks go on from where they were, and this node is theirs if they
-        reach this cut; None when the probe met another budget (no verdict). The probe leaves
-        the attempts' state and sub-value count as it found them."""
+        when this one is over budget every fallback is too: its refusal is raised at once, one
+        attempt instead of one per cut. Otherwise the fallbacks go on from where they were,
+        and this node is theirs if they reach this cut; None when the probe met another budget
+        (no verdict). The probe leaves the attempts' state and sub-value count as it found
+        them."""
         saved = (self.max_recursion, self._values, self._recursed, self._sub_values_built)
         self.max_recursion, self._values, self._recursed = MIN_RECURSION, {}, False
         try:
@@ -2796,7 +2800,7 @@ class SchemaCompiler:
         if hit is None:
             widths: list[int] = []
             for k in range(budget + 1):  # until they stop changing (max_indent): the rest repeat the last
-                width = min(self.options.indent_width * (depth + k), self.options.max_indent)
+                width = self._width(depth + k)
                 if widths and width == widths[-1]:
                     break
                 widths.append(width)
