@@ -57,6 +57,10 @@ million-state NFAs); the subset construction's per-state arrays are zero pages u
 BLOCK_STATE_BYTES = 18
 """About what one state of an embedded DFA takes in the NFA at its peak (its slots in the
 per-state slices and flags; no edges: 17 bytes measured on 1.6 million block states)."""
+MAX_WHOLE_NFA_STATES = 4_000_000
+"""Most NFA states of an automaton built whole (:attr:`Node.whole_states`: every
+:class:`Deferred` part as its ``bounded``), checked before it is built: a shared part written
+once per use may be far larger than the lazily built automaton that holds it as placeholders."""
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_AUTOMATON_BYTES = 512 << 20
 """Decode-time budget of one lazy automaton: its NFA, its subsets, its table and rows."""
@@ -144,6 +148,9 @@ class Node:
     every use counted) and placeholders, which hold no edges of their own in the NFA (see
     :func:`nfa_budget_size`).
 
+    ``whole_states``: the states of the NFA an automaton built whole makes (each placeholder's
+    ``bounded`` in its place), checked against ``MAX_WHOLE_NFA_STATES`` before it is built.
+
     ``empty``: whether the node matches no string at all, also known at construction from the
     children's (exact: a sequence is empty when a part is, a union when every branch is, a
     graph when no path of non-empty edges joins its start to an accepting state)."""
@@ -151,12 +158,14 @@ class Node:
     __slots__ = ()
     nfa_states: int
     block_states: int
+    whole_states: int
     empty: bool
 
 
-def _set_derived(node: Node, count: int, empty: bool, blocks: int) -> None:
+def _set_derived(node: Node, count: int, empty: bool, blocks: int, whole: int) -> None:
     """Record what a node's constructor derives from its children (frozen dataclasses)."""
     object.__setattr__(node, "nfa_states", count)
+    object.__setattr__(node, "whole_states", whole)
     object.__setattr__(node, "empty", empty)
     object.__setattr__(node, "block_states", blocks)
 
@@ -168,6 +177,7 @@ class ByteSet(Node):
     ranges: tuple[tuple[int, int], ...]
     nfa_states = 0
     block_states = 0
+    whole_states = 0
 
     @property
     def empty(self) -> bool:
@@ -180,14 +190,16 @@ class Concat(Node):
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
     block_states: int = field(init=False, repr=False)
+    whole_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        count, empty, blocks = len(self.parts) - 1, False, 0
+        count, empty, blocks, whole = len(self.parts) - 1, False, 0, len(self.parts) - 1
         for p in self.parts:  # one pass: built tens of thousands of times per large schema
             count += p.nfa_states
             blocks += p.block_states
+            whole += p.whole_states
             empty = empty or p.empty
-        _set_derived(self, count, empty, blocks)
+        _set_derived(self, count, empty, blocks, whole)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -196,14 +208,16 @@ class Union(Node):
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
     block_states: int = field(init=False, repr=False)
+    whole_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        count, empty, blocks = 0, True, 0
+        count, empty, blocks, whole = 0, True, 0, 0
         for a in self.alternatives:
             count += a.nfa_states
             blocks += a.block_states
+            whole += a.whole_states
             empty = empty and a.empty
-        _set_derived(self, count, empty, blocks)
+        _set_derived(self, count, empty, blocks, whole)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -216,12 +230,14 @@ class Repeat(Node):
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
     block_states: int = field(init=False, repr=False)
+    whole_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         optional = 1 if self.maximum is None else self.maximum - self.minimum
         joints = self.minimum + (2 if self.maximum is None else optional)
-        _set_derived(self, joints + (self.minimum + optional) * self.node.nfa_states,
-                     self.minimum > 0 and self.node.empty, (self.minimum + optional) * self.node.block_states)
+        copies = self.minimum + optional
+        _set_derived(self, joints + copies * self.node.nfa_states, self.minimum > 0 and self.node.empty,
+                     copies * self.node.block_states, joints + copies * self.node.whole_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -232,31 +248,39 @@ class Embedded(Node):
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
     block_states: int = field(init=False, repr=False)
+    whole_states: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _set_derived(self, self.dfa.num_states, self.dfa.is_empty, self.dfa.num_states)
+        _set_derived(self, self.dfa.num_states, self.dfa.is_empty, self.dfa.num_states, self.dfa.num_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Deferred(Node):
-    """A sub-expression without a fixed depth, built a level at a time: ``level()`` is its
-    outermost level, whose deeper levels are :class:`Deferred` nodes in turn (free-form JSON
-    values: any nesting, as deep as a text goes). A lazily built automaton (:class:`LazyDFA`)
-    holds one placeholder state per use and adds a level's states the first time a walk reaches
-    it (see :class:`LevelTemplate`); an automaton built whole builds ``bounded`` instead (the
-    same language cut at a fixed depth). As a placeholder it counts one NFA state, one of a
-    block (:attr:`Node.nfa_states`). Identity matters: keep one node per language (cached)."""
+    """A sub-expression built a level at a time: ``level()`` is its outermost level, whose
+    deeper levels are :class:`Deferred` nodes in turn (free-form JSON values: any nesting, as
+    deep as a text goes; ``$ref`` recursion and sub-values used many times:
+    :mod:`enforcer.knots`). A lazily built automaton (:class:`LazyDFA`) holds one placeholder
+    state per use and adds a level's states the first time a walk reaches it (see
+    :class:`LevelTemplate`); an automaton built whole builds ``bounded`` instead (the same
+    language cut at a fixed depth, or the level itself). As a placeholder it counts one NFA
+    state, one of a block (:attr:`Node.nfa_states`). Identity matters: keep one node per
+    language (cached)."""
 
     level: Callable[[], Node]
     bounded: Node
     templates: dict = field(default_factory=dict, init=False, repr=False)
     """:func:`level_template` per builder kind, made on first use."""
+    whole_states: int = field(init=False, repr=False)
+    """Those of ``bounded``: what an automaton built whole builds in its place."""
     nfa_states = 1
     block_states = 1
     empty = False
     num_states = 1
     """As a block: a single placeholder state."""
     is_empty = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "whole_states", self.bounded.whole_states)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -272,6 +296,7 @@ class Graph(Node):
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
     block_states: int = field(init=False, repr=False)
+    whole_states: int = field(init=False, repr=False)
     trim: bool = field(init=False, repr=False)
     """Every state reaches an accepting one (edges other than NOTHING taken as non-empty):
     the Thompson NFA leaves no dead state inside it."""
@@ -283,7 +308,8 @@ class Graph(Node):
         empty = self._reaches_no_end() if any(sub.empty and sub is not NOTHING for _, sub, _ in self.edges) \
             else not live[self.start]
         _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), empty,
-                     sum(sub.block_states for _, sub, _ in self.edges))
+                     sum(sub.block_states for _, sub, _ in self.edges),
+                     self.num_states + sum(sub.whole_states for _, sub, _ in self.edges))
         object.__setattr__(self, "trim", all(live))
 
     def trimmed(self) -> Node:
@@ -334,6 +360,7 @@ class Graph(Node):
 class _Epsilon(Node):
     nfa_states = 0
     block_states = 0
+    whole_states = 0
     empty = False
 
 
@@ -341,6 +368,7 @@ class _Epsilon(Node):
 class _Nothing(Node):
     nfa_states = 0
     block_states = 0
+    whole_states = 0
     empty = True
 
 
@@ -806,7 +834,7 @@ def level_template(node: Deferred, compiled: bool = True) -> LevelTemplate:
         return hit
     nfa = new_nfa(compiled, deferred=True)
     start, end = nfa.new(), nfa.new()
-    nfa.build(node.level(), start, end)
+    nfa.build(_blocks_written_out(node.level()), start, end)
     n = nfa.num_states
     edges, eps = nfa.take_arrays()
     placeholders = []
@@ -818,6 +846,82 @@ def level_template(node: Deferred, compiled: bool = True) -> LevelTemplate:
     important = (np.diff(csr[0]) > 0).view(np.uint8)
     hit = node.templates[compiled] = LevelTemplate(n, start, end, *csr, important, tuple(placeholders))
     return hit
+
+
+MAX_WRITTEN_OUT_STATES = 20_000
+"""Most states of one embedded automaton a level template writes out (:func:`_written_out`):
+a template is copied at each expansion (a ``maxLength`` of 1,000 is about 20,000 states, 1 MB
+a copy), so a larger one is refused where the template is made."""
+
+
+def _written_out(dfa: "DFA | CountedDFA | CountedProduct") -> Node:
+    """An embedded automaton as a :class:`Graph` of its states: the form a level template holds
+    (an expansion copies NFA states and their edges; an embedded block's rows live outside the
+    NFA). Past ``MAX_WRITTEN_OUT_STATES`` states :class:`SchemaTooComplexError`. Cost: one pass
+    over its rows' byte ranges."""
+    if dfa.is_empty:
+        return NOTHING
+    if dfa.num_states > MAX_WRITTEN_OUT_STATES:
+        raise SchemaTooComplexError(f"a repeated part holds an automaton of {dfa.num_states:,} states, more than a "
+                                    f"level built on demand may copy", budget=f"MAX_WRITTEN_OUT_STATES={MAX_WRITTEN_OUT_STATES}")
+    table = dfa if isinstance(dfa, DFA) else dfa.dense()
+    ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for state in range(table.num_states):
+        for lo, hi, target in table.ranges(state):
+            ranges.setdefault((state, target), []).append((lo, hi))
+    edges = tuple((source, byte_set(r), target) for (source, target), r in ranges.items())
+    return Graph(table.num_states, 0, frozenset(np.flatnonzero(table.accepting).tolist()), edges)
+
+
+def _blocks_written_out(node: Node) -> Node:
+    """``node`` with each embedded automaton outside its :class:`Deferred` parts written out
+    (:func:`_written_out`); ``node`` itself when it holds none. Shared parts stay shared.
+    Iterative (no recursion limit); cost: one visit per part that holds a block."""
+    done: dict[int, Node] = {}
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        part, visited = stack.pop()
+        if id(part) in done:
+            continue
+        if part.block_states == 0 or isinstance(part, Deferred):
+            done[id(part)] = part
+            continue
+        if isinstance(part, Embedded):
+            done[id(part)] = _written_out(part.dfa)
+            continue
+        children = sub_expressions(part)
+        if not visited:
+            stack.append((part, True))
+            stack.extend((child, False) for child in children if id(child) not in done)
+            continue
+        new = [done[id(child)] for child in children]
+        if all(a is b for a, b in zip(new, children)):
+            done[id(part)] = part
+        elif isinstance(part, Concat):
+            done[id(part)] = Concat(tuple(new))
+        elif isinstance(part, Union):
+            done[id(part)] = Union(tuple(new))
+        elif isinstance(part, Repeat):
+            done[id(part)] = Repeat(new[0], part.minimum, part.maximum)
+        else:
+            assert isinstance(part, Graph)
+            done[id(part)] = Graph(part.num_states, part.start, part.accepting,
+                                   tuple((a, sub, b) for (a, _, b), sub in zip(part.edges, new)))
+    return done[id(node)]
+
+
+def sub_expressions(node: Node) -> Sequence[Node]:
+    """The sub-expressions of a composite node, in order (none for the others: a
+    :class:`Deferred` node's levels are not among them)."""
+    if isinstance(node, Concat):
+        return node.parts
+    if isinstance(node, Union):
+        return node.alternatives
+    if isinstance(node, Repeat):
+        return (node.node,)
+    if isinstance(node, Graph):
+        return [sub for _, sub, _ in node.edges]
+    return ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1467,6 +1571,9 @@ class _Determiniser:
 
     def __init__(self, node: Node, trim: bool, compiled: bool = True, keep: Sequence[int] = (),
                  lazy: bool = False) -> None:
+        if not lazy and node.whole_states > MAX_WHOLE_NFA_STATES:
+            raise SchemaTooComplexError(f"an automaton built whole needs {node.whole_states:,} NFA states",
+                                        budget=f"MAX_WHOLE_NFA_STATES={MAX_WHOLE_NFA_STATES}")
         nfa = new_nfa(compiled, deferred=lazy)
         built_start, built_end = nfa.new(), nfa.new()
         nfa.build(node, built_start, built_end)

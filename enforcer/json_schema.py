@@ -4,8 +4,9 @@ The compiler walks the schema once and returns a :class:`~enforcer.automaton.Nod
 turns it into a DFA. Policies, each an option of :class:`SchemaOptions`: object properties in
 declared order (extra properties, where allowed, after the declared ones), whitespace bounded
 (compact, ``json.dumps`` default separators and indented output are all accepted), free-form
-values nested at most ``free_form_depth`` deep, ``$ref`` recursion cut after ``max_recursion``
-expansions. Keywords that cannot be enforced exactly raise :class:`UnsupportedSchemaError` with
+values nested at most ``free_form_depth`` deep, ``$ref`` recursion as deep as a text goes (a
+sub-value met inside itself is a knot, built a level at a time: :mod:`enforcer.knots`; cut after
+``max_recursion`` expansions where it cannot be one). Keywords that cannot be enforced exactly raise :class:`UnsupportedSchemaError` with
 their JSON pointer. Cost: linear in the schema, plus jsonschema validation of enum candidates.
 """
 
@@ -21,8 +22,8 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 
 import numpy as np
 
-from . import numbers
-from .automaton import (DEAD, DFA, EPSILON, NOTHING, CountedDFA, CountedProduct, Deferred, Embedded, Graph,
+from . import knots, numbers
+from .automaton import (DEAD, DFA, EPSILON, MAX_WRITTEN_OUT_STATES, NOTHING, CountedDFA, CountedProduct, Deferred, Embedded, Graph,
                         Node, alt, byte_chars, codepoints, compile_node, eager_budget, eager_states_spent, literal,
                         nfa_budget_size, nfa_size, optional, refund_eager_states, repeat, separated, seq,
                         states_exceeded)
@@ -193,10 +194,15 @@ class SchemaOptions:
     Where an automaton is built whole (``allOf`` parts that do not merge, ``not``,
     ``uniqueItems`` items) they nest at most ``WHOLE_FREE_FORM_DEPTH`` (4) deep."""
     max_recursion: int = 3
-    """How often one ``$ref`` may be expanded on a single path before recursion is cut. A value
-    whose automaton exceeds ``max_nfa_states`` with recursion expanded is compiled again with
-    recursion cut one expansion earlier, down to ``MIN_RECURSION`` expansions, before it is
-    refused."""
+    """Recursion is a knot (:mod:`enforcer.knots`): a lazily built automaton follows it as deep as
+    a text goes. Where it is not one, this is how often one ``$ref`` may be expanded on a path
+    before recursion is cut: past the depth where whitespace widths stop changing (recursion
+    through schemas the compiler combines), on every path in documents with ``$dynamicRef``,
+    and where knots cannot be decoded exactly (a recursion with no finite value, a level
+    holding a block too large to copy). A value whose automaton exceeds ``max_nfa_states``
+    with recursion expanded is compiled again with recursion cut one expansion earlier, down
+    to ``MIN_RECURSION`` expansions, before it is refused. Automata built whole (intersections,
+    differences) cut recursion at the knot."""
     assert_formats: bool = True
     """Enforce ``format`` (date-time, uuid, ...). ``False`` treats it as an annotation."""
     unknown_formats: str = "ignore"
@@ -293,10 +299,11 @@ def _json_key(value: Any) -> str:
 class SchemaCompiler:
     """Compiles one root schema. Lifetime: one ``compile_json_schema`` call."""
 
-    def __init__(self, root: Any, options: SchemaOptions, raw_strings: bool = False) -> None:
+    def __init__(self, root: Any, options: SchemaOptions, raw_strings: bool = False, knots: bool = True) -> None:
         """``raw_strings``: a string at the top level (depth 0) is its raw UTF-8 text, without
         quotes or JSON escapes (formats that write string values unquoted); nested strings stay
-        JSON."""
+        JSON. ``knots``: False builds every value as a document with ``$dynamicRef`` gets it
+        (recursion cut on each path; see :attr:`_knots`)."""
         self.dialect = dialect_of(root)
         self.root = _without_keywords(root, _LATER_KEYWORDS.get(self.dialect, frozenset()))
         self.options = options
@@ -351,11 +358,28 @@ class SchemaCompiler:
         intersection, for the scalar types (no ``$ref`` inside), built once per compile: a
         definition met again through another ``$ref`` path rebuilt it (Github_hard o3895's
         ``oneOf`` of patterns under an ``if``: 3 times each)."""
-        self._values: dict[tuple[int, int, Refs, int], _Built] = {}
-        """(id(schema), depth, refs, free-form depth) -> its node: a sub-schema met again at the same
-        depth with the same ``$ref`` path (``$ref`` fan-out, a definition used by several
-        properties) is one node, built once (the NFA builder then copies its states). A value
-        compiled again with recursion cut earlier keeps the nodes that no cut changes."""
+        self._values: dict[tuple, _Built] = {}
+        """:meth:`_value_key` -> its node: a sub-schema met again (``$ref`` fan-out, a definition
+        used by several properties) is one node, built once. A value compiled again with
+        recursion cut earlier keeps the nodes that no cut changes."""
+        self._knots = knots and not holds_key([self.root, *self._external.values()], frozenset({"$dynamicRef"}))
+        """Recursion as knots and large repeated sub-values as shares (:mod:`enforcer.knots`):
+        sub-values keyed by schema and depth alone. Off where ``$dynamicRef`` makes a value
+        depend on its path, and for a value whose knots :func:`~enforcer.knots.finish` refuses
+        (then ``$ref`` recursion is cut after ``max_recursion`` expansions on each path)."""
+        self._saturated = 1
+        """The depth from which whitespace widths stop changing: deeper values are built alike."""
+        while self._width(self._saturated) != self._width(self._saturated + 1):
+            self._saturated += 1
+        self._in_progress: dict[tuple, Deferred | None] = {}
+        """Keys of the sub-values being built -> the knot made when one met itself (None: none)."""
+        self._shares: dict[int, tuple[Node, Node]] = {}
+        """id of a node met again -> (that node, kept so its id stays its own; what each use holds:
+        a share, or the node itself when it is small or holds a block too large to copy)."""
+        self._block_sizes: dict[int, int] = {}  # knots.largest_block's memo
+        self._knotted = False
+        """The attempt with knots made a knot or a share, or expanded a ``$ref`` inside its own
+        expansion: what it built may differ from a build with recursion cut."""
         self._building: list[_SubtreeFacts] = []  # one per sub-value being built, innermost last
         self._cycles: dict[str, list[str]] = {}
         """``$ref`` name -> a cycle back to it that never descends (``[]``: none; see
@@ -475,6 +499,26 @@ class SchemaCompiler:
         cut (:meth:`_probe_floor`: over budget there, refused)."""
         if self._nesting:
             return self._sub_value(schema, pointer, depth, refs)
+        if self._knots:
+            spent, built = eager_states_spent(), self._sub_values_built
+            self._knotted = False
+            try:
+                node = self._attempts(schema, pointer, depth, refs)
+                knots.finish(node)
+                return node
+            except (knots.KnotsUnusable, SchemaTooComplexError):
+                if not self._knotted:
+                    raise  # a build with recursion cut would meet the same
+                # built again as before knots: recursion cut, every path its own nodes
+                self._knots = False
+                self._values, self._shares, self._in_progress = {}, {}, {}
+                self.max_recursion, self._recursed, self._sub_values_built = self.options.max_recursion, False, built
+                if spent is not None:
+                    refund_eager_states(spent)
+        return self._attempts(schema, pointer, depth, refs)
+
+    def _attempts(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
+        """The outermost value, built again with recursion cut earlier while over its budget."""
         probed: Node | None = None  # the value at the earliest cut, once probed
         floor_tried = False
         spent = eager_states_spent()
@@ -527,11 +571,17 @@ class SchemaCompiler:
             raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep "
                                         f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})", pointer,
                                         f"MAX_NESTING={MAX_NESTING}")
-        key = (id(schema), depth, refs)
+        key = self._value_key(schema, depth, refs)
         hit = self._values.get(key)
         if hit is not None:
             self._depended_on(hit.facts.deepest_expansion)
-            return hit.node
+            return self._repeated(hit.node) if self._knots else hit.node
+        if key in self._in_progress:  # met inside itself: a knot
+            made = self._in_progress[key]
+            if made is None:
+                made = self._in_progress[key] = knots.knot()
+                self._knotted = True
+            return made
         self._sub_values_built += 1
         if self._sub_values_built > MAX_SUB_VALUES:
             raise SchemaTooComplexError(f"more than {MAX_SUB_VALUES:,} sub-values built", pointer,
@@ -540,6 +590,8 @@ class SchemaCompiler:
         facts = _SubtreeFacts()
         building.append(facts)
         self._nesting += 1
+        if self._knots:
+            self._in_progress[key] = None
         try:
             node = self._value(schema, pointer, depth, refs)
         except SchemaTooComplexError as exc:
@@ -550,12 +602,38 @@ class SchemaCompiler:
         finally:
             self._nesting -= 1
             building.pop()
+            made = self._in_progress.pop(key, None)
+        if made is not None:
+            level = knots.level_of(made)
+            assert level is not None
+            level.node = node
         if building:  # the flags were set where the facts were found: only the parent learns them
             parent = building[-1]
             parent.deepest_expansion = max(parent.deepest_expansion, facts.deepest_expansion)
         self.check_size(node, pointer)
         self._values[key] = _Built(schema, node, facts)
         return node
+
+    def _value_key(self, schema: Any, depth: int, refs: Refs) -> tuple:
+        """What a sub-value's node depends on besides the options: with knots, the schema and
+        its depth up to where widths stop changing; else the ``$ref`` path too (its expansions
+        decide where recursion is cut, its resources what ``$dynamicRef`` names)."""
+        if self._knots:
+            return id(schema), min(depth, self._saturated)
+        return id(schema), depth, refs
+
+    def _repeated(self, node: Node) -> Node:
+        """What each use of ``node`` holds where it is used more than once (a sub-value met
+        again, a counted repeat's copies): a share (one placeholder state) when the node has
+        ``SHARED_MIN_STATES`` states or more and no block too large to copy; else the node."""
+        if node.nfa_states < SHARED_MIN_STATES:
+            return node
+        hit = self._shares.get(id(node))
+        if hit is None:
+            usable = knots.largest_block(node, self._block_sizes) <= MAX_WRITTEN_OUT_STATES
+            hit = self._shares[id(node)] = (node, knots.share(node) if usable else node)
+            self._knotted |= usable
+        return hit[1]
 
     def _depended_on(self, expansion: int) -> None:
         """Record that the node being built expanded a ``$ref`` already expanded ``expansion``
@@ -607,7 +685,10 @@ class SchemaCompiler:
 
     def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
         if isinstance(schema, dict) and len(set(schema) - ANNOTATIONS) == 1 and set(schema) & set(_REFERENCES):
-            schema, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
+            target, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
+            if self._knots and isinstance(target, dict):  # one node per target, whichever reference names it
+                return self._sub_value(target, pointer, depth, refs)
+            schema = target
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
             return self.any_value(depth, self.options.free_form_depth)
         if schema is False:
@@ -959,7 +1040,10 @@ class SchemaCompiler:
                 raise UnsupportedSchemaError("$ref", pointer, f"reference cycle {' -> '.join(cycle)} never descends "
                                              "into the value, so it expands forever")
             return target, target_pointer, refs  # counted once at this depth
-        expanded = sum(r == ref for r, _ in refs)
+        # with knots, recursion before widths stop changing ends (depth grows, bounded by
+        # the knot's depth): only expansions past it count towards the cut
+        expanded = sum(r == ref and (not self._knots or d >= self._saturated) for r, d in refs)
+        self._knotted |= self._knots and any(r == ref for r, _ in refs)
         if expanded >= self.max_recursion:
             return False, target_pointer, refs
         self._depended_on(expanded)
@@ -2425,6 +2509,8 @@ class SchemaCompiler:
         lo = max(min_items - k, 0)
         hi = None if max_items is None else max_items - k
         if rest_item is not NOTHING and (hi is None or hi > 0):
+            if self._knots:  # one copy per count
+                rest_item = self._repeated(rest_item)
             self._check_repeat(seq(comma, rest_item), hi if hi is not None else lo, pointer,
                                "maxItems" if hi is not None else "minItems")
             rest = repeat(seq(comma, rest_item), lo, hi) if k else separated(rest_item, comma, lo, hi)
@@ -2650,6 +2736,8 @@ class SchemaCompiler:
             raise UnsupportedSchemaError(keyword, pointer, f"counting {cap} properties exceeds the supported "
                                          f"{MAX_COUNTED_PROPERTIES}")
         if extra is not NOTHING:  # one copy of the undeclared keys' member per count below the cap
+            if self._knots:
+                extra = self._repeated(extra)
             self._check_repeat(extra, cap, pointer, keyword)
         # states: (index, anything written yet, relevant names written, properties counted up to
         # cap, the witness written or none needed), built breadth first
@@ -2812,6 +2900,9 @@ MAX_DISTRIBUTED_BRANCHES = 16
 """Most conjunctions an ``allOf`` over ``anyOf``/``oneOf`` parts is distributed into."""
 _FLATTENED_LEVELS = 8
 """Most levels of ``allOf`` nested in ``allOf`` read as one list of parts."""
+SHARED_MIN_STATES = 2_000
+"""NFA states from which a sub-value met again is held as a share (one placeholder state per
+use, its level copied where a walk enters it) rather than copied at every use."""
 MIN_RECURSION = 2
 """The earliest recursion cut a value over its budget falls back to (one expansion rejected a
 valid Kubernetes instance that two refuse: refusing is the honest answer there)."""

@@ -6,6 +6,7 @@ a few seconds."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,16 @@ def nested_any_of(depth: int) -> dict[str, Any]:
     return schema
 
 
+def nested_distinct(depth: int) -> dict[str, Any]:
+    """:func:`nested_any_of` with its two items written out as distinct sub-schemas: nothing
+    is met again, so nothing is held as a share, and the NFA doubles per level."""
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"anyOf": [{"type": "integer"}, {"type": "array", "prefixItems": [schema, copy.deepcopy(schema)],
+                                                  "items": False}]}
+    return schema
+
+
 def _schemas() -> list[Any]:
     found = [nested_any_of(6), {"type": "string", "maxLength": 40, "pattern": "^[a-z]+$"},
              {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "number"}}}]
@@ -43,15 +54,17 @@ def _schemas() -> list[Any]:
 
 @pytest.mark.parametrize("schema", _schemas())
 def test_nfa_size_counts_exactly_the_states_the_nfa_builds(schema: Any) -> None:
+    """Lazily built (placeholders) and whole (each placeholder's ``bounded`` in place)."""
     node = SchemaCompiler(schema, SchemaOptions()).compile()
-    nfa = _NFA()
-    start, end = nfa.new(), nfa.new()
-    nfa.build(node, start, end)
-    assert nfa_size(node) + 2 == nfa.num_states
+    for deferred, expected in ((True, nfa_size(node)), (False, node.whole_states)):
+        nfa = _NFA(deferred)
+        start, end = nfa.new(), nfa.new()
+        nfa.build(node, start, end)
+        assert expected + 2 == nfa.num_states
 
 
 def test_an_nfa_over_the_budget_is_refused_at_compile_time(kimi_vocab: Vocabulary) -> None:
-    schema = nested_any_of(12)  # 695,285 NFA states: about 66 MiB at the build's peak
+    schema = nested_distinct(12)  # 687,093 NFA states: about 66 MiB at the build's peak
     with pytest.raises(SchemaTooComplexError, match="max_automaton_bytes"):
         compile_json_schema(schema, kimi_vocab, max_automaton_bytes=16 << 20)
     tools = [{"type": "function", "function": {"name": "f", "parameters": {
@@ -252,7 +265,8 @@ def test_exclusive_conditions_of_one_allof_are_worked_out_once_per_compile(monke
 
 def test_a_value_compiled_again_with_recursion_cut_earlier_keeps_the_nodes_no_cut_changes(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Over ``max_nfa_states`` with recursion expanded three times, the value is compiled again
+    """Recursion cut on each path (``knots=False``, as with ``$dynamicRef``; see test_knots).
+    Over ``max_nfa_states`` with recursion expanded three times, the value is compiled again
     with two: sub-values whose ``$ref``s were all expanded fewer times are not built again
     (Kubernetes kb_1161 built 46,000 of them twice), and the result is the node a compile with
     ``max_recursion=2`` builds."""
@@ -270,14 +284,14 @@ def test_a_value_compiled_again_with_recursion_cut_earlier_keeps_the_nodes_no_cu
 
     monkeypatch.setattr(SchemaCompiler, "_value", counting)
     options = SchemaOptions(max_nfa_states=1_500)  # three expansions: 1,915 NFA states; two: 951
-    compiler = SchemaCompiler(schema, options)
+    compiler = SchemaCompiler(schema, options, knots=False)
     node = compiler.compile()
     assert compiler.max_recursion == 2
     leaf, recursive_leaf = id(big["properties"]["p0"]), id(tree["properties"]["tag"])
     assert built.count(leaf) == 1
     assert built.count(recursive_leaf) == 3  # one per expansion of the first attempt, none again
     monkeypatch.setattr(SchemaCompiler, "_value", original)
-    direct = SchemaCompiler(schema, SchemaOptions(max_nfa_states=1_500, max_recursion=2)).compile()
+    direct = SchemaCompiler(schema, SchemaOptions(max_nfa_states=1_500, max_recursion=2), knots=False).compile()
     assert nfa_size(node) == nfa_size(direct) == 951
     assert compile_node(node).content_key == compile_node(direct).content_key
 
@@ -309,7 +323,7 @@ def test_a_value_over_budget_at_the_earliest_cut_is_refused_after_two_attempts(
     refused there, as the last fallback would have refused it."""
     seen = _attempts(monkeypatch)
     with pytest.raises(SchemaTooComplexError, match="max_nfa_states"):
-        SchemaCompiler(_TREE, SchemaOptions(max_recursion=4, max_nfa_states=1_000)).compile()
+        SchemaCompiler(_TREE, SchemaOptions(max_recursion=4, max_nfa_states=1_000), knots=False).compile()
     assert [cut for cut, _ in seen] == [4, 2]
 
 
@@ -317,9 +331,9 @@ def test_a_value_that_fits_at_the_earliest_cut_takes_the_latest_cut_that_fits(mo
     """The earliest cut fits: the fallbacks go on from the first attempt, and the value is the
     one the first cut that fits builds (three expansions, not two)."""
     seen = _attempts(monkeypatch)
-    probed = SchemaCompiler(_TREE, SchemaOptions(max_recursion=4, max_nfa_states=5_000)).compile()
+    probed = SchemaCompiler(_TREE, SchemaOptions(max_recursion=4, max_nfa_states=5_000), knots=False).compile()
     assert [cut for cut, _ in seen] == [4, 2, 3]
-    direct = SchemaCompiler(_TREE, SchemaOptions(max_recursion=3)).compile()
+    direct = SchemaCompiler(_TREE, SchemaOptions(max_recursion=3), knots=False).compile()
     assert nfa_size(probed) == nfa_size(direct) == 3_952
     assert compile_node(probed).content_key == compile_node(direct).content_key
 
@@ -341,10 +355,10 @@ def test_each_fallback_attempt_has_the_whole_eager_budget(monkeypatch: pytest.Mo
     seen = _attempts(monkeypatch)
     both = {"allOf": [{"type": "string", "pattern": "^[a-z]{1,30}$"}, {"type": "string", "pattern": "^.{0,20}x"}]}
     tree = {"type": "object", "properties": {"p": both, "kids": {"type": "array", "items": {"$ref": "#"}}}}
-    node = SchemaCompiler(tree, SchemaOptions(max_nfa_states=4_000, max_eager_states=40_000)).compile()
+    node = SchemaCompiler(tree, SchemaOptions(max_nfa_states=4_000, max_eager_states=40_000), knots=False).compile()
     assert [cut for cut, _ in seen] == [3, 2]
     assert seen[0][1] is not None and seen[1][1] == seen[0][1]
-    direct = SchemaCompiler(tree, SchemaOptions(max_recursion=2)).compile()
+    direct = SchemaCompiler(tree, SchemaOptions(max_recursion=2), knots=False).compile()
     assert compile_node(node).content_key == compile_node(direct).content_key
 
 

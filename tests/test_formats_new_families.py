@@ -12,6 +12,7 @@ calls.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -556,7 +557,9 @@ def test_an_automaton_over_the_budget_is_refused_at_compile_not_while_decoding(f
     its budget is checked when the tools compile, never when decoding first reaches a call."""
     schema: dict[str, Any] = {"type": "integer"}
     for _ in range(12):  # each level doubles the NFA: about 700,000 states
-        schema = {"anyOf": [{"type": "integer"}, {"type": "array", "items": schema, "maxItems": 2}]}
+        # two distinct items (one sub-schema met again would be one share per use)
+        schema = {"anyOf": [{"type": "integer"}, {"type": "array", "prefixItems": [schema, copy.deepcopy(schema)],
+                                                  "items": False}]}
     tools = [{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"x": schema}, "required": ["x"]}}}]
     with pytest.raises(SchemaTooComplexError, match="max_automaton_bytes"):

@@ -351,14 +351,6 @@ def test_whitespace_styles_bounded():
     assert not dfa.matches('{  "a": []}') and not dfa.matches('{"a": []}\n') and not dfa.matches(' {"a": []}')
 
 
-def test_recursion_is_cut_not_refused():
-    schema = {"$defs": {"node": {"type": "object", "properties": {"children": {"type": "array", "items": {
-        "$ref": "#/$defs/node"}}}}}, "$ref": "#/$defs/node"}
-    dfa = compile_schema_dfa(schema, SchemaOptions(max_recursion=2))
-    assert dfa.matches('{"children": [{"children": []}]}')
-    assert not dfa.matches('{"children": [{"children": [{"children": [{}]}]}]}')
-
-
 @pytest.mark.parametrize("schema,keyword,pointer", [
     ({"type": "object", "properties": {"a": {"if": {"enum": [{"x": 1}]}, "then": {"minimum": 2}}}}, "if",
      "/properties/a"),  # an object constant has no exact negation
@@ -635,8 +627,13 @@ def test_max_properties_with_extra_keys_is_counted_or_refused():
         compile_schema_dfa({"type": "object", "maxProperties": 1_001, "additionalProperties": True}, SchemaOptions())
     assert info.value.keyword == "maxProperties" and "1000" in str(info.value)
     wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(150)}}  # ~4,350 states
+    shared = compile_schema_dfa({"type": "object", "maxProperties": 999, "additionalProperties": wide}, SchemaOptions())
+    assert shared.nfa_states < 100_000  # one share per count, not 999 copies of 4,350 states
+    assert shared.matches(json.dumps({f"k{i}": {"p1": i} for i in range(999)}))
+    assert not shared.matches(json.dumps({f"k{i}": {"p1": i} for i in range(1000)}))
+    long_text = {"type": "string", "maxLength": 3000}  # a block too large to copy per expansion: no share
     with pytest.raises(SchemaTooComplexError) as too_big:  # 999 copies: past max_nfa_states before it is built
-        compile_schema_dfa({"type": "object", "maxProperties": 999, "additionalProperties": wide}, SchemaOptions())
+        compile_schema_dfa({"type": "object", "maxProperties": 999, "additionalProperties": long_text}, SchemaOptions())
     assert too_big.value.keyword == "maxProperties" and "max_nfa_states" in str(too_big.value)
     few = compile_schema_dfa({"type": "object", "properties": {"a": {}}, "maxProperties": 100}, SchemaOptions())
     assert few.matches('{"a": 1}'), "only one key may appear: the bound is never reached"
@@ -742,9 +739,9 @@ def test_optional_members_are_built_once():
     an object's NFA holds each property value once (it held two copies)."""
     from enforcer.automaton import nfa_size
     from enforcer.json_schema import SchemaCompiler
-    string = {"type": "string", "maxLength": 2048}
-    node = SchemaCompiler({"type": "object", "properties": {f"p{i}": string for i in range(40)}},
-                          SchemaOptions()).compile()
+    # distinct sub-schemas (one met again would be one share per use)
+    node = SchemaCompiler({"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": 2048}
+                                                            for i in range(40)}}, SchemaOptions()).compile()
     assert 40 * 40_961 <= nfa_size(node) < 41 * 40_961
     dfa = check({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
                 extra=[{"b": "x"}, {"a": 1}, {"a": 1, "b": "x"}, {}])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from enforcer import compile_json_schema, compile_tools
+from enforcer.automaton import compile_node
 from enforcer.errors import (EnforcerError, InvalidSchemaError, InvalidToolsError, SchemaTooComplexError,
                              UnsupportedSchemaError)
 from enforcer.json_schema import MAX_NESTING, SchemaCompiler, SchemaOptions
@@ -167,8 +168,10 @@ def test_property_names_are_values_nested_in_the_object(definition):
     check_against_jsonschema({"$defs": {"a": definition}, "$ref": "#/$defs/a"}, pool)
 
 
-def test_reference_cycle_through_all_of_under_properties_is_cut_by_max_recursion():
-    """``Foo.properties.childFoos = allOf[$ref Foo, $ref ChildFoo]``: cut after max_recursion."""
+def test_reference_cycle_through_all_of_under_properties_is_followed_as_deep_as_the_text():
+    """``Foo.properties.childFoos = allOf[$ref Foo, $ref ChildFoo]``: a knot (the merged parts'
+    ``childFoos`` meets itself), so no depth is cut; recursion cut on each path (documents with
+    ``$dynamicRef``) stops after ``max_recursion``."""
     schema = {"$defs": {
         "Foo": {"type": "object", "properties": {"childFoos": {"allOf": [{"$ref": "#/$defs/Foo"},
                                                                          {"$ref": "#/$defs/ChildFoo"}]}}},
@@ -176,7 +179,14 @@ def test_reference_cycle_through_all_of_under_properties_is_cut_by_max_recursion
     dfa = compile_schema_dfa(schema, SchemaOptions(max_recursion=3, strict=False))
     assert dfa.matches('{"childFoos": {"childFoos": {}, "x": "y"}}')
     assert not dfa.matches('{"childFoos": {"childFoos": {"x": 1}}}')
-    assert not dfa.matches('{"childFoos": {"childFoos": {"childFoos": {"childFoos": {}}}}}'), "cut at depth 3"
+    deep = "{}"
+    for _ in range(20):
+        deep = '{"childFoos": ' + deep + ', "x": "y"}'
+    assert dfa.matches(deep) and not dfa.matches(deep.replace('"y"', "1", 1))
+    node = SchemaCompiler(schema, SchemaOptions(max_recursion=3, strict=False), knots=False).compile()
+    cut = compile_node(node)
+    assert cut.matches('{"childFoos": {"childFoos": {}, "x": "y"}}')
+    assert not cut.matches('{"childFoos": {"childFoos": {"childFoos": {"childFoos": {}}}}}'), "cut at depth 3"
 
 
 def test_meta_schema_check_does_not_judge_patterns_by_python_re():

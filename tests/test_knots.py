@@ -1,0 +1,145 @@
+"""Recursion as knots and large repeated sub-values as shares (enforcer.knots): a lazily built
+automaton follows ``$ref`` recursion as deep as a text goes and holds a definition met again
+as one placeholder per use; automata built whole cut recursion at the knot; a compile whose
+knots cannot be decoded exactly falls back to recursion cut on each path."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+
+from enforcer import SchemaTooComplexError
+from enforcer.automaton import MAX_WHOLE_NFA_STATES, MAX_WRITTEN_OUT_STATES, compile_node, literal, repeat
+from enforcer.json_schema import SchemaCompiler, SchemaOptions
+from enforcer.knots import level_of
+from enforcer.matcher import compile_schema_dfa
+from test_json_schema import _same_levels_built
+
+TREE = {"type": "object", "required": ["tag"], "properties": {
+    "tag": {"type": "string", "maxLength": 20, "pattern": "^[a-z0-9]+$"},
+    "kids": {"type": "array", "items": {"$ref": "#"}}}}
+
+
+def _tree(levels: int, leaf: Any = "leaf") -> dict[str, Any]:
+    value: dict[str, Any] = {"tag": leaf}
+    for i in range(levels):
+        value = {"tag": f"n{i}", "kids": [value, {"tag": "x"}]}
+    return value
+
+
+def test_recursion_goes_as_deep_as_the_text() -> None:
+    dfa = compile_schema_dfa(TREE, SchemaOptions(max_recursion=2))
+    for levels in (0, 3, 40):
+        assert dfa.matches(json.dumps(_tree(levels)))
+    assert not dfa.matches(json.dumps(_tree(40, leaf=5)))  # an invalid leaf 41 levels down
+    assert not dfa.matches(json.dumps(_tree(40, leaf="A")))
+    assert not dfa.matches(json.dumps(_tree(40))[:-1])
+
+
+def test_mutual_recursion_through_definitions() -> None:
+    schema = {"$defs": {
+        "expr": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/call"}]},
+        "call": {"type": "object", "required": ["op", "args"], "additionalProperties": False, "properties": {
+            "op": {"enum": ["add", "mul"]}, "args": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/expr"}}}}},
+        "$ref": "#/$defs/expr"}
+    value: Any = 1
+    for i in range(30):
+        value = {"op": "add" if i % 2 else "mul", "args": [value, i]}
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    assert dfa.matches(json.dumps(value)) and dfa.matches(json.dumps(value, separators=(",", ":")))
+    assert not dfa.matches(json.dumps(value).replace('"mul"', '"div"', 1))
+    assert not dfa.matches(json.dumps(value).replace('"args": [1,', '"args": [1.5,'))
+
+
+def test_automata_built_whole_cut_recursion_at_the_knot() -> None:
+    """Intersections and differences build knots as nothing: recursion stops where widths
+    stop changing (eight levels of values with the default indentation), a subset of the
+    values, never more."""
+    whole = compile_schema_dfa(TREE, SchemaOptions(), lazy=False)
+    found = [whole.matches(json.dumps(_tree(levels))) for levels in range(8)]
+    assert found[:4] == [True] * 4 and not found[-1]
+    assert found == sorted(found, reverse=True)
+
+
+def test_a_definition_met_again_is_held_as_one_share_per_use() -> None:
+    big = {"type": "object", "additionalProperties": False, "properties": {
+        f"field{i}": {"type": "string", "maxLength": i + 20} for i in range(12)}}
+    schema = {"$defs": {"big": big}, "type": "object", "additionalProperties": False,
+              "properties": {f"p{i}": {"$ref": "#/$defs/big"} for i in range(40)}}
+    node = SchemaCompiler(schema, SchemaOptions()).compile()
+    alone = SchemaCompiler(big, SchemaOptions()).compile()
+    assert alone.nfa_states > 2_000 and node.nfa_states < 4 * alone.nfa_states  # not 40 copies
+    assert node.whole_states > 30 * alone.nfa_states
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    value = {f"p{i}": {f"field{j}": "a" * (j + 20) for j in range(0, 12, 1 + i % 3)} for i in range(0, 40, 3)}
+    jsonschema.validate(value, schema)
+    assert dfa.matches(json.dumps(value))
+    assert not dfa.matches(json.dumps(value).replace('"' + "a" * 20, '"' + "a" * 21, 1))
+
+
+def test_a_recursion_without_finite_value_is_cut_instead() -> None:
+    """A knot whose language is empty would let a text open a value it can never close: the
+    compile falls back to recursion cut on each path, where the branch is empty."""
+    endless = {"type": "object", "required": ["a"], "properties": {"a": {"$ref": "#/$defs/endless"}}}
+    schema = {"$defs": {"endless": endless}, "anyOf": [{"type": "integer"}, {"$ref": "#/$defs/endless"}]}
+    compiler = SchemaCompiler(schema, SchemaOptions())
+    compiler.compile()
+    assert not compiler._knots  # fell back
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    assert dfa.matches("12") and dfa.row(0)[ord("{")] < 0
+
+
+def test_a_level_with_a_block_too_large_to_copy_is_cut_instead() -> None:
+    long_text = MAX_WRITTEN_OUT_STATES // 20 + 1  # a counted string body: 20 states per character
+    schema = {"type": "object", "properties": {"note": {"type": "string", "maxLength": long_text},
+                                               "next": {"$ref": "#"}}}
+    compiler = SchemaCompiler(schema, SchemaOptions(max_recursion=2))
+    compiler.compile()
+    assert not compiler._knots
+    dfa = compile_schema_dfa(schema, SchemaOptions(max_recursion=2))
+    assert dfa.matches('{"next": {"next": {"note": "x"}}}')
+    assert not dfa.matches('{"next": {"next": {"next": {}}}}')
+
+
+def test_documents_with_dynamic_references_keep_the_cut() -> None:
+    schema = {"$dynamicAnchor": "node", "type": "object",
+              "properties": {"kids": {"type": "array", "items": {"$dynamicRef": "#node"}}}}
+    compiler = SchemaCompiler(schema, SchemaOptions(max_recursion=2))
+    compiler.compile()
+    assert not compiler._knots
+
+
+def test_levels_with_blocks_are_numbered_alike_by_the_kernel_and_in_python() -> None:
+    """Knot levels hold written-out blocks (a counted string, a pattern): both subset
+    constructions add them alike."""
+    node = SchemaCompiler(TREE, SchemaOptions()).compile()
+    texts = [json.dumps(_tree(12)), json.dumps(_tree(6), indent=2), json.dumps({"tag": "a", "kids": []})]
+    det = _same_levels_built(node, texts)
+    assert det.added_nfa_states > 0
+
+
+def test_a_knot_is_reached_and_its_level_set() -> None:
+    node = SchemaCompiler(TREE, SchemaOptions()).compile()
+    stack, seen, levels = [node], set(), []
+    from enforcer.automaton import sub_expressions
+    while stack:
+        part = stack.pop()
+        if id(part) in seen:
+            continue
+        seen.add(id(part))
+        level = level_of(part)
+        if level is not None:
+            levels.append(level)
+            stack.append(level.node)
+        else:
+            stack.extend(sub_expressions(part))
+    assert any(level.recursive and level.node is not None for level in levels)
+
+
+def test_an_automaton_built_whole_past_its_budget_is_refused_before_it_is_built() -> None:
+    huge = repeat(literal("abc"), MAX_WHOLE_NFA_STATES // 2, MAX_WHOLE_NFA_STATES // 2)
+    with pytest.raises(SchemaTooComplexError, match="MAX_WHOLE_NFA_STATES"):
+        compile_node(huge)
