@@ -377,6 +377,7 @@ class SchemaCompiler:
         """id of a node met again -> (that node, kept so its id stays its own; what each use holds:
         a share, or the node itself when it is small or holds a block too large to copy)."""
         self._block_sizes: dict[int, int] = {}  # knots.largest_block's memo
+        self._cyclic: bool | None = None  # see _reference_cycle
         self._knotted = False
         """The attempt with knots made a knot or a share, or expanded a ``$ref`` inside its own
         expansion: what it built may differ from a build with recursion cut."""
@@ -612,7 +613,55 @@ class SchemaCompiler:
             parent.deepest_expansion = max(parent.deepest_expansion, facts.deepest_expansion)
         self.check_size(node, pointer)
         self._values[key] = _Built(schema, node, facts)
-        return node
+        # where recursion can happen every large sub-value is a share at its first use too: a
+        # knot's or share's level is copied at each expansion, so it holds placeholders, not
+        # large copies
+        return self._repeated(node) if self._knots and self._reference_cycle() else node
+
+    def _reference_cycle(self) -> bool:
+        """Whether a ``$ref`` of the document can lead back to itself (a superset: references
+        anywhere under a target count, resolved where they are written; unresolvable ones do
+        not). Computed once per compile: one walk of each target's sub-tree."""
+        if self._cyclic is None:
+            edges: dict[int, list[Any]] = {}
+            stack: list[tuple[Any, bool]] = [(self.root, False)]
+            state: dict[int, int] = {}  # 1: on the depth-first path, 2: done
+            self._cyclic = False
+            while stack and not self._cyclic:
+                target, leaving = stack.pop()
+                if leaving:
+                    state[id(target)] = 2
+                    continue
+                if state.get(id(target)) == 2:
+                    continue
+                state[id(target)] = 1
+                stack.append((target, True))
+                if id(target) not in edges:
+                    edges[id(target)] = self._targets_under(target)
+                for nxt in edges[id(target)]:
+                    if state.get(id(nxt)) == 1:
+                        self._cyclic = True
+                    elif id(nxt) not in state:
+                        stack.append((nxt, False))
+        return self._cyclic
+
+    def _targets_under(self, schema: Any) -> list[Any]:
+        """What the ``$ref``s anywhere under ``schema`` name (those that resolve)."""
+        found: list[Any] = []
+        stack = [schema]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                ref = value.get("$ref")
+                if isinstance(ref, str):
+                    try:
+                        found.append(self.resolve(ref, "", value)[0])
+                    except (InvalidSchemaError, UnsupportedSchemaError):
+                        pass
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+        return found
 
     def _value_key(self, schema: Any, depth: int, refs: Refs) -> tuple:
         """What a sub-value's node depends on besides the options: with knots, the schema and
@@ -2900,7 +2949,7 @@ MAX_DISTRIBUTED_BRANCHES = 16
 """Most conjunctions an ``allOf`` over ``anyOf``/``oneOf`` parts is distributed into."""
 _FLATTENED_LEVELS = 8
 """Most levels of ``allOf`` nested in ``allOf`` read as one list of parts."""
-SHARED_MIN_STATES = 2_000
+SHARED_MIN_STATES = 500
 """NFA states from which a sub-value met again is held as a share (one placeholder state per
 use, its level copied where a walk enters it) rather than copied at every use."""
 MIN_RECURSION = 2

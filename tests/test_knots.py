@@ -143,3 +143,19 @@ def test_an_automaton_built_whole_past_its_budget_is_refused_before_it_is_built(
     huge = repeat(literal("abc"), MAX_WHOLE_NFA_STATES // 2, MAX_WHOLE_NFA_STATES // 2)
     with pytest.raises(SchemaTooComplexError, match="MAX_WHOLE_NFA_STATES"):
         compile_node(huge)
+
+
+def test_in_a_recursive_document_a_large_sub_value_is_a_share_at_its_first_use() -> None:
+    """A knot's level is copied at each expansion: where a ``$ref`` can lead back to itself,
+    large sub-values are placeholders even where they are met once, so levels stay small;
+    elsewhere a sub-value met once stays in place."""
+    big = {"type": "object", "properties": {f"f{i}": {"type": "string", "maxLength": 20} for i in range(10)}}
+    plain = SchemaCompiler({"type": "object", "properties": {"a": big}}, SchemaOptions()).compile()
+    recursive_schema = {"type": "object", "properties": {"a": big, "next": {"$ref": "#"}}}
+    recursive = SchemaCompiler(recursive_schema, SchemaOptions()).compile()
+    assert plain.nfa_states > 4_000 and recursive.nfa_states < plain.nfa_states // 4
+    dfa = compile_schema_dfa(recursive_schema, SchemaOptions())
+    value: dict[str, Any] = {"a": {"f3": "x" * 20}}
+    for _ in range(25):
+        value = {"a": {"f0": "y", "f9": ""}, "next": value}
+    assert dfa.matches(json.dumps(value)) and not dfa.matches(json.dumps(value).replace("x" * 20, "x" * 21))
