@@ -243,6 +243,19 @@ class SchemaOptions:
         object.__setattr__(self, "resources", normalise_resources(self.resources))
         if self.unknown_formats not in ("ignore", "error"):
             raise ValueError(f"unknown_formats must be 'ignore' or 'error', not {self.unknown_formats!r}")
+        for name, lowest in _OPTION_MINIMA.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+                raise ValueError(f"{name} must be an integer of at least {lowest}, not {value!r}")
+        for name in ("strict", "assert_formats"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, not {getattr(self, name)!r}")
+
+
+_OPTION_MINIMA = {"indent_width": 0, "max_indent": 0, "free_form_depth": 0, "max_recursion": 1, "max_states": 1,
+                  "max_automaton_bytes": 1, "max_mask_bytes": 0, "max_eager_states": 1, "max_nfa_states": 1}
+"""The smallest value each integer option of :class:`SchemaOptions` takes (a negative
+``free_form_depth`` silently meant scalars only)."""
 
 
 @lru_cache(maxsize=None)

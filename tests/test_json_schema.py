@@ -1288,3 +1288,13 @@ def test_multiple_of_takes_only_numbers_divisible_as_written():
             text = digits if point == len(digits) else f"{digits[:point] or '0'}.{digits[point:]}"
             if dfa.matches(text):
                 assert validator.is_valid(json.loads(text)), text
+
+
+@pytest.mark.parametrize("options,named", [
+    ({"free_form_depth": -1}, "free_form_depth"), ({"max_recursion": 0}, "max_recursion"),
+    ({"max_states": 2.5}, "max_states"), ({"indent_width": True}, "indent_width"), ({"strict": "no"}, "strict"),
+])
+def test_option_values_out_of_range_are_refused_naming_the_option(options, named):
+    """A negative ``free_form_depth`` meant scalars only, silently; every option is checked."""
+    with pytest.raises(ValueError, match=named):
+        SchemaOptions(**options)
