@@ -855,22 +855,32 @@ a copy), so a larger one is refused where the template is made."""
 
 
 def _written_out(dfa: "DFA | CountedDFA | CountedProduct") -> Node:
-    """An embedded automaton as a :class:`Graph` of its states: the form a level template holds
-    (an expansion copies NFA states and their edges; an embedded block's rows live outside the
-    NFA). Past ``MAX_WRITTEN_OUT_STATES`` states :class:`SchemaTooComplexError`. Cost: one pass
-    over its rows' byte ranges."""
-    if dfa.is_empty:
-        return NOTHING
+    """An embedded automaton as NFA states: the form a level template holds (an expansion
+    copies NFA states and their edges; an embedded block's rows live outside the NFA). A table
+    is a :class:`Graph` of its states, a counted repeat the :class:`Repeat` of its unit's.
+    Past ``MAX_WRITTEN_OUT_STATES`` states :class:`SchemaTooComplexError`. Made once per
+    automaton and kept on it (one pass over its rows' byte ranges)."""
+    written = getattr(dfa, "_written", None)
+    if written is not None:
+        return written
     if dfa.num_states > MAX_WRITTEN_OUT_STATES:
         raise SchemaTooComplexError(f"a repeated part holds an automaton of {dfa.num_states:,} states, more than a "
                                     f"level built on demand may copy", budget=f"MAX_WRITTEN_OUT_STATES={MAX_WRITTEN_OUT_STATES}")
-    table = dfa if isinstance(dfa, DFA) else dfa.dense()
-    ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for state in range(table.num_states):
-        for lo, hi, target in table.ranges(state):
-            ranges.setdefault((state, target), []).append((lo, hi))
-    edges = tuple((source, byte_set(r), target) for (source, target), r in ranges.items())
-    return Graph(table.num_states, 0, frozenset(np.flatnonzero(table.accepting).tolist()), edges)
+    if dfa.is_empty:
+        written = NOTHING
+    elif isinstance(dfa, CountedDFA):
+        written = Repeat(_written_out(dfa.unit), dfa.minimum, dfa.maximum)
+    else:
+        table = dfa if isinstance(dfa, DFA) else dfa.dense()
+        ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for state in range(table.num_states):
+            for lo, hi, target in table.ranges(state):
+                ranges.setdefault((state, target), []).append((lo, hi))
+        # a target's runs in one row are maximal and apart: already normalised ranges
+        edges = tuple((source, ByteSet(tuple(r)), target) for (source, target), r in ranges.items())
+        written = Graph(table.num_states, 0, frozenset(np.flatnonzero(table.accepting).tolist()), edges)
+    dfa._written = written
+    return written
 
 
 def _blocks_written_out(node: Node) -> Node:
@@ -959,7 +969,7 @@ class DFA(_Reading):
     """
 
     __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "_content_key",
-                 "_read_bytes", "_built_flags")
+                 "_read_bytes", "_built_flags", "_written")
 
     exhausted = None
     """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
@@ -1188,7 +1198,7 @@ class CountedDFA:
     unit's trim and rows (the accepting flags, ``maximum * q + 1`` bytes, on first use).
     Immutable."""
 
-    __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key")
+    __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key", "_written")
 
     def __init__(self, unit: DFA, minimum: int, maximum: int) -> None:
         acc = unit.accepting
@@ -1313,7 +1323,8 @@ class CountedProduct:
     (:attr:`live`, ``num_states`` bytes, from the slots that end after exactly ``c`` more units,
     computed per ``c`` until they repeat); rows drop targets that cannot. Immutable."""
 
-    __slots__ = ("minimum", "maximum", "period", "step", "live", "loop", "full_run", "_accepting", "_content_key")
+    __slots__ = ("minimum", "maximum", "period", "step", "live", "loop", "full_run", "_accepting", "_content_key",
+                 "_written")
 
     def __init__(self, minimum: int, maximum: int, step: np.ndarray, live: np.ndarray, ends: np.ndarray,
                  loop: DFA) -> None:
