@@ -83,7 +83,7 @@ def largest_block(node: Node, memo: dict[int, int]) -> int:
 def finish(node: Node) -> None:
     """Check the knots and shares ``node`` reaches (see the module's docstring); raise
     :class:`KnotsUnusable` naming what fails. Cost: a few passes over the distinct parts."""
-    levels = list(_levels_reached(node))
+    levels = list(levels_reached(node))
     sizes: dict[int, int] = {}
     for level in levels:
         if level.node is None:
@@ -105,7 +105,7 @@ def finish(node: Node) -> None:
         raise KnotsUnusable("a recursion has no finite value")
 
 
-def _levels_reached(node: Node) -> Iterator[Level]:
+def levels_reached(node: Node) -> Iterator[Level]:
     """The knot and share levels ``node`` reaches, through the levels themselves, each once."""
     seen: set[int] = set()
     stack = [node]

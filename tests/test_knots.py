@@ -14,7 +14,7 @@ import pytest
 from enforcer import SchemaTooComplexError
 from enforcer.automaton import MAX_WHOLE_NFA_STATES, MAX_WRITTEN_OUT_STATES, compile_node, literal, repeat
 from enforcer.json_schema import SchemaCompiler, SchemaOptions
-from enforcer.knots import level_of
+from enforcer.knots import levels_reached
 from enforcer.matcher import compile_schema_dfa
 from test_json_schema import _same_levels_built
 
@@ -123,20 +123,7 @@ def test_levels_with_blocks_are_numbered_alike_by_the_kernel_and_in_python() -> 
 
 def test_a_knot_is_reached_and_its_level_set() -> None:
     node = SchemaCompiler(TREE, SchemaOptions()).compile()
-    stack, seen, levels = [node], set(), []
-    from enforcer.automaton import sub_expressions
-    while stack:
-        part = stack.pop()
-        if id(part) in seen:
-            continue
-        seen.add(id(part))
-        level = level_of(part)
-        if level is not None:
-            levels.append(level)
-            stack.append(level.node)
-        else:
-            stack.extend(sub_expressions(part))
-    assert any(level.recursive and level.node is not None for level in levels)
+    assert any(level.recursive and level.node is not None for level in levels_reached(node))
 
 
 def test_an_automaton_built_whole_past_its_budget_is_refused_before_it_is_built() -> None:
