@@ -305,7 +305,7 @@ class Graph(Node):
         live = self._live_states()
         # with no empty body but NOTHING, the start reaches an end over non-empty edges exactly
         # when it is live: one backward pass serves both flags
-        empty = self._reaches_no_end() if any(sub.empty and sub is not NOTHING for _, sub, _ in self.edges) \
+        empty = self.reaches_no_end() if any(sub.empty and sub is not NOTHING for _, sub, _ in self.edges) \
             else not live[self.start]
         _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), empty,
                      sum(sub.block_states for _, sub, _ in self.edges),
@@ -335,14 +335,14 @@ class Graph(Node):
                 reverse[dst].append(src)
         return _reaching(reverse, self.accepting)
 
-    def _reaches_no_end(self) -> bool:
-        """No path of non-empty edges from the start reaches an accepting state (depth first,
-        stopping at the first accepting state reached)."""
+    def reaches_no_end(self, empty: Callable[[Node], bool] = lambda body: body.empty) -> bool:
+        """No path of edges whose bodies are not ``empty`` (default: their own flag) joins the
+        start to an accepting state (depth first, stopping at the first accepting state reached)."""
         if self.start in self.accepting:
             return False
         outgoing: dict[int, list[int]] = {}
         for a, body, b in self.edges:
-            if not body.empty:
+            if not empty(body):
                 outgoing.setdefault(a, []).append(b)
         reached = {self.start}
         stack = [self.start]

@@ -518,7 +518,8 @@ class SchemaCompiler:
             self._knotted = False
             try:
                 node = self._attempts(schema, pointer, depth, refs)
-                knots.finish(node)
+                if self._knotted:  # else it holds no knot or share to check
+                    knots.finish(node)
                 return node
             except (knots.KnotsUnusable, SchemaTooComplexError):
                 if not self._knotted:
@@ -629,7 +630,9 @@ class SchemaCompiler:
         # where recursion can happen every large sub-value is a share at its first use too: a
         # knot's or share's level is copied at each expansion, so it holds placeholders, not
         # large copies
-        return self._repeated(node) if self._knots and self._reference_cycle() else node
+        if self._knots and node.nfa_states >= SHARED_MIN_STATES and self._reference_cycle():
+            return self._repeated(node)
+        return node
 
     def _reference_cycle(self) -> bool:
         """Whether a ``$ref`` of the document can lead back to itself (a superset: references

@@ -160,17 +160,4 @@ def _empty_given(part: Node, memo: dict[int, bool]) -> bool:
     if isinstance(part, Repeat):
         return part.minimum > 0 and memo[id(part.node)]
     assert isinstance(part, Graph)
-    outgoing: dict[int, list[int]] = {}
-    for a, sub, b in part.edges:
-        if not memo[id(sub)]:
-            outgoing.setdefault(a, []).append(b)
-    reached, stack = {part.start}, [part.start]
-    while stack:
-        state = stack.pop()
-        if state in part.accepting:
-            return False
-        for b in outgoing.get(state, ()):
-            if b not in reached:
-                reached.add(b)
-                stack.append(b)
-    return True
+    return part.reaches_no_end(lambda sub: memo[id(sub)])
