@@ -65,8 +65,11 @@ cdef extern from *:
 cdef enum:
     MAX_TOKEN_BYTES = 4096
     DEFERRED = -1  # the period of a placeholder block (see SubsetConstruction)
+    BLOCK_STATE = 2  # a template state inside an embedded block (see SubsetConstruction._expansion)
 DEFERRED_PERIOD = DEFERRED
 """The period :class:`SubsetConstruction` reads as a placeholder block."""
+BLOCK_STATE_FLAG = BLOCK_STATE
+"""A level template's flag for a state inside an embedded block."""
 TOKEN_BYTES_LIMIT = MAX_TOKEN_BYTES
 """Longest token the walk takes (callers use another walk for longer ones)."""
 
@@ -345,6 +348,8 @@ cdef class SubsetConstruction:
     cdef int32_t* block_last  # the first state of a periodic block's last copy, which reads nothing
     cdef int32_t trimmed_row[256]  # a flagged block's row without the targets that cannot end
     cdef int32_t* block_level  # a placeholder block's level record (-1: a DFA block)
+    cdef Py_ssize_t blocks_cap
+    cdef list expanded  # (first state, template) per expansion whose level holds blocks
     # levels built on demand: one record per placeholder met (its node, continuation and the
     # first state of its expansion, -1 until expanded)
     cdef object template  # node -> LevelTemplate
@@ -358,7 +363,7 @@ cdef class SubsetConstruction:
     cdef Py_ssize_t states_cap  # room of the per-state scratch arrays (stamp ... closure_len)
     cdef int64_t* x_edge_start  # per added state and one more
     cdef int64_t* x_eps_start
-    cdef uint8_t* x_keep  # whether a subset keeps it (it reads a byte)
+    cdef uint8_t* x_keep  # whether a subset keeps it: 1 it reads a byte, BLOCK_STATE a block's state
     cdef int32_t* x_level  # its level record when a placeholder (-1: none)
     cdef int32_t* x_depth  # the depth of the level that added it
     cdef Py_ssize_t x_cap
@@ -477,61 +482,40 @@ cdef class SubsetConstruction:
         self.eps_start, self.eps_dst = eps_start, eps_dst
         self.important = important
         self.keep = blocks
-        self.n_blocks = len(blocks)
+        self.n_blocks = self.blocks_cap = 0
+        self.expanded = []
         self.stamp = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.visit = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
         self.stack = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
         self.closure_at = <int64_t*>calloc(max(n, 1), sizeof(int64_t))
         self.closure_len = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
-        self.block_base = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
-        self.block_end = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
-        self.block_period = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
-        self.block_size = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
-        self.block_table = <const int32_t**>malloc(max(self.n_blocks, 1) * sizeof(int32_t*))
-        self.block_acc = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
-        self.block_live = <const uint8_t**>malloc(max(self.n_blocks, 1) * sizeof(uint8_t*))
-        self.block_last = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
-        self.block_level = <int32_t*>malloc(max(self.n_blocks, 1) * sizeof(int32_t))
         self.states_cap = max(n, 1)
         self.n_initial = n
         self.template = template
         self.level_node = []
         self.n_levels = self.levels_cap = self.x_cap = self.x_edges = self.x_edges_cap = 0
         self.x_eps = self.x_eps_cap = 0
-        if (self.block_level == NULL or self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
-                or self.closure_at == NULL or self.closure_len == NULL or self.block_base == NULL
-                or self.block_end == NULL or self.block_table == NULL or self.block_acc == NULL
-                or self.block_period == NULL or self.block_size == NULL or self.block_live == NULL
-                or self.block_last == NULL):
+        if (self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
+                or self.closure_at == NULL or self.closure_len == NULL):
             raise MemoryError()
         self.current_stamp = 0
         self.current_visit = 0
-        for k in range(self.n_blocks):
+        for k in range(len(blocks)):
             base, table, acc, period, live, block_end = blocks[k]
             node = levels[k] if levels is not None else None
             if period == DEFERRED:
                 if node is None or template is None or table.shape[0] or acc.shape[0] != 1 or acc[0] or live.shape[0]:
                     raise ValueError("a placeholder block is one state with no rows, a node and a template")
-                self.block_level[k] = self._new_level(node, block_end, 1)
-            elif period < 0 or table.shape[0] != (period if period else acc.shape[0]) or acc.shape[0] < 1 or \
-                    live.shape[0] not in (0, acc.shape[0]) or node is not None:
-                raise ValueError("a block's rows do not match its size and period")
-            else:
-                self.block_level[k] = -1
-            self.block_live[k] = &live[0] if live.shape[0] else NULL
-            self.block_last[k] = <int32_t>((acc.shape[0] - 1) // period * period) if period > 0 else 0
-            self.block_base[k] = base
-            self.block_end[k] = block_end
-            self.block_period[k] = period
-            self.block_size[k] = <int32_t>acc.shape[0]
-            self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
-            self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
+            elif node is not None:
+                raise ValueError("a block with rows has no node")
             if k and base < self.block_base[k - 1] + self.block_size[k - 1] or base + acc.shape[0] > n:
                 raise ValueError("blocks must be ascending, apart, and inside the NFA")
             if self.n_regular < n and base != (self.n_regular if k == 0 else
                                                self.block_base[k - 1] + self.block_size[k - 1]):
                 raise ValueError("blocks after the sliced states must follow them one after another")
+            self._add_block(base, table, acc, period, live, block_end,
+                            self._new_level(node, block_end, 1) if period == DEFERRED else -1)
         if self.n_regular < n and (not self.n_blocks or self.block_base[self.n_blocks - 1]
                                    + self.block_size[self.n_blocks - 1] != n):
             raise ValueError("the blocks after the sliced states do not end at the last NFA state")
@@ -548,6 +532,46 @@ cdef class SubsetConstruction:
         for k in range(count):
             self.gather[k] = first[k]
         self._intern(count, -1)
+
+    cdef int _add_block(self, int32_t base, const int32_t[:, ::1] table, const uint8_t[::1] acc, int32_t period,
+                        const uint8_t[::1] live, int32_t block_end, int32_t level) except -1:
+        """Append a block past the others (``base`` above theirs) whose rows the caller keeps
+        alive (:attr:`keep`, a template); ``level``: its level record when a placeholder."""
+        cdef Py_ssize_t k = self.n_blocks, cap
+        if period != DEFERRED and (period < 0 or table.shape[0] != (period if period else acc.shape[0])
+                                   or acc.shape[0] < 1 or live.shape[0] not in (0, acc.shape[0])):
+            raise ValueError("a block's rows do not match its size and period")
+        if k + 1 > self.blocks_cap:
+            cap = self.blocks_cap
+            self.block_base = <int32_t*>_grow(self.block_base, &cap, k + 1, sizeof(int32_t))
+            cap = self.blocks_cap
+            self.block_end = <int32_t*>_grow(self.block_end, &cap, k + 1, sizeof(int32_t))
+            cap = self.blocks_cap
+            self.block_period = <int32_t*>_grow(self.block_period, &cap, k + 1, sizeof(int32_t))
+            cap = self.blocks_cap
+            self.block_size = <int32_t*>_grow(self.block_size, &cap, k + 1, sizeof(int32_t))
+            cap = self.blocks_cap
+            self.block_table = <const int32_t**>_grow(<void*>self.block_table, &cap, k + 1, sizeof(int32_t*))
+            cap = self.blocks_cap
+            self.block_acc = <const uint8_t**>_grow(<void*>self.block_acc, &cap, k + 1, sizeof(uint8_t*))
+            cap = self.blocks_cap
+            self.block_live = <const uint8_t**>_grow(<void*>self.block_live, &cap, k + 1, sizeof(uint8_t*))
+            cap = self.blocks_cap
+            self.block_last = <int32_t*>_grow(self.block_last, &cap, k + 1, sizeof(int32_t))
+            cap = self.blocks_cap
+            self.block_level = <int32_t*>_grow(self.block_level, &cap, k + 1, sizeof(int32_t))
+            self.blocks_cap = cap
+        self.block_level[k] = level
+        self.block_live[k] = &live[0] if live.shape[0] else NULL
+        self.block_last[k] = <int32_t>((acc.shape[0] - 1) // period * period) if period > 0 else 0
+        self.block_base[k] = base
+        self.block_end[k] = block_end
+        self.block_period[k] = period
+        self.block_size[k] = <int32_t>acc.shape[0]
+        self.block_table[k] = &table[0, 0] if table.shape[0] else NULL
+        self.block_acc[k] = &acc[0] if acc.shape[0] else NULL
+        self.n_blocks = k + 1
+        return 0
 
     cdef inline int32_t _block_index(self, int32_t s) noexcept nogil:
         """The block holding state ``s`` (-1: a state outside blocks). A binary search over
@@ -614,7 +638,7 @@ cdef class SubsetConstruction:
                 s = self.stack[top]
                 level = -1
                 blk = -1
-                if s >= self.n_initial:
+                if s >= self.n_initial and self.x_keep[s - self.n_initial] != BLOCK_STATE:
                     j = s - self.n_initial
                     keep = self.x_keep[j]
                     level = self.x_level[j]
@@ -704,8 +728,10 @@ cdef class SubsetConstruction:
     cdef int32_t _expansion(self, int32_t level) except -1:
         """The first state of placeholder record ``level``'s expansion: on first call its
         level's template is appended, states shifted past the last one, its end given an
-        epsilon edge to the record's continuation and its own placeholders new records (in
-        template order: the Python construction appends alike). Cost: linear in the level."""
+        epsilon edge to the record's continuation, its own placeholders new records (in
+        template order: the Python construction appends alike) and its embedded automata new
+        blocks (their states flagged ``BLOCK_STATE``, their slices empty). Cost: linear in the
+        level's states."""
         cdef int32_t first = self.level_start[level]
         if first >= 0:
             return first
@@ -767,8 +793,17 @@ cdef class SubsetConstruction:
         for placeholder in template.placeholders:
             self.x_level[x0 + placeholder.state] = self._new_level(
                 placeholder.node, <int32_t>(base + placeholder.continuation), self.level_depth[level] + 1)
+        if template.kernel_blocks:  # its embedded automata stay blocks (rows held by the template)
+            for t_base, table, acc, period, live, t_end in template.kernel_blocks:
+                self._add_block(<int32_t>(base + t_base), table, acc, period, live, <int32_t>(base + t_end), -1)
+            self.expanded.append((base, template))
         self.level_start[level] = <int32_t>(base + start)
         return <int32_t>(base + start)
+
+    def expansions(self, Py_ssize_t first):
+        """``(first state, template)`` of each expansion whose level holds embedded automata,
+        from the ``first``-th on (a list, in the order made)."""
+        return self.expanded[first:]
 
     def closure_of(self, int32_t state):
         """The important states of the epsilon closure of NFA state ``state`` (a list; expands
@@ -782,7 +817,7 @@ cdef class SubsetConstruction:
     def edges_of(self, int32_t state):
         """The byte edges ``(lo, hi, target)`` of a state outside blocks (a list)."""
         cdef int64_t a, b
-        if state < 0 or state >= self.n_nfa or (state < self.n_initial and self._block_index(state) >= 0):
+        if state < 0 or state >= self.n_nfa or self._block_index(state) >= 0:
             raise IndexError(state)
         if state >= self.n_initial:
             a, b = self.x_edge_start[state - self.n_initial], self.x_edge_start[state - self.n_initial + 1]
@@ -900,7 +935,7 @@ cdef class SubsetConstruction:
     def nbytes(self):
         """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index,
         the states expansions added."""
-        return (self.states_cap * 29 + self.x_cap * 25 + self.x_edges_cap * 6 + self.x_eps_cap * 4
+        return (self.states_cap * 29 + self.x_cap * 25 + self.x_edges_cap * 6 + self.x_eps_cap * 4 + self.blocks_cap * 48
                 + self.levels_cap * 12 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
                 + self.slot_cap * 4 + self.e_cap * 12 + self.piece_cap * 4)
 
@@ -1005,7 +1040,7 @@ cdef class SubsetConstruction:
         # the members' edges, in member order (a block state's from its DFA row)
         for k in range(m):
             s = members[k]
-            if s >= self.n_initial:  # added by an expansion
+            if s >= self.n_initial and self.x_keep[s - self.n_initial] != BLOCK_STATE:  # added by an expansion
                 a = self.x_edge_start[s - self.n_initial]
                 b = self.x_edge_start[s - self.n_initial + 1]
                 while a < b:

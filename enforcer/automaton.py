@@ -26,12 +26,13 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import (DEFERRED_PERIOD, SubsetConstruction, ThompsonNFA, blocks_last, dfa_product,
-                          finalised_table, live_order, moore_classes, nfa_csr, reaching)
+    from ._kernels import (BLOCK_STATE_FLAG, DEFERRED_PERIOD, SubsetConstruction, ThompsonNFA, blocks_last,
+                           dfa_product, finalised_table, live_order, moore_classes, nfa_csr, reaching)
 except ImportError:  # a source tree without the built extension: the Python walks do the work
     SubsetConstruction = ThompsonNFA = blocks_last = dfa_product = finalised_table = live_order = moore_classes = None
     nfa_csr = reaching = None
     DEFERRED_PERIOD = -1
+    BLOCK_STATE_FLAG = 2
 if TYPE_CHECKING:
     from ._kernels import TrieWalk
 
@@ -800,9 +801,11 @@ class LevelTemplate(NamedTuple):
     """One level of a :class:`Deferred` node as NFA states ``0..num_states-1``, which an
     expansion appends to a lazy automaton's NFA shifted past its last state: per-state slices
     of byte edges and epsilon edges (CSR, as :func:`~enforcer._kernels.nfa_csr` makes them),
-    which states a subset keeps (those that read a byte), the level's start and end (its end
-    gets an epsilon edge to the continuation of the placeholder it replaces) and the level's
-    own placeholders, its deeper levels."""
+    what a subset keeps of each state, the level's start and end (its end gets an epsilon edge
+    to the continuation of the placeholder it replaces), the level's own placeholders (its
+    deeper levels) and its embedded automata. An embedded automaton stays a block at every
+    expansion: its rows are its own automaton's, so states inside it share that automaton's
+    masks (:meth:`_Determiniser.embedding`) wherever the level is copied."""
 
     num_states: int
     start: int
@@ -813,8 +816,18 @@ class LevelTemplate(NamedTuple):
     edge_dst: np.ndarray  # int32[E]
     eps_start: np.ndarray  # int32[num_states + 1]
     eps_dst: np.ndarray  # int32[M]
-    important: np.ndarray  # uint8[num_states]
+    important: np.ndarray  # uint8[num_states]: 1 reads a byte, BLOCK_STATE, 0 passes epsilon edges on only
     placeholders: tuple["Placeholder", ...]
+    blocks: tuple[Block, ...]
+    """Embedded automata (not placeholders), numbered as in the template, bases ascending."""
+    kernel_blocks: tuple
+    """``blocks`` as the compiled construction takes them (``(base, *rows, end)``, see
+    :func:`_kernel_block`); empty for the Python construction."""
+
+
+BLOCK_STATE = BLOCK_STATE_FLAG
+"""A template state inside an embedded automaton: a subset keeps it, its edges are the
+automaton's row (the compiled construction reads the same flag)."""
 
 
 class Placeholder(NamedTuple):
@@ -834,90 +847,26 @@ def level_template(node: Deferred, compiled: bool = True) -> LevelTemplate:
         return hit
     nfa = new_nfa(compiled, deferred=True)
     start, end = nfa.new(), nfa.new()
-    nfa.build(_blocks_written_out(node.level()), start, end)
+    nfa.build(node.level(), start, end)
     n = nfa.num_states
     edges, eps = nfa.take_arrays()
-    placeholders = []
-    for block in nfa.blocks:
-        if not isinstance(block.dfa, Deferred):  # pragma: no cover - programming error
-            raise TypeError("a deferred level holds an embedded automaton")
-        placeholders.append(Placeholder(block.base, block.dfa, block.end))
+    placeholders = tuple(Placeholder(b.base, b.dfa, b.end) for b in nfa.blocks if isinstance(b.dfa, Deferred))
+    blocks = tuple(b for b in nfa.blocks if not isinstance(b.dfa, Deferred))
     csr = (nfa_csr if compiled and nfa_csr is not None else _nfa_csr_reference)(n, edges, eps, None)
-    important = (np.diff(csr[0]) > 0).view(np.uint8)
-    hit = node.templates[compiled] = LevelTemplate(n, start, end, *csr, important, tuple(placeholders))
+    important = (np.diff(csr[0]) > 0).astype(np.uint8)
+    for block in blocks:
+        important[block.base:block.base + block.dfa.num_states] = BLOCK_STATE
+    kernel_blocks = tuple((b.base, *_kernel_block(b.dfa), b.end) for b in blocks) if compiled else ()
+    hit = node.templates[compiled] = LevelTemplate(n, start, end, *csr, important, placeholders, blocks,
+                                                   kernel_blocks)
     return hit
 
 
-MAX_WRITTEN_OUT_STATES = 20_000
-"""Most states of one embedded automaton a level template writes out (:func:`_written_out`):
-a template is copied at each expansion (a ``maxLength`` of 1,000 is about 20,000 states, 1 MB
-a copy), so a larger one is refused where the template is made."""
-
-
-def _written_out(dfa: "DFA | CountedDFA | CountedProduct") -> Node:
-    """An embedded automaton as NFA states: the form a level template holds (an expansion
-    copies NFA states and their edges; an embedded block's rows live outside the NFA). A table
-    is a :class:`Graph` of its states, a counted repeat the :class:`Repeat` of its unit's.
-    Past ``MAX_WRITTEN_OUT_STATES`` states :class:`SchemaTooComplexError`. Made once per
-    automaton and kept on it (one pass over its rows' byte ranges)."""
-    written = getattr(dfa, "_written", None)
-    if written is not None:
-        return written
-    if dfa.num_states > MAX_WRITTEN_OUT_STATES:
-        raise SchemaTooComplexError(f"a repeated part holds an automaton of {dfa.num_states:,} states, more than a "
-                                    f"level built on demand may copy", budget=f"MAX_WRITTEN_OUT_STATES={MAX_WRITTEN_OUT_STATES}")
-    if dfa.is_empty:
-        written = NOTHING
-    elif isinstance(dfa, CountedDFA):
-        written = Repeat(_written_out(dfa.unit), dfa.minimum, dfa.maximum)
-    else:
-        table = dfa if isinstance(dfa, DFA) else dfa.dense()
-        ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for state in range(table.num_states):
-            for lo, hi, target in table.ranges(state):
-                ranges.setdefault((state, target), []).append((lo, hi))
-        # a target's runs in one row are maximal and apart: already normalised ranges
-        edges = tuple((source, ByteSet(tuple(r)), target) for (source, target), r in ranges.items())
-        written = Graph(table.num_states, 0, frozenset(np.flatnonzero(table.accepting).tolist()), edges)
-    dfa._written = written
-    return written
-
-
-def _blocks_written_out(node: Node) -> Node:
-    """``node`` with each embedded automaton outside its :class:`Deferred` parts written out
-    (:func:`_written_out`); ``node`` itself when it holds none. Shared parts stay shared.
-    Iterative (no recursion limit); cost: one visit per part that holds a block."""
-    done: dict[int, Node] = {}
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    while stack:
-        part, visited = stack.pop()
-        if id(part) in done:
-            continue
-        if part.block_states == 0 or isinstance(part, Deferred):
-            done[id(part)] = part
-            continue
-        if isinstance(part, Embedded):
-            done[id(part)] = _written_out(part.dfa)
-            continue
-        children = sub_expressions(part)
-        if not visited:
-            stack.append((part, True))
-            stack.extend((child, False) for child in children if id(child) not in done)
-            continue
-        new = [done[id(child)] for child in children]
-        if all(a is b for a, b in zip(new, children)):
-            done[id(part)] = part
-        elif isinstance(part, Concat):
-            done[id(part)] = Concat(tuple(new))
-        elif isinstance(part, Union):
-            done[id(part)] = Union(tuple(new))
-        elif isinstance(part, Repeat):
-            done[id(part)] = Repeat(new[0], part.minimum, part.maximum)
-        else:
-            assert isinstance(part, Graph)
-            done[id(part)] = Graph(part.num_states, part.start, part.accepting,
-                                   tuple((a, sub, b) for (a, _, b), sub in zip(part.edges, new)))
-    return done[id(node)]
+MAX_LEVEL_BLOCK_STATES = 20_000
+"""Most states of one embedded automaton inside a level built on demand (a knot's or a
+share's, :mod:`enforcer.knots`): each expansion numbers the automaton's states anew, about
+50 bytes each in the construction's per-state arrays (a ``maxLength`` of 1,000 is about
+20,000 states, 1 MB a copy), so a larger one is refused where the level is made."""
 
 
 def sub_expressions(node: Node) -> Sequence[Node]:
@@ -969,7 +918,7 @@ class DFA(_Reading):
     """
 
     __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "_content_key",
-                 "_read_bytes", "_built_flags", "_written")
+                 "_read_bytes", "_built_flags")
 
     exhausted = None
     """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
@@ -1198,7 +1147,7 @@ class CountedDFA:
     unit's trim and rows (the accepting flags, ``maximum * q + 1`` bytes, on first use).
     Immutable."""
 
-    __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key", "_written")
+    __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key")
 
     def __init__(self, unit: DFA, minimum: int, maximum: int) -> None:
         acc = unit.accepting
@@ -1323,8 +1272,7 @@ class CountedProduct:
     (:attr:`live`, ``num_states`` bytes, from the slots that end after exactly ``c`` more units,
     computed per ``c`` until they repeat); rows drop targets that cannot. Immutable."""
 
-    __slots__ = ("minimum", "maximum", "period", "step", "live", "loop", "full_run", "_accepting", "_content_key",
-                 "_written")
+    __slots__ = ("minimum", "maximum", "period", "step", "live", "loop", "full_run", "_accepting", "_content_key")
 
     def __init__(self, minimum: int, maximum: int, step: np.ndarray, live: np.ndarray, ends: np.ndarray,
                  loop: DFA) -> None:
@@ -1603,6 +1551,8 @@ class _Determiniser:
         """States with slices of their own: all of them, or (blocks numbered last) those outside blocks."""
         self._block_bases = [b.base for b in self.blocks]
         self._block_ends = [b.base + b.dfa.num_states for b in self.blocks]
+        self._expansions_seen = 0
+        """Expansions of the compiled construction whose blocks :attr:`blocks` holds."""
         self._compiled = compiled
         # levels of Deferred nodes, added past the NFA's states (the Python construction's; the
         # kernel keeps its own): a record per placeholder met, and per added state its edges,
@@ -1613,7 +1563,7 @@ class _Determiniser:
                               if isinstance(b.dfa, Deferred)}
         self._added_edges: list[tuple[tuple[int, int, int], ...]] = []
         self._added_eps: list[tuple[int, ...]] = []
-        self._added_keep: list[bool] = []
+        self._added_keep: list[int] = []  # a template's flag: 0, 1 (reads a byte) or BLOCK_STATE
         self._added_depth: list[int] = []
         self._added_levels: dict[int, int] = {}
         edges, eps = laid.edges, laid.eps
@@ -1715,8 +1665,10 @@ class _Determiniser:
             self._added_edges.append(tuple((lo[e], hi[e], dst[e] + base) for e in range(a, b)))
             eps = tuple(t + base for t in eps_dst[eps_starts[j]:eps_starts[j + 1]])
             self._added_eps.append(eps + (continuation,) if j == template.end else eps)
-            self._added_keep.append(bool(template.important[j]))
+            self._added_keep.append(int(template.important[j]))
             self._added_depth.append(depth)
+        for block in template.blocks:
+            self._add_block(Block(base + block.base, block.dfa, base + block.end))
         for placeholder in template.placeholders:
             self._added_levels[base + placeholder.state] = self._new_level(placeholder.node,
                                                                            base + placeholder.continuation, depth + 1)
@@ -1752,8 +1704,20 @@ class _Determiniser:
             eps = np.ascontiguousarray(eps[~np.isin(eps[:, 1], dead)])
         return flags, eps
 
+    def _add_block(self, block: Block) -> None:
+        """Record ``block``, a level's embedded automaton an expansion appended past every
+        other (bases stay ascending)."""
+        self.blocks.append(block)
+        self._block_bases.append(block.base)
+        self._block_ends.append(block.base + block.dfa.num_states)
+
     def _block_at(self, s: int) -> tuple[Block, int] | None:
         """The block NFA state ``s`` belongs to and its DFA state (None: not a block state)."""
+        if self._kernel is not None and s >= self.num_nfa_states:  # the kernel's expansions' blocks
+            for base, template in self._kernel.expansions(self._expansions_seen):
+                for block in template.blocks:
+                    self._add_block(Block(base + block.base, block.dfa, base + block.end))
+                self._expansions_seen += 1
         k = bisect.bisect_right(self._block_bases, s) - 1
         if k < 0 or s >= self._block_ends[k]:
             return None
@@ -1766,12 +1730,10 @@ class _Determiniser:
         hit = self._edges.get(s)
         if hit is not None:
             return hit
-        if s >= self.num_nfa_states:  # added by an expansion
-            hit = self._added_edges[s - self.num_nfa_states] if self._kernel is None else tuple(self._kernel.edges_of(s))
-            self._edges[s] = hit
-            return hit
         at = self._block_at(s)
-        if at is None:
+        if at is None and s >= self.num_nfa_states:  # added by an expansion
+            hit = self._added_edges[s - self.num_nfa_states] if self._kernel is None else tuple(self._kernel.edges_of(s))
+        elif at is None:
             a, b = self._edge_start[s:s + 2].tolist()
             hit = tuple(zip(self._edge_lo[a:b].tolist(), self._edge_hi[a:b].tolist(), self._edge_dst[a:b].tolist()))
         elif isinstance(at[0].dfa, Deferred):  # a placeholder reads nothing
@@ -1792,8 +1754,8 @@ class _Determiniser:
         hit = self._epsilons.get(s)
         if hit is not None:
             return hit
-        at = self._block_at(s) if s < self.num_nfa_states else None
-        if s >= self.num_nfa_states:  # added by an expansion
+        at = self._block_at(s)
+        if at is None and s >= self.num_nfa_states:  # added by an expansion
             level = self._added_levels.get(s)
             hit = self._added_eps[s - self.num_nfa_states] if level is None else (self._expansion(level),)
         elif at is None:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequ
 import numpy as np
 
 from . import knots, numbers
-from .automaton import (DEAD, DFA, EPSILON, MAX_WRITTEN_OUT_STATES, NOTHING, CountedDFA, CountedProduct, Deferred, Embedded, Graph,
+from .automaton import (DEAD, DFA, EPSILON, MAX_LEVEL_BLOCK_STATES, NOTHING, CountedDFA, CountedProduct, Deferred, Embedded, Graph,
                         Node, alt, byte_chars, codepoints, compile_node, eager_budget, eager_states_spent, literal,
                         nfa_budget_size, nfa_size, optional, refund_eager_states, repeat, separated, seq,
                         states_exceeded)
@@ -695,7 +695,7 @@ class SchemaCompiler:
             return node
         hit = self._shares.get(id(node))
         if hit is None:
-            usable = knots.largest_block(node, self._block_sizes) <= MAX_WRITTEN_OUT_STATES
+            usable = knots.largest_block(node, self._block_sizes) <= MAX_LEVEL_BLOCK_STATES
             hit = self._shares[id(node)] = (node, knots.share(node) if usable else node)
             self._knotted |= usable
         return hit[1]

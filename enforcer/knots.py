@@ -12,7 +12,7 @@ NOTHING: recursion stops there, a subset of the values).
 :func:`finish` checks what a compile made before anything is decoded: every knot reached has
 its level, no knot's language is empty (a recursion with no way out would let a text start a
 value it can never finish), and no level holds an embedded automaton too large to copy at
-each expansion (:data:`~enforcer.automaton.MAX_WRITTEN_OUT_STATES`). Lifetime: that of the
+each expansion (:data:`~enforcer.automaton.MAX_LEVEL_BLOCK_STATES`). Lifetime: that of the
 compiled automaton (its placeholders keep their levels and templates).
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .automaton import (MAX_WRITTEN_OUT_STATES, NOTHING, Concat, Deferred, Embedded, Graph, Node, Repeat, Union,
+from .automaton import (MAX_LEVEL_BLOCK_STATES, NOTHING, Concat, Deferred, Embedded, Graph, Node, Repeat, Union,
                         sub_expressions)
 
 
@@ -88,7 +88,7 @@ def finish(node: Node) -> None:
     for level in levels:
         if level.node is None:
             raise KnotsUnusable("a recursion's level was left unbuilt (its build was abandoned)")
-        if largest_block(level.node, sizes) > MAX_WRITTEN_OUT_STATES:
+        if largest_block(level.node, sizes) > MAX_LEVEL_BLOCK_STATES:
             raise KnotsUnusable("a repeated level holds an embedded automaton too large to copy")
     knots = [level for level in levels if level.recursive]
     # least fixpoint: a knot is non-empty once its level is, given those found so far

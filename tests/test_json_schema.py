@@ -310,7 +310,8 @@ def test_free_form_levels_are_numbered_alike_by_the_kernel_and_in_python():
 
 
 def _same_levels_built(node: Any, texts: list[str]) -> Any:
-    """Both constructions' rows over ``texts``; returns the Python one."""
+    """Both constructions' rows over ``texts`` and the embedded automaton each state stands
+    in; returns the Python one."""
     from enforcer.automaton import _Determiniser
     built = []
     for compiled in (True, False):
@@ -326,8 +327,10 @@ def _same_levels_built(node: Any, texts: list[str]) -> Any:
                 state = rows[state][byte]
                 assert state >= 0, text
             assert det.accepting[state], text
+        embedded = [det.embedding(i) for i in range(det.num_states)]  # after the rows: may add levels alike
         built.append((rows, [list(det.members(i)) for i in range(det.num_states)], det.added_nfa_states,
-                      [det.nesting(i) for i in range(det.num_states)]))
+                      [det.nesting(i) for i in range(det.num_states)],
+                      [e and (e[0].base, e[0].end, id(e[0].dfa), e[1], e[2].tobytes()) for e in embedded]))
     assert built[0] == built[1] and built[0][2] > 0
     return det
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from enforcer import SchemaTooComplexError
-from enforcer.automaton import MAX_WHOLE_NFA_STATES, MAX_WRITTEN_OUT_STATES, compile_node, literal, repeat
+from enforcer.automaton import MAX_WHOLE_NFA_STATES, MAX_LEVEL_BLOCK_STATES, compile_node, literal, repeat
 from enforcer.json_schema import SchemaCompiler, SchemaOptions
 from enforcer.knots import levels_reached
 from enforcer.matcher import compile_schema_dfa
@@ -93,7 +93,7 @@ def test_a_recursion_without_finite_value_is_cut_instead() -> None:
 
 
 def test_a_level_with_a_block_too_large_to_copy_is_cut_instead() -> None:
-    long_text = MAX_WRITTEN_OUT_STATES // 20 + 1  # a counted string body: 20 states per character
+    long_text = MAX_LEVEL_BLOCK_STATES // 20 + 1  # a counted string body: 20 states per character
     schema = {"type": "object", "properties": {"note": {"type": "string", "maxLength": long_text},
                                                "next": {"$ref": "#"}}}
     compiler = SchemaCompiler(schema, SchemaOptions(max_recursion=2))
@@ -112,13 +112,20 @@ def test_documents_with_dynamic_references_keep_the_cut() -> None:
     assert not compiler._knots
 
 
-def test_levels_with_blocks_are_numbered_alike_by_the_kernel_and_in_python() -> None:
-    """Knot levels hold written-out blocks (a counted string, a pattern): both subset
-    constructions add them alike."""
+def test_levels_keep_their_blocks_alike_in_the_kernel_and_in_python() -> None:
+    """A knot's level holds an embedded automaton (the tag: a counted string with a
+    pattern); each expansion keeps it a block, so a state inside the tag many levels down
+    still stands in that automaton (its masks shared with every other copy). Both subset
+    constructions add the levels and their blocks alike."""
     node = SchemaCompiler(TREE, SchemaOptions()).compile()
     texts = [json.dumps(_tree(12)), json.dumps(_tree(6), indent=2), json.dumps({"tag": "a", "kids": []})]
     det = _same_levels_built(node, texts)
     assert det.added_nfa_states > 0
+    inside_deep_tags = {det.embedding(i)[0].dfa for i in range(det.num_states)
+                        if det.nesting(i) >= 3 and det.embedding(i) is not None}
+    top_tag = {det.embedding(i)[0].dfa for i in range(det.num_states)
+               if det.nesting(i) == 0 and det.embedding(i) is not None}
+    assert len(inside_deep_tags) == 1 and inside_deep_tags == top_tag  # the very automaton, not a copy
 
 
 def test_a_knot_is_reached_and_its_level_set() -> None:
