@@ -948,8 +948,8 @@ class DFA(_Reading):
     def rows(self) -> list[Sequence[int]]:
         """Transitions as one int array per state: a fast form for byte-by-byte walks."""
         if self._rows is None:
-            # int arrays: not containers, so the collector never traverses them (a fresh tuple
-            # of 256 ints costs each young collection 256 visits until it is untracked)
+            # int arrays: the collector tracks them but they refer to nothing (a fresh tuple or
+            # list of 256 ints costs each collection 256 visits, for a list as long as it lives)
             self._rows = [array("i", r.tobytes()) for r in np.ascontiguousarray(self.transitions, dtype=np.int32)]
         return self._rows
 
