@@ -161,22 +161,6 @@ the object's states: a bound whose copies of the undeclared keys' member alone p
 MAX_KEY_LANGUAGES = 16
 """Most key languages of undeclared keys per object: one per set of ``patternProperties``
 patterns some key matches exactly (disjoint patterns: one each, and one for none)."""
-def _classic_may_differ(exc: Exception) -> bool:
-    """Whether a value whose build with knots and shares failed with ``exc`` may still be built
-    with recursion cut on each path: not when a budget met while determinising or intersecting
-    automata whole (``max_states``, ``max_eager_states``, the product and ``contains`` limits),
-    which a cut build meets again (a whole build cuts a knot to nothing; a cut build holds at
-    least those values). On jsonschemabench none of the 16 such failures in strict mode compiled
-    the second time, and each second build took up to 2.5 s. Everything else may differ: knots
-    that cannot be decoded exactly, the NFA budget (a cut build retries with recursion cut
-    earlier), the sub-value count (knots follow recursion through combined schemas deeper than
-    the cut)."""
-    return isinstance(exc, knots.KnotsUnusable) or not exc.budget.startswith(_MET_AGAIN_WHEN_CUT)
-
-
-_MET_AGAIN_WHEN_CUT = ("max_states=", "max_eager_states=", "MAX_PRODUCT_BLOCK_STATES=", "MAX_CONTAINS_PRODUCT_STATES=")
-
-
 MAX_SUB_VALUES = 25_000
 """Most sub-values one compile builds, over all its fallback attempts (about 36 microseconds
 each on average: about a second at most). The largest compiled jsonschemabench schema builds
@@ -537,8 +521,8 @@ class SchemaCompiler:
                 if self._knotted:  # else it holds no knot or share to check
                     knots.finish(node)
                 return node
-            except (knots.KnotsUnusable, SchemaTooComplexError) as exc:
-                if not self._knotted or not _classic_may_differ(exc):
+            except (knots.KnotsUnusable, SchemaTooComplexError):
+                if not self._knotted:
                     raise  # a build with recursion cut would meet the same
                 # built again as before knots: recursion cut, every path its own nodes
                 self._knots = False
