@@ -519,7 +519,7 @@ class SchemaCompiler:
             try:
                 node = self._attempts(schema, pointer, depth, refs)
                 if self._knotted:  # else it holds no knot or share to check
-                    knots.finish(node)
+                    knots.finish(node, self._block_sizes)
                 return node
             except (knots.KnotsUnusable, SchemaTooComplexError):
                 if not self._knotted:

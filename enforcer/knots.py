@@ -80,11 +80,13 @@ def largest_block(node: Node, memo: dict[int, int]) -> int:
     return memo[id(node)]
 
 
-def finish(node: Node) -> None:
+def finish(node: Node, sizes: dict[int, int] | None = None) -> None:
     """Check the knots and shares ``node`` reaches (see the module's docstring); raise
-    :class:`KnotsUnusable` naming what fails. Cost: a few passes over the distinct parts."""
+    :class:`KnotsUnusable` naming what fails. ``sizes``: :func:`largest_block`'s memo, when the
+    caller kept one (the compiler's, filled where it made shares). Cost: a few passes over the
+    distinct parts."""
     levels = list(levels_reached(node))
-    sizes: dict[int, int] = {}
+    sizes = {} if sizes is None else sizes
     for level in levels:
         if level.node is None:
             raise KnotsUnusable("a recursion's level was left unbuilt (its build was abandoned)")
