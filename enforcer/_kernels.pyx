@@ -945,17 +945,18 @@ cdef class SubsetConstruction:
             raise IndexError(i)
         return [self.set_buf[self.set_at[i] + k] for k in range(self.set_len[i])]
 
-    def single_block_member(self, Py_ssize_t i):
-        """``(s, others)`` when exactly one member ``s`` of DFA state ``i`` that reads a byte
-        lies in an embedded block (its DFA row has a live entry), ``others`` the members outside
-        blocks that have byte edges (a list); ``(-1, None)`` otherwise. Cost: one pass over the
-        members, no Python object per member until one block member is found."""
+    def block_members(self, Py_ssize_t i):
+        """``(inside, others)``: the members of DFA state ``i`` that lie in embedded blocks and
+        read a byte (their DFA row has a live entry) and the members outside blocks that have
+        byte edges (two lists; ``([], None)`` when no block member reads). Cost: one pass over
+        the members, no Python object per member until a block member is found."""
         if i < 0 or i >= self.n_sets:
             raise IndexError(i)
         cdef const int32_t* members = self.set_buf + self.set_at[i]
         cdef Py_ssize_t m = self.set_len[i], k, b
-        cdef int32_t s, blk, shift, inside = -1
+        cdef int32_t s, blk, shift
         cdef const int32_t* trow
+        inside = []
         for k in range(m):
             s = members[k]
             blk = self._block_index(s)
@@ -966,12 +967,10 @@ cdef class SubsetConstruction:
                 continue
             for b in range(256):
                 if trow[b] >= 0:
-                    if inside >= 0:
-                        return -1, None
-                    inside = s
+                    inside.append(s)
                     break
-        if inside < 0:
-            return -1, None
+        if not inside:
+            return inside, None
         others = [members[k] for k in range(m)
                   if self._block_index(members[k]) < 0 and self._reads(members[k])]
         return inside, others

@@ -1818,41 +1818,41 @@ class _Determiniser:
 
     def embedding(self, i: int) -> tuple[Block, int, np.ndarray] | None:
         """(block, state ``s`` of its DFA, leaving bytes) when the NFA states of DFA state ``i``
-        that read bytes are block state ``s`` plus states outside the block; the leaving bytes
-        are those on which a walk from ``i`` can step off the block: the edges of those other
-        states and, from any accepting state of the block, the edges after the block. A walk
-        over bytes outside them stays in the block and lives exactly as long as a walk of the
-        block's DFA from ``s``. None when no single block state is inside."""
+        that read bytes are state ``s`` of one embedded automaton, in one block or in several
+        copies of it (the branches of a union that share a property), plus states outside
+        blocks; the leaving bytes are those on which a walk from ``i`` can step off the blocks:
+        the edges of those other states and, from any accepting state of a block, the edges
+        after it. A walk over bytes outside them stays in the blocks, every copy at the same
+        state, and lives exactly as long as a walk of the automaton from ``s``. None when no
+        block state reads a byte, or the block states are of different automata or states."""
         if not self.blocks:
             return None
         if self._kernel is not None:
-            inside, others = self._kernel.single_block_member(i)
-            if inside < 0:
-                return None
+            inside, others = self._kernel.block_members(i)
         else:
-            inside, others = self._single_block_member_reference(i)
-            if inside is None:
+            inside, others = self._block_members_reference(i)
+        if not inside:
+            return None
+        block, local = self._block_at(inside[0])
+        leaving = self._edge_bytes(others)
+        for s in inside:
+            copy, at = self._block_at(s)
+            if copy.dfa is not block.dfa or at != local:
                 return None
-        block, local = self._block_at(inside)
-        after = self._leaving.get(block.base)
-        if after is None:
-            after = self._leaving[block.base] = self._edge_bytes(self.closure(block.end))
-        return block, local, after | self._edge_bytes(others)
+            after = self._leaving.get(copy.base)
+            if after is None:
+                after = self._leaving[copy.base] = self._edge_bytes(self.closure(copy.end))
+            leaving |= after
+        return block, local, leaving
 
-    def _single_block_member_reference(self, i: int) -> tuple[int | None, list[int]]:
-        """:meth:`enforcer._kernels.SubsetConstruction.single_block_member` in Python (the
-        fallback and the oracle of its differential test); None for no single block member."""
-        inside: int | None = None
-        others = []
+    def _block_members_reference(self, i: int) -> tuple[list[int], list[int]]:
+        """:meth:`enforcer._kernels.SubsetConstruction.block_members` in Python (the fallback
+        and the oracle of its differential test)."""
+        inside: list[int] = []
+        others: list[int] = []
         for s in self.members(i):
-            if not self.edges_of(s):
-                continue
-            if self._block_at(s) is None:
-                others.append(s)
-            elif inside is not None:
-                return None, []
-            else:
-                inside = s
+            if self.edges_of(s):
+                (others if self._block_at(s) is None else inside).append(s)
         return inside, others
 
     def row_into(self, i: int, out: np.ndarray, max_states: int | None) -> None:
