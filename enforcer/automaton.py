@@ -918,7 +918,7 @@ class DFA(_Reading):
     """
 
     __slots__ = ("transitions", "accepting", "_rows", "_ranges", "_accepting_list", "_content_key",
-                 "_read_bytes", "_built_flags")
+                 "_read_bytes", "_built_flags", "__weakref__")
 
     exhausted = None
     """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""

@@ -13,6 +13,7 @@ token lives; later lookups are a dict hit.
 from __future__ import annotations
 
 from typing import NamedTuple
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -209,6 +210,9 @@ class TokenIndex:
         self.shared: LRU[np.ndarray] = LRU(4096)
         """Masks that depend only on this vocabulary and an automaton's content, shared by every
         compiled object: per remaining length of a bounded string, per embedded state."""
+        self.large_safe_parts: WeakKeyDictionary[DFA, dict[int, np.ndarray]] = WeakKeyDictionary()
+        """:func:`safe_part` of embedded tables too large to key by content, per automaton
+        (they live as long as it does) and state."""
 
     def _raw_body_positions(self) -> np.ndarray:
         """Positions of the tokens a raw string body reads from a character boundary (computed
@@ -288,6 +292,7 @@ def clear_shared_masks() -> None:
     bodies, embedded automata); the vocabularies' token tables themselves stay."""
     for index in _INDEX_CACHE.values():
         index.shared.clear()
+        index.large_safe_parts.clear()
     _WINDOWS.clear()
 
 
@@ -393,7 +398,8 @@ def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: 
     from ``state`` without dying. Between two characters of a counted raw-character repeat
     (``maxLength``), the per-vocabulary mask of its remaining length; otherwise walked once per
     (automaton content, state) and shared by every compiled object of the vocabulary (a
-    counted repeat's state through its :func:`counted_window`)."""
+    counted repeat's state through its :func:`counted_window`), or per automaton and state for a
+    table past :data:`CONTENT_KEYED_MAX_BYTES`."""
     if isinstance(dfa, CountedProduct):  # away from the bounds (:func:`_shares_safe_part`)
         dfa, state = dfa.loop, state % dfa.period
     elif isinstance(dfa, CountedDFA):
@@ -401,16 +407,34 @@ def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: 
         if remaining >= 0 and _is_raw_char_unit(dfa.unit):
             return index.bounded_body_mask(remaining)
         dfa, state = counted_window(index, dfa, state)
+    if dfa.transitions.nbytes > CONTENT_KEYED_MAX_BYTES:
+        own = index.large_safe_parts.setdefault(dfa, {})
+        hit = own.get(state)
+        if hit is None:
+            hit = own[state] = _safe_walk(index, dfa, state)
+        return hit
     key = ("embedded", dfa.content_key, state)
     hit = index.shared.get(key)
     if hit is None:
-        if index.trie is not None:  # the trie walk (loops allowed whole), then the safe tokens kept
-            hit = trie_mask(index, dfa, state) & index.safe_words()
-        else:
-            candidates = index.candidates(dfa, state)
-            hit = walk_mask(index, dfa, state, candidates[index.safe[candidates]])
-        hit.setflags(write=False)
-        hit = index.shared.put(key, hit)
+        hit = index.shared.put(key, _safe_walk(index, dfa, state))
+    return hit
+
+
+CONTENT_KEYED_MAX_BYTES = 1 << 20
+"""Largest table whose :func:`safe_part` masks are kept by content (a digest of the table, ~1.3 ms
+per MB, and then shared by every automaton of that content): a larger one keeps them itself
+(JSON Schema Store's libman embeds an 18,942-state table: 24 ms to digest, against well under
+1 ms for the walk)."""
+
+
+def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
+    """The safe tokens ``dfa`` reads from ``state`` (read-only packed mask)."""
+    if index.trie is not None:  # the trie walk (loops allowed whole), then the safe tokens kept
+        hit = trie_mask(index, dfa, state) & index.safe_words()
+    else:
+        candidates = index.candidates(dfa, state)
+        hit = walk_mask(index, dfa, state, candidates[index.safe[candidates]])
+    hit.setflags(write=False)
     return hit
 
 

@@ -345,3 +345,24 @@ def test_pack_ids_sparse_few_and_dense_agree_with_packbits() -> None:
         bits = np.zeros(words * 32, dtype=bool)
         bits[ids] = True
         assert np.array_equal(pack_ids(ids, words), np.packbits(bits, bitorder="little").view("<i4")), n
+
+
+def test_a_large_embedded_table_keeps_its_safe_parts_itself(kimi_vocab) -> None:
+    """Safe parts are shared by content (a digest of the table) only for tables up to
+    CONTENT_KEYED_MAX_BYTES: a larger table is not digested (24 ms for JSON Schema Store's
+    18,942-state libman automaton) but keeps its own, as long as it lives; masks equal the
+    plain walk either way."""
+    from enforcer.automaton import DFA
+    from enforcer.masks import CONTENT_KEYED_MAX_BYTES
+
+    clear_cache()
+    tag = {"type": "string", "not": {"pattern": "a[ab]{10}$"}}  # built whole: over 7,000 states
+    compiled = compile_json_schema({"type": "object", "properties": {"tag": tag, "n": {"type": "integer"}},
+                                    "required": ["tag", "n"], "additionalProperties": False}, kimi_vocab)
+    state = compiled.dfa.walk(0, b'{"tag": "ab')
+    block, inner, _ = compiled.dfa.embedding(state)
+    assert isinstance(block.dfa, DFA) and block.dfa.transitions.nbytes > CONTENT_KEYED_MAX_BYTES
+    compiled.masks.mask(state)
+    assert block.dfa._content_key is None  # never digested
+    assert inner in compiled.masks.index.large_safe_parts[block.dfa]
+    assert assert_table_matches_reference(compiled.masks) >= 1
