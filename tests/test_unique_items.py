@@ -274,5 +274,7 @@ def test_per_vocabulary_tables_hold_no_python_container_per_token(kimi_vocab):
     quotes = quote_tokens(kimi_vocab)
     gc.collect()
     assert len(gc.get_objects()) - before < 2_000
+    for table in (unquoted, quotes.inside.single, quotes.between.trailing):  # nothing the collector walks item by item
+        assert all(len(gc.get_referents(part)) < 1_000 for part in gc.get_referents(table) if gc.is_tracked(part))
     assert len(unquoted) > 50_000 and len(quotes.inside.single) > 100  # the tables are whole
     assert kimi_vocab.byte_tokens[int(unquoted.get(b"hello")[0])] == b"hello"
