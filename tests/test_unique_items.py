@@ -260,7 +260,7 @@ def test_fast_refusals_equal_scanning_every_token(kimi_tokenizer, kimi_vocab):
 
 def test_per_vocabulary_tables_hold_no_python_container_per_token(kimi_vocab):
     """The lookups of what tokens write into a string are kept per vocabulary for the
-    process's life: as containers per group (150,000 lists of ids for a 163,840-id vocabulary)
+    process's life: as containers per group (150,000 lists of ids for the 151,899-id test vocabulary)
     they made every full collection walk that many more objects, and building them triggered
     one of ~110 ms inside a decode. Now they are a dict of ints and arrays."""
     import gc
