@@ -1667,8 +1667,7 @@ class _Determiniser:
             self._added_eps.append(eps + (continuation,) if j == template.end else eps)
             self._added_keep.append(int(template.important[j]))
             self._added_depth.append(depth)
-        for block in template.blocks:
-            self._add_block(Block(base + block.base, block.dfa, base + block.end))
+        self._add_level_blocks(base, template)
         for placeholder in template.placeholders:
             self._added_levels[base + placeholder.state] = self._new_level(placeholder.node,
                                                                            base + placeholder.continuation, depth + 1)
@@ -1704,19 +1703,19 @@ class _Determiniser:
             eps = np.ascontiguousarray(eps[~np.isin(eps[:, 1], dead)])
         return flags, eps
 
-    def _add_block(self, block: Block) -> None:
-        """Record ``block``, a level's embedded automaton an expansion appended past every
-        other (bases stay ascending)."""
-        self.blocks.append(block)
-        self._block_bases.append(block.base)
-        self._block_ends.append(block.base + block.dfa.num_states)
+    def _add_level_blocks(self, base: int, template: LevelTemplate) -> None:
+        """Record the embedded automata of ``template``'s expansion at NFA state ``base``,
+        appended past every other block (bases stay ascending)."""
+        for block in template.blocks:
+            self.blocks.append(Block(base + block.base, block.dfa, base + block.end))
+            self._block_bases.append(base + block.base)
+            self._block_ends.append(base + block.base + block.dfa.num_states)
 
     def _block_at(self, s: int) -> tuple[Block, int] | None:
         """The block NFA state ``s`` belongs to and its DFA state (None: not a block state)."""
         if self._kernel is not None and s >= self.num_nfa_states:  # the kernel's expansions' blocks
             for base, template in self._kernel.expansions(self._expansions_seen):
-                for block in template.blocks:
-                    self._add_block(Block(base + block.base, block.dfa, base + block.end))
+                self._add_level_blocks(base, template)
                 self._expansions_seen += 1
         k = bisect.bisect_right(self._block_bases, s) - 1
         if k < 0 or s >= self._block_ends[k]:
