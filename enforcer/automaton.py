@@ -484,9 +484,18 @@ def plus(node: Node) -> Node:
 
 
 def separated(item: Node, separator: Node, minimum: int = 0, maximum: int | None = None) -> Node:
-    """``item (separator item)*`` with between ``minimum`` and ``maximum`` items."""
+    """``item (separator item)*`` with between ``minimum`` and ``maximum`` items. Without a
+    ``maximum``, the items after the first ``minimum - 1`` are one copy of ``item`` that the
+    separator leads back to (a two-state :class:`Graph`), not a first item and a looping copy:
+    the second item of a list then stands in the very states of the first, and shares their
+    rows and masks."""
     if maximum is not None and (maximum < minimum or maximum == 0):
         return EPSILON if minimum == 0 and (maximum is None or maximum >= 0) else NOTHING
+    if maximum is None:
+        loop = Graph(2, 0, frozenset({1}), ((0, item, 1), (1, separator, 0))).trimmed()
+        if minimum == 0:
+            return optional(loop)
+        return seq(repeat(seq(item, separator), minimum - 1, minimum - 1), loop)
     rest_min = max(minimum - 1, 0)
     rest_max = None if maximum is None else maximum - 1
     one_or_more = seq(item, repeat(seq(separator, item), rest_min, rest_max))

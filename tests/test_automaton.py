@@ -1,5 +1,6 @@
 """Byte-level expressions and DFAs: construction, trimming, minimisation, products."""
 
+import itertools
 import random
 
 import numpy as np
@@ -53,6 +54,29 @@ def test_repeat_bounds_and_separated():
     assert [dfa.matches("a" * n) for n in range(6)] == [False, False, True, True, True, False]
     sep = compile_node(separated(literal("x"), literal(","), 1, 3))
     assert sep.matches("x") and sep.matches("x,x,x") and not sep.matches("x,x,x,x") and not sep.matches("")
+
+
+@pytest.mark.parametrize("minimum", [0, 1, 2, 3])
+def test_separated_without_maximum_is_exact(minimum):
+    """Every string of up to 6 symbols over the item, the separator and a stray byte."""
+    dfa = compile_node(separated(alt(literal("x"), literal("yy")), literal(","), minimum))
+    items = {"", "x", "yy"}
+    for n in range(7):
+        for chars in itertools.product("xy,z", repeat=n):
+            text = "".join(chars)
+            parts = text.split(",")
+            expected = all(p in items - {""} for p in parts) and len(parts) >= max(minimum, 1) if text else minimum == 0
+            assert dfa.matches(text) == expected, text
+
+
+def test_later_items_of_a_list_stand_in_the_first_items_states():
+    """An unbounded list is one copy of its item that the separator leads back to: the second
+    item reaches the very DFA states of the first (so their rows and masks are built once)."""
+    item = seq(literal('{"a":'), alt(literal("1"), literal("22")), literal("}"))
+    lazy = LazyDFA(seq(literal("["), separated(item, literal(","), 1), literal("]")))
+    first, second = lazy.walk(0, b'[{"a":'), lazy.walk(0, b'[{"a":1},{"a":')
+    assert first >= 0 and first == second
+    assert lazy.matches(b'[{"a":1},{"a":22}]') and not lazy.matches(b'[{"a":1},]')
 
 
 def test_graph_node():

@@ -121,10 +121,10 @@ def test_levels_keep_their_blocks_alike_in_the_kernel_and_in_python() -> None:
     texts = [json.dumps(_tree(12)), json.dumps(_tree(6), indent=2), json.dumps({"tag": "a", "kids": []})]
     det = _same_levels_built(node, texts)
     assert det.added_nfa_states > 0
-    inside_deep_tags = {det.embedding(i)[0].dfa for i in range(det.num_states)
-                        if det.nesting(i) >= 3 and det.embedding(i) is not None}
-    top_tag = {det.embedding(i)[0].dfa for i in range(det.num_states)
-               if det.nesting(i) == 0 and det.embedding(i) is not None}
+    tags = [(det.nesting(i), det.embedding(i)[0].dfa) for i in range(det.num_states) if det.embedding(i) is not None]
+    shallowest = min(nesting for nesting, _ in tags)
+    inside_deep_tags = {dfa for nesting, dfa in tags if nesting >= shallowest + 3}
+    top_tag = {dfa for nesting, dfa in tags if nesting == shallowest}
     assert len(inside_deep_tags) == 1 and inside_deep_tags == top_tag  # the very automaton, not a copy
 
 
