@@ -445,6 +445,18 @@ class SchemaCompiler:
             and all(k == "type" or k in ANNOTATIONS or (k in holder and holder[k] is v) for k, v in schema.items()) \
             and all(k in schema for k in holder if k in _TYPE_KEYWORDS["array"])
 
+    def _check_nested_dialect(self, uri: Any, pointer: str) -> None:
+        """A subschema below the root that names its own ``$schema``: the same dialect as the
+        root's, or refused. Validators switch dialect there (jsonschema does, for the subschema
+        and what it references), and ``integer``, the exclusive bounds, ``items`` and the
+        keywords a draft lacks change meaning; one dialect per compile is enforced."""
+        known = isinstance(uri, str) and uri.rstrip("#").split("://", 1)[-1] in KNOWN_METASCHEMAS
+        dialect = dialect_of({"$schema": uri}) if known else None
+        if dialect != self.dialect:
+            raise UnsupportedSchemaError("$schema", pointer, f"this subschema is written in "
+                                         f"{dialect or f'the unknown meta-schema {uri!r}'}, the schema in "
+                                         f"{self.dialect}: keywords would change meaning inside it")
+
     def _refuse_early(self) -> None:
         """Raise the refusal of a keyword that is never enforced (:data:`ALWAYS_REFUSED`) when
         it sits where the compile is sure to meet it, before any automaton is built: a schema
@@ -760,6 +772,8 @@ class SchemaCompiler:
             return NOTHING
         if not isinstance(schema, dict):
             raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
+        if "$schema" in schema and schema is not self.root:
+            self._check_nested_dialect(schema["$schema"], pointer)
         if _validated_constants(schema):
             return self._enum(schema, pointer, depth)
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:

@@ -484,6 +484,25 @@ def test_draft_04_integers_have_no_fraction_and_exclusive_bounds_are_booleans():
         check(schema, extra=[3.0, 1.0, 12345.0])
 
 
+def test_a_subschema_in_another_dialect_is_refused_where_it_is_reached():
+    """jsonschema validates a subschema that names its own ``$schema`` in that dialect, so a
+    draft-04 ``integer`` inside a 2020-12 schema refuses ``-0.0`` (MaskBench's testwp9 has
+    such a subschema): refused, naming the keyword and the pointer; the same dialect, or a
+    subschema the compile never reaches, is no obstacle."""
+    nested = {"type": "object", "properties": {"height": {"$schema": DRAFT4, "type": "integer"}}}
+    with pytest.raises(UnsupportedSchemaError, match=r"'\$schema' at /properties/height: .*draft4.* 2020-12"):
+        compile_schema_dfa(nested, SchemaOptions())
+    assert compile_schema_dfa({"$schema": DRAFT4, **nested}, SchemaOptions()).matches('{"height": 1}')
+    same = {"type": "object", "properties": {"h": {"$schema": "https://json-schema.org/draft/2020-12/schema",
+                                                   "type": "integer"}}}
+    assert compile_schema_dfa(same, SchemaOptions()).matches('{"h": 3.0}')
+    unreached = {"$defs": {"old": {"$schema": DRAFT4, "type": "integer"}}, "type": "string"}
+    assert compile_schema_dfa(unreached, SchemaOptions()).matches('"x"')
+    with pytest.raises(UnsupportedSchemaError, match="unknown meta-schema"):
+        compile_schema_dfa({"properties": {"a": {"$schema": "https://example.com/mine", "type": "integer"}}},
+                           SchemaOptions())
+
+
 def test_draft_07_ignores_keywords_beside_ref():
     schema = {"definitions": {"s": {"type": "string"}}, "type": "object",
               "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 1}}}
