@@ -164,9 +164,6 @@ class CompiledTools:
         self._masks: dict[tuple, np.ndarray] = {}
         self._exit_masks: dict[tuple, np.ndarray | None] = {}
         self._value_index: dict[tuple[int, Argument], CompiledSchema] = {}
-        self._piece_ids: dict[str, tuple[int, ...]] = {}
-        """Tag pieces as the tokenizer encodes them (``" key"``, ``'="'``, a type name: the same
-        few pieces in every argument tag; an encode is ~15 us)."""
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
                 self.enter(place, fmt.first_index, None, 0, None, 0)
@@ -366,13 +363,10 @@ class CompiledTools:
 
     def _encode_pieces(self, pieces: Sequence[str]) -> list[int]:
         """``pieces`` each encoded on its own, concatenated (each piece encoded once per
-        compiled object)."""
+        vocabulary: :meth:`~enforcer.vocabulary.Vocabulary.encode_piece`)."""
         ids: list[int] = []
         for piece in pieces:
-            hit = self._piece_ids.get(piece)
-            if hit is None:
-                hit = self._piece_ids.setdefault(piece, tuple(self.vocabulary.encode_text(piece)))
-            ids += hit
+            ids += self.vocabulary.encode_piece(piece)
         return ids
 
     def _call_text_rule(self, text: CallHeader | NamedJson, counter: int) -> ChoiceRule:

@@ -441,3 +441,25 @@ def test_build_times(kimi_tokenizer: Any, kimi_slow_tokenizer: Any, deepseek_tok
         lines.append(f"Vocabulary.from_tokenizer {name}: {vocab.vocab_size} ids in {wall:.3f} s ({cpu:.3f} s CPU)")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
+
+
+def test_encode_piece_remembers_each_piece_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tag pieces are encoded once per vocabulary, whatever compiled object asks; the memo is
+    bounded (emptied when full) and answers what ``encode_text`` answers."""
+    from enforcer import vocabulary as vocabulary_module
+
+    calls: list[str] = []
+
+    def encode(text: str) -> list[int]:
+        calls.append(text)
+        return [ord(c) - ord("a") for c in text]
+
+    vocab = Vocabulary.from_token_bytes([bytes([b]) for b in b"abcdefgh"], encode=encode)
+    assert vocab.encode_piece("bad") == (1, 0, 3) == tuple(vocab.encode_text("bad"))
+    assert vocab.encode_piece("bad") == (1, 0, 3) and calls == ["bad", "bad"]  # the second piece call: no encode
+    monkeypatch.setattr(vocabulary_module, "PIECE_MEMO_SIZE", 2)
+    for piece in ("ab", "cd", "ef"):
+        vocab.encode_piece(piece)
+    assert len(vocab._pieces) <= 2
+    with pytest.raises(TokenizerError):
+        vocab.encode_piece("xyz")  # ids outside the vocabulary: encode_text's error
