@@ -23,9 +23,9 @@ from .lru import LRU
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import TOKEN_BYTES_LIMIT, TrieWalk, build_trie, embeds_within, walk_tokens
+    from ._kernels import TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, walk_tokens
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
-    TOKEN_BYTES_LIMIT, TrieWalk, build_trie, embeds_within, walk_tokens = 0, None, None, None, None
+    TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, walk_tokens = 0, None, None, None, None, None
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows and id lists)."""
@@ -44,6 +44,7 @@ _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
 _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
+_MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes holds few tokens: walked as it stands
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
 
@@ -207,6 +208,7 @@ class TokenIndex:
         self._safe_words: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
         self._bounded: np.ndarray | None = None
+        self._ascii_sets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.shared: LRU[np.ndarray] = LRU(4096)
         """Masks that depend only on this vocabulary and an automaton's content, shared by every
         compiled object: per remaining length of a bounded string, per embedded state."""
@@ -269,6 +271,40 @@ class TokenIndex:
             self._string_body_mask = pack_ids(self.ids[self._raw_body_positions()], self.words)
         return self._string_body_mask
 
+    def class_body_mask(self, inside: np.ndarray) -> np.ndarray:
+        """Packed mask of the tokens made only of the bytes ``inside`` flags (256 bools, safe
+        bytes only; read-only). Shared per vocabulary and byte set (:attr:`shared`); about
+        2 ms for 150k ids the first time a set is seen."""
+        key = ("class body", np.packbits(inside).tobytes())
+        hit = self.shared.get(key)
+        if hit is None:
+            positions, low, high = self._ascii_byte_sets()
+            flags = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+            outside_low = ~np.bitwise_or.reduce(flags[inside[:64]], initial=np.uint64(0))
+            outside_high = ~np.bitwise_or.reduce(flags[inside[64:128]], initial=np.uint64(0))
+            within = ((low & outside_low) == 0) & ((high & outside_high) == 0)
+            hit = pack_ids(self.ids[positions[within]], self.words)
+            hit.setflags(write=False)
+            hit = self.shared.put(key, hit)
+        return hit
+
+    def _ascii_byte_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The positions of the tokens made only of safe ASCII bytes, and the set of bytes
+        each one holds as two uint64 halves (bytes 0-63, 64-127). Computed once (~10 ms and
+        ~2 MB for 150k ids), with the index (:func:`token_index`)."""
+        if self._ascii_sets is None:
+            flat = self.flat
+            foreign = np.add.reduceat((~_SAFE_BYTES[flat] | (flat >= 0x80)).astype(np.int32), self.offsets) \
+                if len(self.ids) else np.zeros(0, dtype=np.int32)
+            positions = np.flatnonzero(foreign == 0)
+            bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
+            low = np.bitwise_or.reduceat(np.where(flat < 64, bits, np.uint64(0)), self.offsets)[positions] \
+                if len(self.ids) else np.zeros(0, dtype=np.uint64)
+            high = np.bitwise_or.reduceat(np.where(flat >= 64, bits, np.uint64(0)), self.offsets)[positions] \
+                if len(self.ids) else np.zeros(0, dtype=np.uint64)
+            self._ascii_sets = (positions, low, high)
+        return self._ascii_sets
+
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
         """Positions of the tokens whose first two bytes (or single byte) ``dfa`` accepts
         from ``state``: a superset of the allowed tokens, usually a small one."""
@@ -306,6 +342,7 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
     index.string_body_mask()
     index.bounded_body_mask(0)
     index.safe_words()
+    index.class_body_mask(_SAFE_BYTES & (np.arange(256) < 0x80))  # its byte sets; the plain ASCII body's mask
     return _INDEX_CACHE.put(vocabulary.fingerprint, index)
 
 
@@ -438,6 +475,12 @@ def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
     return hit
 
 
+def class_loop(inside: np.ndarray) -> np.ndarray:
+    """The one-state automaton (a 1 x 256 table) that reads the bytes ``inside`` flags, again
+    and again."""
+    return np.where(inside, 0, -1).astype(np.int32).reshape(1, 256)
+
+
 class MaskTable:
     """Lazily computed token masks for every state of one DFA over one vocabulary.
 
@@ -549,7 +592,38 @@ class MaskTable:
                 mask = walk_mask(index, dfa, state, exits[live_first])
             mask |= index.string_body_mask()
             return mask
+        inside = self._class_body(state)
+        if inside is not None:
+            return self._class_body_mask(state, inside)
         return None
+
+    def _class_body(self, state: int) -> np.ndarray | None:
+        """The bytes of a string body that loops over one set of ASCII bytes at ``state`` (a
+        ``pattern`` such as ``^[a-z ]*$``), or None: the safe bytes live there, at least
+        ``_MIN_CLASS_BYTES`` of them and all ASCII, such that their one-state loop embeds at
+        ``state`` for every token (:meth:`_body_embeds`). Then a token made only of safe bytes
+        is allowed exactly when all of them are in the set. Needs the compiled kernels (without
+        them every such state is walked)."""
+        if ascii_body_bytes is None:
+            return None
+        inside = np.zeros(256, dtype=np.uint8)
+        if not ascii_body_bytes(self.dfa.array_row(state), _SAFE_FLAGS, _MIN_CLASS_BYTES, inside):
+            return None
+        inside = inside.view(bool)
+        return inside if self._body_embeds(state, class_loop(inside)) else None
+
+    def _class_body_mask(self, state: int, inside: np.ndarray) -> np.ndarray:
+        """The mask inside a body over the bytes ``inside``: the tokens made only of them
+        (shared per vocabulary, :meth:`TokenIndex.class_body_mask`), and the tokens holding an
+        unsafe byte (quote, backslash, control), walked here."""
+        index = self.index
+        if index.unsafe_trie is not None:
+            mask = trie_mask(index, self.dfa, state, index.unsafe_trie)
+        else:
+            unsafe = index.unsafe_positions
+            mask = walk_mask(index, self.dfa, state, unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0])
+        mask |= index.class_body_mask(inside)
+        return mask
 
     def _embedded_mask(self, state: int, block: Block, inner: int, leaving: np.ndarray) -> np.ndarray:
         """``state`` stands at state ``inner`` of an embedded automaton that only unsafe bytes
@@ -579,17 +653,22 @@ class MaskTable:
         bytes are allowed from ``state`` exactly when the shared walk allows them. (Pairs rather
         than a map: a lazy DFA is not minimised, so the string loop may span several equivalent
         states; bounded by depth, a long ``maxLength`` string, one state per position, is a body
-        too.) The compiled breadth-first pair walk (:func:`enforcer._kernels.embeds_within`)
-        when built, building the rows it reaches; else :meth:`_is_string_body_reference`."""
+        too.) Checked by :meth:`_body_embeds`."""
         if self.dfa.row(state)[0x61] < 0:  # quick reject: a string body takes "a"
             return False
+        return self._body_embeds(state, _RAW_STRING_DFA.transitions)
+
+    def _body_embeds(self, state: int, inner: np.ndarray) -> bool:
+        """Whether the automaton of table ``inner`` embeds at ``state`` over the safe bytes for
+        every token (see :meth:`_is_string_body`): the compiled breadth-first pair walk
+        (:func:`enforcer._kernels.embeds_within`) when built, building the rows it reaches;
+        else :meth:`_body_embeds_reference`."""
         if embeds_within is None:
-            return self._is_string_body_reference(state)
-        raw = _RAW_STRING_DFA.transitions
+            return self._body_embeds_reference(state, inner)
         depth = self.index.max_length
 
         def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
-            return embeds_within(raw, table, built, state, _SAFE_FLAGS, depth, _MAX_BODY_PAIRS, builder,
+            return embeds_within(inner, table, built, state, _SAFE_FLAGS, depth, _MAX_BODY_PAIRS, builder,
                                  table if builder is not None else None, built if builder is not None else None)
 
         while True:
@@ -598,18 +677,15 @@ class MaskTable:
                 return bool(verdict)
             self.dfa.row(-verdict - 2)
 
-    def _is_string_body_reference(self, state: int) -> bool:
-        """:meth:`_is_string_body` in Python: the fallback without the compiled kernels and the
+    def _body_embeds_reference(self, state: int, inner: np.ndarray) -> bool:
+        """:meth:`_body_embeds` in Python: the fallback without the compiled kernels and the
         oracle of its differential test (same pairs, level by level)."""
-        raw = _RAW_STRING_DFA.transitions
-        if self.dfa.row(state)[0x61] < 0:
-            return False
         seen = {(0, state)}
         level = [(0, state)]
         for _ in range(self.index.max_length):
             following = []
             for u, d in level:
-                u_row = raw[u][_SAFE_COLUMNS]
+                u_row = inner[u][_SAFE_COLUMNS]
                 d_row = self.dfa.array_row(d)[_SAFE_COLUMNS]
                 if not np.array_equal(u_row < 0, d_row < 0):
                     return False

@@ -149,9 +149,14 @@ def test_trie_of_prefixes_and_equal_tokens() -> None:
 
 def assert_table_matches_reference(table: MaskTable) -> int:
     """Every mask the table computed equals the plain walk, and the compiled string-body test
-    agrees with its Python reference there; returns how many were checked."""
+    and class-body tests agree with their Python reference there; returns how many were checked."""
+    raw = masks._RAW_STRING_DFA.transitions
     for state, mask in list(table._masks.items()):
-        assert table._is_string_body(state) == table._is_string_body_reference(state), f"state {state}"
+        assert table._is_string_body(state) == (table.dfa.row(state)[0x61] >= 0
+                                                and table._body_embeds_reference(state, raw)), f"state {state}"
+        inside = table._class_body(state)
+        if inside is not None:
+            assert table._body_embeds_reference(state, masks.class_loop(inside)), f"state {state}: class body"
         expected = reference_mask(table.index, table.dfa, state)
         if not np.array_equal(mask, expected):
             diff = np.flatnonzero(np.unpackbits((mask ^ expected).view(np.uint8), bitorder="little"))
@@ -287,6 +292,29 @@ def test_a_string_shared_by_union_branches_shares_its_automaton_masks(kimi_vocab
         assert compiled.dfa.embedding(s) is not None
         compiled.masks.mask(s)
     assert assert_table_matches_reference(compiled.masks) >= len(set(states))
+
+
+def test_a_pattern_body_over_ascii_bytes_shares_its_safe_tokens(kimi_vocab) -> None:
+    """Inside a string whose pattern loops over a set of ASCII bytes (WashingtonPost's
+    ``^([a-z]|[ ])*$``), the tokens made only of those bytes are one mask per vocabulary and
+    set, not a walk over the ~60,000 such tokens per state; only tokens holding a quote,
+    backslash or control byte are walked. Masks equal the plain walk."""
+    clear_cache()
+    body = {"type": "string", "pattern": "^([a-z]|[ ])*$"}
+    compiled = compile_json_schema({"type": "object", "properties": {"a": body, "b": body}}, kimi_vocab)
+    states = [compiled.dfa.walk(0, b'{"a": "ab'), compiled.dfa.walk(0, b'{"b": "x y'), compiled.dfa.walk(0, b'{"a": "')]
+    for s in states:
+        inside = compiled.masks._class_body(s)
+        assert inside is not None and np.flatnonzero(inside).tolist() == [0x20, *range(0x61, 0x7B)]
+        compiled.masks.mask(s)
+    index = token_index(kimi_vocab)
+    assert index.shared.get(("class body", np.packbits(inside).tobytes())) is not None
+    allowed = set(compiled.masks.allowed(states[0]).tolist())
+    hello, upper, closing = (kimi_vocab.encode_text(t) for t in (" hello", "Hello", 'c"'))
+    assert len(hello) == 1 and hello[0] in allowed and upper[0] not in allowed
+    assert all(t in allowed for t in closing[:1])
+    assert assert_table_matches_reference(compiled.masks) >= len(set(states))
+    assert compiled.masks._class_body(compiled.dfa.walk(0, b'{"')) is None  # a key: not a body
 
 
 def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
