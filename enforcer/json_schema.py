@@ -312,16 +312,26 @@ def _json_key(value: Any) -> str:
 class SchemaCompiler:
     """Compiles one root schema. Lifetime: one ``compile_json_schema`` call."""
 
-    def __init__(self, root: Any, options: SchemaOptions, raw_strings: bool = False, knots: bool = True) -> None:
+    def __init__(self, root: Any, options: SchemaOptions, raw_strings: bool = False, knots: bool = True,
+                 dialect_uri: str | None = None) -> None:
         """``raw_strings``: a string at the top level (depth 0) is its raw UTF-8 text, without
         quotes or JSON escapes (formats that write string values unquoted); nested strings stay
         JSON. ``knots``: False builds every value as a document with ``$dynamicRef`` gets it
-        (recursion cut on each path; see :attr:`_knots`)."""
-        self.dialect = dialect_of(root)
+        (recursion cut on each path; see :attr:`_knots`). ``dialect_uri``: the ``$schema`` of a
+        region of ``root`` written in another dialect than the root (:meth:`_in_dialect`); the
+        compiler then builds that region's values in that dialect."""
+        dialect_source = root if dialect_uri is None else {"$schema": dialect_uri}
+        self.dialect = dialect_of(dialect_source)
         self.root = _without_keywords(root, _LATER_KEYWORDS.get(self.dialect, frozenset()))
         self.options = options
         self.raw_strings = raw_strings
-        self._validator_cls = validator_class(root)
+        self._region_of: str | None = None if dialect_uri is None else dialect_of(root)
+        """The dialect of the root when this compiler builds a region in another one (None: it
+        compiles the root)."""
+        self._knots_asked = knots
+        self._dialects: dict[str, SchemaCompiler] = {}
+        """A compiler per other dialect that a region of the root is written in."""
+        self._validator_cls = validator_class(dialect_source)
         self._external = resource_documents(options.resources) if options.resources else {}
         self._checked: set[str] = set()  # the given resources checked so far
         self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
@@ -445,17 +455,49 @@ class SchemaCompiler:
             and all(k == "type" or k in ANNOTATIONS or (k in holder and holder[k] is v) for k, v in schema.items()) \
             and all(k in schema for k in holder if k in _TYPE_KEYWORDS["array"])
 
-    def _check_nested_dialect(self, uri: Any, pointer: str) -> None:
-        """A subschema below the root that names its own ``$schema``: the same dialect as the
-        root's, or refused. Validators switch dialect there (jsonschema does, for the subschema
-        and what it references), and ``integer``, the exclusive bounds, ``items`` and the
-        keywords a draft lacks change meaning; one dialect per compile is enforced."""
+    def _region(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node | None:
+        """The value of ``schema`` when it is a region in another dialect (a subschema below the
+        root with a ``$schema`` of its own, :meth:`_in_dialect`); None otherwise."""
+        if not isinstance(schema, dict) or "$schema" not in schema or schema is self.root:
+            return None
+        other = self._dialect_of_region(schema["$schema"], pointer)
+        return None if other is None else self._in_dialect(other, schema, pointer, depth, refs)
+
+    def _dialect_of_region(self, uri: Any, pointer: str) -> str | None:
+        """A subschema below the root that names its own ``$schema``: None when it is this
+        compiler's dialect, else that dialect's URI (a region :meth:`_in_dialect` builds).
+        Validators switch dialect there (jsonschema does, for the subschema and every schema it
+        references without a ``$schema`` of its own): ``integer``, the exclusive bounds,
+        ``items`` and the keywords a draft lacks change meaning. Refused: an unknown
+        meta-schema; a region inside a region; a region in a later dialect than the root's
+        (the root's compile has dropped the keywords its dialect lacks from every subschema)."""
         known = isinstance(uri, str) and uri.rstrip("#").split("://", 1)[-1] in KNOWN_METASCHEMAS
-        dialect = dialect_of({"$schema": uri}) if known else None
-        if dialect != self.dialect:
-            raise UnsupportedSchemaError("$schema", pointer, f"this subschema is written in "
-                                         f"{dialect or f'the unknown meta-schema {uri!r}'}, the schema in "
-                                         f"{self.dialect}: keywords would change meaning inside it")
+        if not known:
+            raise UnsupportedSchemaError("$schema", pointer, f"this subschema is written in the unknown meta-schema "
+                                         f"{uri!r}: its vocabularies may change what keywords mean")
+        dialect = dialect_of({"$schema": uri})
+        if dialect == self.dialect:
+            return None
+        if self._region_of is not None:
+            raise UnsupportedSchemaError("$schema", pointer, f"a subschema in {dialect} inside a region in "
+                                         f"{self.dialect} of a schema in {self._region_of}: one change of dialect "
+                                         "is supported")
+        if not _LATER_KEYWORDS.get(self.dialect, frozenset()) <= _LATER_KEYWORDS.get(dialect, frozenset()):
+            raise UnsupportedSchemaError("$schema", pointer, f"a subschema in {dialect}, later than the schema's "
+                                         f"{self.dialect}: keywords its dialect lacks are not compiled there")
+        return uri
+
+    def _in_dialect(self, uri: str, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """``schema``, whose ``$schema`` names ``uri``, built by a compiler of that dialect over
+        the same root (one per dialect, kept for this compile): the region and every schema it
+        references are read in that dialect, as validators read them. Its knots and recursion
+        cuts are its own; the eager budget is this compile's."""
+        compiler = self._dialects.get(uri)
+        if compiler is None:
+            compiler = self._dialects[uri] = SchemaCompiler(self.root, self.options, self.raw_strings,
+                                                            self._knots_asked, dialect_uri=uri)
+        region = _without_keywords(schema, _LATER_KEYWORDS.get(compiler.dialect, frozenset()))
+        return compiler.value(region, pointer, depth, refs)
 
     def _refuse_early(self) -> None:
         """Raise the refusal of a keyword that is never enforced (:data:`ALWAYS_REFUSED`) when
@@ -761,19 +803,23 @@ class SchemaCompiler:
                                         f"max_nfa_states={budget}", keyword)
 
     def _value(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
+        region = self._region(schema, pointer, depth, refs)
+        if region is not None:
+            return region
         if isinstance(schema, dict) and len(set(schema) - ANNOTATIONS) == 1 and set(schema) & set(_REFERENCES):
             target, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
             if self._knots and isinstance(target, dict):  # one node per target, whichever reference names it
                 return self._sub_value(target, pointer, depth, refs)
             schema = target
+            region = self._region(schema, pointer, depth, refs)
+            if region is not None:
+                return region
         if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
             return self.any_value(depth, self.options.free_form_depth)
         if schema is False:
             return NOTHING
         if not isinstance(schema, dict):
             raise InvalidSchemaError(pointer, f"a schema must be an object or a boolean, not {type(schema).__name__}")
-        if "$schema" in schema and schema is not self.root:
-            self._check_nested_dialect(schema["$schema"], pointer)
         if _validated_constants(schema):
             return self._enum(schema, pointer, depth)
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:

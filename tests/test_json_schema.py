@@ -484,23 +484,33 @@ def test_draft_04_integers_have_no_fraction_and_exclusive_bounds_are_booleans():
         check(schema, extra=[3.0, 1.0, 12345.0])
 
 
-def test_a_subschema_in_another_dialect_is_refused_where_it_is_reached():
-    """jsonschema validates a subschema that names its own ``$schema`` in that dialect, so a
-    draft-04 ``integer`` inside a 2020-12 schema refuses ``-0.0`` (MaskBench's testwp9 has
-    such a subschema): refused, naming the keyword and the pointer; the same dialect, or a
-    subschema the compile never reaches, is no obstacle."""
-    nested = {"type": "object", "properties": {"height": {"$schema": DRAFT4, "type": "integer"}}}
-    with pytest.raises(UnsupportedSchemaError, match=r"'\$schema' at /properties/height: .*draft4.* 2020-12"):
-        compile_schema_dfa(nested, SchemaOptions())
-    assert compile_schema_dfa({"$schema": DRAFT4, **nested}, SchemaOptions()).matches('{"height": 1}')
-    same = {"type": "object", "properties": {"h": {"$schema": "https://json-schema.org/draft/2020-12/schema",
-                                                   "type": "integer"}}}
-    assert compile_schema_dfa(same, SchemaOptions()).matches('{"h": 3.0}')
-    unreached = {"$defs": {"old": {"$schema": DRAFT4, "type": "integer"}}, "type": "string"}
-    assert compile_schema_dfa(unreached, SchemaOptions()).matches('"x"')
+def test_a_subschema_in_another_dialect_is_read_in_that_dialect():
+    """jsonschema validates a subschema that names its own ``$schema`` in that dialect, and
+    every schema it references without one of its own (MaskBench's testwp9 has draft-04
+    subschemas in a 2020-12 schema: there ``-0.0`` is no integer). The region is compiled in
+    its dialect; what cannot be is refused, naming ``$schema`` and the pointer."""
+    region = {"$schema": DRAFT4, "type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}}
+    schema = {"$defs": {"n": {"type": "integer"}}, "type": "object",
+              "properties": {"old": region, "new": {"$ref": "#/$defs/n"}, "h": {"$schema": DRAFT4, "type": "integer"},
+                             "r": {"$schema": DRAFT4, "$ref": "#/$defs/n"}}}
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in ('{"old": {"x": 1.0}}', '{"old": {"x": 3}}', '{"new": 1.0}', '{"h": -0.0}', '{"h": 12}', '{"h": 2.0}',
+                 '{"r": 2.0}', '{"r": 2}'):
+        assert dfa.matches(text) == validator.is_valid(json.loads(text)), text
+    assert not dfa.matches('{"h": -0.0}') and dfa.matches('{"new": 1.0}')
+    later = {"$schema": DRAFT4, "properties": {"a": {"$schema": "https://json-schema.org/draft/2020-12/schema",
+                                                       "prefixItems": [{"type": "integer"}]}}}
+    with pytest.raises(UnsupportedSchemaError, match=r"'\$schema' at /properties/a: .*later than"):
+        compile_schema_dfa(later, SchemaOptions())
+    inner = {"properties": {"a": {"$schema": DRAFT4, "properties": {"b": {"$schema": DRAFT7, "type": "integer"}}}}}
+    with pytest.raises(UnsupportedSchemaError, match=r"'\$schema' at /properties/a/properties/b: .*one change"):
+        compile_schema_dfa(inner, SchemaOptions())
     with pytest.raises(UnsupportedSchemaError, match="unknown meta-schema"):
         compile_schema_dfa({"properties": {"a": {"$schema": "https://example.com/mine", "type": "integer"}}},
                            SchemaOptions())
+    unreached = {"$defs": {"old": {"$schema": "https://example.com/mine"}}, "type": "string"}
+    assert compile_schema_dfa(unreached, SchemaOptions()).matches('"x"')
 
 
 def test_draft_07_ignores_keywords_beside_ref():
