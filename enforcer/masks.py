@@ -604,12 +604,9 @@ class MaskTable:
         ``state`` for every token (:meth:`_body_embeds`). Then a token made only of safe bytes
         is allowed exactly when all of them are in the set. Needs the compiled kernels (without
         them every such state is walked)."""
-        if ascii_body_bytes is None:
+        if ascii_body_bytes is None or not ascii_body_bytes(self.dfa.row(state), _MIN_CLASS_BYTES):
             return None
-        inside = np.zeros(256, dtype=np.uint8)
-        if not ascii_body_bytes(self.dfa.array_row(state), _SAFE_FLAGS, _MIN_CLASS_BYTES, inside):
-            return None
-        inside = inside.view(bool)
+        inside = (self.dfa.array_row(state) >= 0) & _SAFE_BYTES
         return inside if self._body_embeds(state, class_loop(inside)) else None
 
     def _class_body_mask(self, state: int, inside: np.ndarray) -> np.ndarray:
