@@ -2277,9 +2277,9 @@ class TaggedUnion(LazyDFA):
         if not self.accepting_list[state]:
             return None
         det = self._determiniser()
-        members = np.asarray(det.members(state), dtype=np.int64)
-        found = np.flatnonzero(np.isin(det.kept, members))
-        return int(found[0]) if len(found) == 1 else None
+        members = set(det.members(state))
+        found = [i for i, exit_state in enumerate(det.kept.tolist()) if exit_state in members]
+        return found[0] if len(found) == 1 else None
 
 
 def _live_order(transitions: np.ndarray, accepting: np.ndarray) -> Sequence[int] | None:
