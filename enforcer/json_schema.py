@@ -2634,7 +2634,8 @@ class SchemaCompiler:
         lo = max(min_items - k, 0)
         hi = None if max_items is None else max_items - k
         if rest_item is not NOTHING and (hi is None or hi > 0):
-            if self._knots:  # one copy per count
+            copies = hi if hi is not None else (lo + 1 if k else max(lo, 1))
+            if self._knots and copies > 1:  # one copy per count (an unbounded list loops through one)
                 rest_item = self._repeated(rest_item)
             self._check_repeat(seq(comma, rest_item), hi if hi is not None else lo, pointer,
                                "maxItems" if hi is not None else "minItems")

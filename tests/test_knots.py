@@ -153,3 +153,20 @@ def test_in_a_recursive_document_a_large_sub_value_is_a_share_at_its_first_use()
     for _ in range(25):
         value = {"a": {"f0": "y", "f9": ""}, "next": value}
     assert dfa.matches(json.dumps(value)) and not dfa.matches(json.dumps(value).replace("x" * 20, "x" * 21))
+
+
+@pytest.mark.parametrize("bounds, shared", [({}, False), ({"minItems": 1}, False), ({"maxItems": 3}, True),
+                                            ({"minItems": 2}, True)])
+def test_a_large_array_item_is_a_share_only_where_it_is_copied(bounds: dict[str, int], shared: bool) -> None:
+    """An unbounded list loops through one copy of its item (``separated``): a large item stays
+    inline there (a share would only add level expansions while decoding); counted copies
+    (``maxItems``, ``minItems`` 2 or more) each hold a share."""
+    item = {"type": "object", "properties": {f"p{i}": {"type": "string", "enum": [f"v{i}-{j}" for j in range(8)]}
+                                             for i in range(30)}}
+    schema = {"type": "array", "items": item, **bounds}
+    node = SchemaCompiler(schema, SchemaOptions()).compile()
+    assert SchemaCompiler(item, SchemaOptions()).compile().nfa_states >= 500  # large enough to share
+    assert bool(list(levels_reached(node))) == shared
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    one = json.dumps({"p0": "v0-1", "p29": "v29-7"})
+    assert dfa.matches(f"[{one}, {one}]") and not dfa.matches(f"[{one},]")
