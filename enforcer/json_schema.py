@@ -432,11 +432,9 @@ class SchemaCompiler:
     # ---- entry --------------------------------------------------------------------------
 
     def compile(self) -> Node:
-        if isinstance(self.root, dict) and "$schema" in self.root:
-            uri = str(self.root["$schema"]).rstrip("#")
-            if uri.split("://", 1)[-1] not in KNOWN_METASCHEMAS:
-                raise UnsupportedSchemaError("$schema", "", f"unknown meta-schema {uri!r}: its vocabularies "
-                                             "may change what keywords mean")
+        if isinstance(self.root, dict) and "$schema" in self.root and not _known_metaschema(self.root["$schema"]):
+            raise UnsupportedSchemaError("$schema", "", f"unknown meta-schema {str(self.root['$schema']).rstrip('#')!r}: "
+                                         "its vocabularies may change what keywords mean")
         self._refuse_early()
         with eager_budget(self.options.max_eager_states):
             return self.value(self.root, "", 0, ())
@@ -471,8 +469,7 @@ class SchemaCompiler:
         ``items`` and the keywords a draft lacks change meaning. Refused: an unknown
         meta-schema; a region inside a region; a region in a later dialect than the root's
         (the root's compile has dropped the keywords its dialect lacks from every subschema)."""
-        known = isinstance(uri, str) and uri.rstrip("#").split("://", 1)[-1] in KNOWN_METASCHEMAS
-        if not known:
+        if not isinstance(uri, str) or not _known_metaschema(uri):
             raise UnsupportedSchemaError("$schema", pointer, f"this subschema is written in the unknown meta-schema "
                                          f"{uri!r}: its vocabularies may change what keywords mean")
         dialect = dialect_of({"$schema": uri})
@@ -492,10 +489,11 @@ class SchemaCompiler:
         the same root (one per dialect, kept for this compile): the region and every schema it
         references are read in that dialect, as validators read them. Its knots and recursion
         cuts are its own; the eager budget is this compile's."""
-        compiler = self._dialects.get(uri)
+        dialect = dialect_of({"$schema": uri})
+        compiler = self._dialects.get(dialect)
         if compiler is None:
-            compiler = self._dialects[uri] = SchemaCompiler(self.root, self.options, self.raw_strings,
-                                                            self._knots_asked, dialect_uri=uri)
+            compiler = self._dialects[dialect] = SchemaCompiler(self.root, self.options, self.raw_strings,
+                                                                self._knots_asked, dialect_uri=uri)
         region = _without_keywords(schema, _LATER_KEYWORDS.get(compiler.dialect, frozenset()))
         return compiler.value(region, pointer, depth, refs)
 
@@ -3511,6 +3509,11 @@ def _without_keywords(schema: Any, keywords: frozenset[str]) -> Any:
             value = _without_keywords(value, keywords)
         out[key] = value
     return out
+
+
+def _known_metaschema(uri: Any) -> bool:
+    """Whether ``uri`` (a ``$schema``) names a meta-schema of :data:`KNOWN_METASCHEMAS`."""
+    return str(uri).rstrip("#").split("://", 1)[-1] in KNOWN_METASCHEMAS
 
 
 def dialect_of(root: Any) -> str:

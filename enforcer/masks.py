@@ -44,6 +44,7 @@ _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
 _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
+_EVERY_BYTE = np.ones(256, dtype=bool)
 _MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes holds few tokens: walked as it stands
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
@@ -274,7 +275,7 @@ class TokenIndex:
     def class_body_mask(self, inside: np.ndarray) -> np.ndarray:
         """Packed mask of the tokens made only of the bytes ``inside`` flags (256 bools, safe
         bytes only; read-only). Shared per vocabulary and byte set (:attr:`shared`); about
-        2 ms for 150k ids the first time a set is seen."""
+        0.5 ms for 150k ids the first time a set is seen."""
         key = ("class body", np.packbits(inside).tobytes())
         hit = self.shared.get(key)
         if hit is None:
@@ -293,15 +294,16 @@ class TokenIndex:
         each one holds as two uint64 halves (bytes 0-63, 64-127). Computed once (~10 ms and
         ~2 MB for 150k ids), with the index (:func:`token_index`)."""
         if self._ascii_sets is None:
+            if not len(self.ids):
+                empty = np.zeros(0, dtype=np.uint64)
+                self._ascii_sets = (np.zeros(0, dtype=np.int64), empty, empty)
+                return self._ascii_sets
             flat = self.flat
-            foreign = np.add.reduceat((~_SAFE_BYTES[flat] | (flat >= 0x80)).astype(np.int32), self.offsets) \
-                if len(self.ids) else np.zeros(0, dtype=np.int32)
+            foreign = np.add.reduceat((~_SAFE_BYTES[flat] | (flat >= 0x80)).astype(np.int32), self.offsets)
             positions = np.flatnonzero(foreign == 0)
             bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
-            low = np.bitwise_or.reduceat(np.where(flat < 64, bits, np.uint64(0)), self.offsets)[positions] \
-                if len(self.ids) else np.zeros(0, dtype=np.uint64)
-            high = np.bitwise_or.reduceat(np.where(flat >= 64, bits, np.uint64(0)), self.offsets)[positions] \
-                if len(self.ids) else np.zeros(0, dtype=np.uint64)
+            low, high = (np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)[positions]
+                         for half in (flat < 64, flat >= 64))
             self._ascii_sets = (positions, low, high)
         return self._ascii_sets
 
@@ -613,13 +615,8 @@ class MaskTable:
         """The mask inside a body over the bytes ``inside``: the tokens made only of them
         (shared per vocabulary, :meth:`TokenIndex.class_body_mask`), and the tokens holding an
         unsafe byte (quote, backslash, control), walked here."""
-        index = self.index
-        if index.unsafe_trie is not None:
-            mask = trie_mask(index, self.dfa, state, index.unsafe_trie)
-        else:
-            unsafe = index.unsafe_positions
-            mask = walk_mask(index, self.dfa, state, unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0])
-        mask |= index.class_body_mask(inside)
+        mask = self._unsafe_tokens_mask(state, _EVERY_BYTE)
+        mask |= self.index.class_body_mask(inside)
         return mask
 
     def _embedded_mask(self, state: int, block: Block, inner: int, leaving: np.ndarray) -> np.ndarray:
@@ -628,19 +625,22 @@ class MaskTable:
         automaton alone and is shared (:func:`safe_part`); the unsafe tokens whose first unsafe
         byte can be read there are walked here (usually a few hundred; by a trie walk when
         built, where a dead byte prunes its subtree)."""
-        index = self.index
-        readable = leaving | block.dfa.read_bytes
-        if index.unsafe_trie is not None:
-            # a token whose first unsafe byte cannot be read dies there: without a readable
-            # control byte only those that first reach a quote or a backslash can live
-            trie = index.unsafe_trie if readable[:0x20].any() else index.exit_trie
-            mask = trie_mask(index, self.dfa, state, trie)
-        else:
-            unsafe = index.unsafe_positions[readable[index.first_unsafe]]
-            unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
-            mask = walk_mask(index, self.dfa, state, unsafe)
-        mask |= safe_part(index, block.dfa, inner)
+        mask = self._unsafe_tokens_mask(state, leaving | block.dfa.read_bytes)
+        mask |= safe_part(self.index, block.dfa, inner)
         return mask
+
+    def _unsafe_tokens_mask(self, state: int, readable: np.ndarray) -> np.ndarray:
+        """The mask of ``state`` over the tokens holding an unsafe byte (quote, backslash,
+        control) whose first unsafe byte is ``readable`` (256 bools): a token whose first unsafe
+        byte cannot be read dies there, so without a readable control byte only those that first
+        reach a quote or a backslash are walked (by a trie walk when built)."""
+        index = self.index
+        if index.unsafe_trie is not None:
+            trie = index.unsafe_trie if readable[:0x20].any() else index.exit_trie
+            return trie_mask(index, self.dfa, state, trie)
+        unsafe = index.unsafe_positions[readable[index.first_unsafe]]
+        unsafe = unsafe[self.dfa.array_row(state)[index.first[unsafe]] >= 0]
+        return walk_mask(index, self.dfa, state, unsafe)
 
     def _is_string_body(self, state: int) -> bool:
         """Whether the raw-character automaton of a free string embeds at ``state`` for every
