@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from enforcer import SchemaTooComplexError, UnsupportedSchemaError, compile_json_schema
-from enforcer.automaton import DFA, _NFA, compile_node, eager_states_spent, nfa_size
+from enforcer import knots
+from enforcer.automaton import (DFA, _NFA, Node, StructureKeys, byte_set, compile_node, eager_budget, eager_states_spent,
+                               intersect_nodes, literal, nfa_size, repeat, seq)
 from enforcer.json_schema import SchemaCompiler, SchemaOptions
 from enforcer.matcher import clear_cache, compile_schema_dfa
 from enforcer.tools import compile_tools
@@ -397,3 +399,57 @@ def test_members_a_count_or_dependency_may_cut_are_not_summed(extra: dict[str, A
     one_member = nfa_size(SchemaCompiler(_wide_object(["a"])["properties"]["a"], SchemaOptions()).compile())
     with pytest.raises(UnsupportedSchemaError, match="backreference"):
         SchemaCompiler(_wide_object(["a", "b", "c"], **extra), SchemaOptions(max_nfa_states=int(2.5 * one_member))).compile()
+
+
+def _word(maximum: int) -> Node:
+    """A fresh expression object each call: ``"`` then 1..maximum letters then ``"``."""
+    return seq(literal('"'), repeat(byte_set([(ord("a"), ord("z"))]), 1, maximum), literal('"'))
+
+
+def test_an_expression_built_again_in_one_compile_is_the_automaton_built_before() -> None:
+    """Inside one eager budget, an expression built again (a fresh but equal node, or a share
+    of it) is the automaton built the first time, and spends no states; another expression is
+    built and spends its own. This fails where every build starts over (Prometheus' config
+    built one 141,206-state automaton eight times)."""
+    with eager_budget(10_000) as budget:
+        first = compile_node(_word(20))
+        spent = budget.used
+        assert spent > 0
+        assert compile_node(_word(20)) is first
+        assert compile_node(knots.share(_word(20))) is first  # built whole, a share is its node
+        assert budget.used == spent
+        other = compile_node(_word(21))
+        assert other is not first and budget.used > spent
+        both = intersect_nodes(_word(20), _word(21))
+        spent = budget.used
+        assert intersect_nodes(_word(20), _word(21)) is both and budget.used == spent
+    with eager_budget(10_000):  # another compile builds again
+        assert compile_node(_word(20)) is not first
+    assert compile_node(_word(20)) is not compile_node(_word(20))  # outside a compile: nothing kept
+
+
+def test_a_product_built_again_in_one_compile_spends_nothing() -> None:
+    """The same two automata multiplied again (same operation) are the product built before."""
+    with eager_budget(10_000) as budget:
+        a, b = compile_node(_word(20)), compile_node(_word(30))
+        spent = budget.used
+        product = a.intersect(b)
+        assert budget.used > spent
+        spent = budget.used
+        assert a.intersect(b) is product and a.difference(b) is not product
+        assert budget.used > spent  # the difference is another product
+        spent = budget.used
+        assert a.difference(b) is a.difference(b) and budget.used == spent
+
+
+@pytest.mark.parametrize("left, right", [
+    (lambda: repeat(literal("a"), 0, 3), lambda: repeat(literal("a"), 0, 4)),
+    (lambda: repeat(literal("a"), 1, None), lambda: repeat(literal("a"), 0, None)),
+    (lambda: seq(literal("a"), literal("b")), lambda: seq(literal("b"), literal("a"))),
+    (lambda: literal("ab"), lambda: literal("ac")),
+])
+def test_structure_keys_tell_different_expressions_apart(left: Any, right: Any) -> None:
+    keys = StructureKeys()
+    assert keys.key(left()) == keys.key(left())
+    assert keys.key(left()) != keys.key(right())
+    assert keys.key(knots.share(left())) == keys.key(left())
