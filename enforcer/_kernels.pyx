@@ -160,12 +160,13 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
     from (0, 0) (from (0, -1) when ``b`` has no state), bytes in increasing order: intersection
     follows bytes both tables accept, difference (``keep_other_dead``) every byte ``a`` accepts,
     ``b`` possibly dead (-1). Returns (table, first states, second states), one row per pair in
-    the order found, or None past ``max_states`` pairs. Cost: one hash probe per live byte."""
+    the order found, or None past ``max_states`` pairs. Cost: one hash probe per live byte
+    whose pair differs from the previous live byte's (a row is mostly runs of one target)."""
     cdef Py_ssize_t nb1 = b.shape[0] + 1
     cdef Py_ssize_t capacity = 1024, rows = 64, n = 1, i = 0, h, k
     cdef int byte
-    cdef int32_t sa, sb, ta, tb, target
-    cdef int64_t key
+    cdef int32_t sa, sb, ta, tb, target, last_target = -1
+    cdef int64_t key, last_key = -1
     keys_arr = np.full(capacity, -1, dtype=np.int64)
     values_arr = np.empty(capacity, dtype=np.int32)
     table_arr = np.full((rows, 256), -1, dtype=np.int32)
@@ -195,6 +196,9 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
             if tb < 0 and not keep_other_dead:
                 continue
             key = <int64_t>ta * nb1 + tb + 1
+            if key == last_key:
+                table[i, byte] = last_target
+                continue
             h = _slot(keys, key, capacity - 1)
             if keys[h] == key:
                 target = values[h]
@@ -225,6 +229,8 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
                             keys[h] = old_keys[k]
                             values[h] = old_values[k]
             table[i, byte] = target
+            last_key = key
+            last_target = target
         i += 1
     return table_arr[:n], first_arr[:n], second_arr[:n]
 
