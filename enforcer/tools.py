@@ -19,7 +19,7 @@ import numpy as np
 
 from .arguments import VALUE_TYPES, SplitArguments, split_arguments
 from .arguments import clear_cache as clear_arguments_cache
-from .automaton import DFA, Node, alt, codepoints, compile_node, literal, optional, repeat, seq
+from .automaton import DFA, LazyDFA, Node, alt, codepoints, compile_node, literal, optional, repeat, seq
 from .engine import Argument, Frame, ToolCallMatcher
 from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, UnsupportedSchemaError
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
@@ -607,7 +607,11 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             continue
         where = f"/tools/{i}/function/parameters"
         try:
-            schemas.append(compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None)
+            schema = compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None
+            if schema is not None and isinstance(schema.dfa, LazyDFA):
+                # now, while its expression is warm, not cold at the call's first mask, mid-stream
+                schema.dfa.build_nfa()
+            schemas.append(schema)
             node = schema_node(args, opts, checked=True) if NamedJson in texts else None
             if node is not None and node.empty:
                 raise InvalidSchemaError("", "no JSON value satisfies this schema")

@@ -595,3 +595,15 @@ def test_tool_names_with_marker_characters_but_no_marker_compile(kimi_vocab):
     for name in ("a<b", "x|y", "im_end", "<|not_a_marker"):
         tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
         assert compile_tools([tool], kimi_vocab, format="kimi_k2").matcher() is not None
+
+
+def test_compile_builds_each_tools_arguments_nfa(kimi_vocab: Any) -> None:
+    """A tool set's argument automata have their NFA when the compile returns (built while the
+    expressions are warm, not at the call's first mask mid-stream); their states are still
+    built lazily. A lone schema's automaton is left to its first mask, needed at once."""
+    enforcer.clear_cache()
+    tools = compile_tools(load_tools("weather"), kimi_vocab)
+    lazy = [s.dfa for s in tools.schemas if s is not None]
+    assert lazy and all(dfa.nfa_built and dfa.num_states == 1 for dfa in lazy)
+    alone = enforcer.compile_json_schema({"type": "object", "properties": {"q": {"type": "string"}}}, kimi_vocab)
+    assert not alone.dfa.nfa_built
