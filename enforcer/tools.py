@@ -175,6 +175,14 @@ class CompiledTools:
                     self._value_index[(i, Argument(j, VALUE_TYPES.index(json_type)))] = compiled
         # made here, not when decoding reaches it: the budget check may refuse it
         self._named_rule = self._call_text_rule(self._named_json, 0) if self._named_json else None
+        if self._guard("may_call", None, 0):
+            # the call texts' automata that no call counter changes, with their NFAs: built now,
+            # while warm, not cold at the first call mid-stream (a counter's own rule waits for it)
+            for place, kind in enumerate(self.kinds):
+                if kind == "header" and self._rule_key(place, fmt.first_index, None, 0, None) == (kind,):
+                    self._rule((kind,), place, fmt.first_index, None, 0, None).dfa.build_nfa()
+            if self._named_rule is not None:
+                self._named_rule.dfa.build_nfa()
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
+import enforcer
 from enforcer import SchemaTooComplexError, Vocabulary, compile_tools
 from enforcer.declarations import opens_reasoning, read_tool_declaration, render_chat
 from enforcer.formats import deepseek_v3_1 as ds
@@ -30,6 +31,7 @@ from enforcer.formats.registry import detect_family, format_names
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls
 from enforcer.testing import tokenizers as tt
 from enforcer.testing.tokenizers import encode_as_text
+from enforcer.text_rules import ChoiceRule
 from completion_route import completion_route
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -606,3 +608,13 @@ def test_qwen3_separator_automaton_is_built_once_per_process() -> None:
     second = separator_rules()
     assert len(first) == len(second) == 1
     assert first[0].dfa is second[0].dfa and first[0].table is not second[0].table
+
+
+def test_compile_builds_the_call_text_automaton(family: Family) -> None:
+    """The text naming a call holds no call counter in either family (DeepSeek-V3.1's bare
+    name, Qwen3's whole call text): the compile makes its automaton and NFA, warm, instead of
+    the first call, mid-stream and cold."""
+    enforcer.clear_cache()
+    compiled = compile_tools(WEATHER, family.vocab, format=family.format)
+    rules = [r for r in (*compiled._rules.values(), compiled._named_rule) if isinstance(r, ChoiceRule)]
+    assert len(rules) == 1 and rules[0].dfa.nfa_built

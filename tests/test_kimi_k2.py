@@ -25,6 +25,7 @@ from enforcer.errors import InvalidToolsError, TokenizerError, UnsupportedSchema
 from enforcer.formats import kimi_k2
 from enforcer.parser import parse_tool_calls
 from enforcer.testing.tokenizers import encode_as_text
+from enforcer.text_rules import ChoiceRule
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 SECTION_BEGIN, SECTION_END = kimi_k2.SECTION_BEGIN, kimi_k2.SECTION_END
@@ -607,3 +608,5 @@ def test_compile_builds_each_tools_arguments_nfa(kimi_vocab: Any) -> None:
     assert lazy and all(dfa.nfa_built and dfa.num_states == 1 for dfa in lazy)
     alone = enforcer.compile_json_schema({"type": "object", "properties": {"q": {"type": "string"}}}, kimi_vocab)
     assert not alone.dfa.nfa_built
+    k2_headers = [r for r in tools._rules.values() if isinstance(r, ChoiceRule)]
+    assert not k2_headers  # K2's header holds the call counter: made when a call reaches it
