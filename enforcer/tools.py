@@ -545,6 +545,9 @@ def _kind(text: Any) -> str | None:
 # ---- compile and cache ------------------------------------------------------------------------
 
 _CACHE: LRU[CompiledTools] = LRU(128, COMPILED, lambda tools: tools.memory_size_bytes())
+_MARKERS: LRU[dict[str, list[str]]] = LRU(16)
+"""Per vocabulary and format, the markers no tool name may hold, grouped once: DeepSeek-V3's
+818 special tokens took ~230 us to group, a tenth of a tool set's compile."""
 
 
 def clear_cache() -> None:
@@ -600,7 +603,11 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    markers = _markers_by_first_character(set(vocabulary.special_tokens) | set(fmt.controlled) | {fmt.stop})
+    markers_key = (vocabulary.fingerprint, fmt.controlled, fmt.stop)
+    markers = _MARKERS.get(markers_key)
+    if markers is None:
+        markers = _MARKERS.put(markers_key, _markers_by_first_character(
+            set(vocabulary.special_tokens) | set(fmt.controlled) | {fmt.stop}))
     texts = {type(p.text) for p in fmt.places}
     schemas: list[CompiledSchema | None] = []
     arguments: list[SplitArguments | None] = []
