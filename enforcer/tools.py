@@ -502,21 +502,7 @@ class CompiledTools:
             if first_call_index < 0:
                 raise ValueError("first_call_index must be >= 0")
             counter = first_call_index
-        self._counted_call_texts(counter)
         return ToolCallMatcher(self, self.place_index[place], counter)
-
-    def _counted_call_texts(self, counter: int) -> None:
-        """Make the automaton of the header naming a call at ``counter`` (one that holds the
-        counter: K2's ``functions.NAME:N``), with its NFA, when a turn starts rather than cold
-        at its first call mid-stream (~50 us warm, 70-130 cold); a rule is made once per
-        counter and cached, so later turns pay a few dictionary reads."""
-        if not self._guard("may_call", None, 0):
-            return
-        for place, kind in enumerate(self.kinds):
-            if kind == "header":
-                key = self._rule_key(place, counter, None, 0, None)
-                if key != (kind,):
-                    self._rule(key, place, counter, None, 0, None).dfa.build_nfa()
 
     def __repr__(self) -> str:
         return (f"CompiledTools(format={self.format.name!r}, tools={list(self.tool_names)}, "
