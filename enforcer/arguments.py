@@ -154,6 +154,8 @@ def _key(name: str, required: bool, schema: Any, pointer: str, compiler: SchemaC
         compiled = _VALUES.get(cache_key) if shared else None
         if compiled is None:
             dfa = LazyDFA(compiler.value(restricted, pointer, 0, ()), options.max_states, options.max_automaton_bytes)
+            if not dfa.is_empty:
+                dfa.build_nfa()  # now, warm, not cold when a call first writes this key mid-stream
             compiled = None if dfa.is_empty else CompiledSchema(restricted, dfa, vocabulary, options)
             if compiled is not None and shared:
                 compiled = _VALUES.put(cache_key, compiled)

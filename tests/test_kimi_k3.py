@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
+import enforcer
 from enforcer import compile_tools
 from enforcer.errors import InvalidSchemaError, UnsupportedSchemaError
 from enforcer.formats import kimi_k3
@@ -471,3 +472,13 @@ def test_vocabulary_without_a_tokenizer_is_refused_at_compile(kimi_k3_vocab: Any
     clear_cache()  # compiled tools are cached by fingerprint: a hit would reuse the encoder
     with pytest.raises(TokenizerError, match="encode"):
         compile_tools(TOOLS, loaded, format="kimi_k3")
+
+
+def test_compile_builds_every_argument_values_nfa(kimi_k3_vocab: Any) -> None:
+    """Each key's value automata have their NFA when the compile returns (built warm, not cold
+    when a call first writes the key mid-stream); their states are still built lazily."""
+    enforcer.clear_cache()
+    tools = compile_tools(TOOLS, kimi_k3_vocab, format="kimi_k3")
+    values = [value.dfa for split in tools.arguments if split is not None
+              for key in (*split.keys, *([split.extra] if split.extra else [])) for value in key.values]
+    assert values and all(dfa.nfa_built and dfa.num_states == 1 for dfa in values)
