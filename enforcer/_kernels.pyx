@@ -1331,7 +1331,8 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
     (source, target); an edge whose target is not ``alive`` (uint8[k], or None: keep all; a
     target past ``k``, an embedded block's base, is kept) is dropped. Returns (edge starts
     int32[n + 1], lo, hi uint8[E'], target int32[E'], epsilon starts int32[n + 1], epsilon
-    targets int32[M']). Cost: two counting passes, linear."""
+    targets int32[M'], and per state whether it reads a byte: uint8[n], 1 where its group of
+    byte edges is not empty). Cost: two counting passes, linear."""
     cdef Py_ssize_t m = edges.shape[0], q = eps.shape[0], k, kept = 0, kept_eps = 0
     cdef bint trim = alive is not None
     cdef Py_ssize_t flags = alive.shape[0] if trim else 0
@@ -1384,7 +1385,12 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
                 at = fill[src]
                 eps_dst[at] = eps[k, 1]
                 fill[src] = at + 1
-    return edge_start_arr, lo_arr, hi_arr, dst_arr, eps_start_arr, eps_dst_arr
+    reads_arr = np.empty(n, dtype=np.uint8)
+    cdef uint8_t[::1] reads = reads_arr
+    with nogil:
+        for k in range(n):
+            reads[k] = edge_start[k + 1] > edge_start[k]
+    return edge_start_arr, lo_arr, hi_arr, dst_arr, eps_start_arr, eps_dst_arr, reads_arr
 
 
 # --------------------------------------------------------------------------------------------

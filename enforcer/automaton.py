@@ -934,8 +934,7 @@ def level_template(node: Deferred, compiled: bool = True) -> LevelTemplate:
     edges, eps = nfa.take_arrays()
     placeholders = tuple(Placeholder(b.base, b.dfa, b.end) for b in nfa.blocks if isinstance(b.dfa, Deferred))
     blocks = tuple(b for b in nfa.blocks if not isinstance(b.dfa, Deferred))
-    csr = (nfa_csr if compiled and nfa_csr is not None else _nfa_csr_reference)(n, edges, eps, None)
-    important = (np.diff(csr[0]) > 0).astype(np.uint8)
+    *csr, important = (nfa_csr if compiled and nfa_csr is not None else _nfa_csr_reference)(n, edges, eps, None)
     for block in blocks:
         important[block.base:block.base + block.dfa.num_states] = BLOCK_STATE
     kernel_blocks = tuple((b.base, *_kernel_block(b.dfa), b.end) for b in blocks) if compiled else ()
@@ -1607,7 +1606,8 @@ def _nfa_csr_reference(n: int, edges: np.ndarray, eps: np.ndarray, alive: np.nda
     edge_start, by_source = grouped(edges)
     eps_start, eps_by_source = grouped(eps)
     return (edge_start, by_source[:, 1].astype(np.uint8), by_source[:, 2].astype(np.uint8),
-            np.ascontiguousarray(by_source[:, 3]), eps_start, np.ascontiguousarray(eps_by_source[:, 1]))
+            np.ascontiguousarray(by_source[:, 3]), eps_start, np.ascontiguousarray(eps_by_source[:, 1]),
+            (np.diff(edge_start) > 0).astype(np.uint8))
 
 
 class _Determiniser:
@@ -1660,7 +1660,7 @@ class _Determiniser:
         if trim and nfa.may_dead_end:
             alive, eps = self._alive(edges, eps)
         # per-state slices (CSR), in the order the edges were added
-        self._edge_start, self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start, self._eps_dst = (
+        self._edge_start, self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start, self._eps_dst, important = (
             nfa_csr if nfa_csr is not None else _nfa_csr_reference)(self.num_regular, edges, eps, alive)
         del nfa, edges, eps, laid, alive  # the builder's arrays, freed before the construction's own
         self._edges: dict[int, tuple[tuple[int, int, int], ...]] = {}
@@ -1670,13 +1670,12 @@ class _Determiniser:
         # a subset holds only the NFA states that decide what follows: those that read a byte
         # (edges, embedded blocks), the end (acceptance) and ``keep`` (a tagged union's exits);
         # two subsets that differ in pass-through states only are one DFA state
-        important = np.diff(self._edge_start) > 0
         if self.num_regular == self.num_nfa_states:  # (block states numbered last have no flags: all are kept)
             for block in self.blocks:
                 important[block.base:block.base + block.dfa.num_states] = not isinstance(block.dfa, Deferred)
         important[self.end] = True
         important[self.kept] = True
-        self._important = important.view(np.uint8)
+        self._important = important
         self._array_bytes = sum(a.nbytes for a in (self._edge_lo, self._edge_hi, self._edge_dst, self._eps_dst)) \
             + self._edge_start.nbytes + self._eps_start.nbytes + important.nbytes
         self.subset_items = 0  # NFA states held by the subsets and closures, for the byte estimate

@@ -302,7 +302,7 @@ def test_compiled_nfa_csr_is_the_reference() -> None:
             for alive in (None, (rng.random(n) < 0.7).astype(np.uint8), (rng.random(n // 2) < 0.7).astype(np.uint8)):
                 fast = nfa_csr(n, edges, eps, alive)
                 slow = _nfa_csr_reference(n, edges, eps, alive)
-                assert len(fast) == len(slow) == 6
+                assert len(fast) == len(slow) == 7
                 for got, want in zip(fast, slow):
                     assert got.dtype == want.dtype and np.array_equal(got, want)
 
