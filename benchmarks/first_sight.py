@@ -11,7 +11,8 @@ declared order, ``json.dumps`` default separators) with a new matcher each, timi
 *later* pass: everything this schema needs is built). Time to first mask = cold compile + new
 matcher + first ``fill_bitmask``. The collector's longest pause inside the timed passes is read
 with ``gc.callbacks``. Latencies are pooled over the schemas every library compiled and
-accepted; results in ``results/first_sight-*.json`` and a latency-distribution plot.
+accepted, and again per corpus subset (BFCL, Github_hard, Kubernetes, ...); results in
+``results/first_sight-*.json`` and a latency-distribution plot.
 """
 
 from __future__ import annotations
@@ -181,23 +182,71 @@ def pool(results: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     common = set.intersection(*ok_sets) if ok_sets else set()
     summaries = []
     for res in results:
-        rows = [r for r in res["rows"] if r["name"] in common]
-        tokens = [x for r in rows for x in r["tokens_ns"]]
-        later = [x for r in rows for x in r["later_ns"]]
-        ttfm = sorted(r["first_mask_s"] for r in rows if "first_mask_s" in r)
-        compiles = sorted(r["compile_s"] for r in rows)
-        s: dict[str, Any] = {"library": res["library"], "ok": bool(rows), "schemas": len(rows), "gc": res.get("gc")}
-        if rows:
-            s.update(cold_compile_p50_ms=1e3 * statistics.median(compiles),
-                     cold_compile_mean_ms=1e3 * statistics.fmean(compiles),
-                     first_mask_p50_ms=1e3 * statistics.median(ttfm), first_mask_p90_ms=1e3 * quantile(ttfm, 0.9),
-                     pass1=latency_stats(tokens), later=latency_stats(later))
+        s = summarise(res, common)
         statuses: dict[str, int] = {}
         for r in res["rows"]:
             statuses[r["status"]] = statuses.get(r["status"], 0) + 1
         s["statuses"] = statuses
         summaries.append(s)
     return summaries, sorted(common)
+
+
+def summarise(res: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    """One library's figures over the schemas ``names`` (compile, time to first mask, pass-1 and
+    later per-token latencies, pooled)."""
+    rows = [r for r in res["rows"] if r["name"] in names]
+    tokens = [x for r in rows for x in r["tokens_ns"]]
+    later = [x for r in rows for x in r["later_ns"]]
+    ttfm = sorted(r["first_mask_s"] for r in rows if "first_mask_s" in r)
+    compiles = sorted(r["compile_s"] for r in rows)
+    s: dict[str, Any] = {"library": res["library"], "ok": bool(rows), "schemas": len(rows), "gc": res.get("gc")}
+    if rows:
+        s.update(cold_compile_p50_ms=1e3 * statistics.median(compiles),
+                 cold_compile_mean_ms=1e3 * statistics.fmean(compiles),
+                 first_mask_p50_ms=1e3 * statistics.median(ttfm), first_mask_p90_ms=1e3 * quantile(ttfm, 0.9),
+                 pass1=latency_stats(tokens), later=latency_stats(later))
+    return s
+
+
+def subset_of(name: str) -> str:
+    """The corpus subset of a sample name (``jsonschemabench/Github_hard---o123``: Github_hard)."""
+    return name.split("/", 1)[-1].split("---", 1)[0]
+
+
+def per_subset(results: Sequence[dict[str, Any]], common: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """:func:`summarise` of every library over each subset's common schemas."""
+    subsets: dict[str, set[str]] = {}
+    for name in common:
+        subsets.setdefault(subset_of(name), set()).add(name)
+    return {subset: [summarise(res, names) for res in results] for subset, names in sorted(subsets.items())}
+
+
+SUBSET_COLUMNS = (
+    ("1st mask p50", ("first_mask_p50_ms",)),
+    ("pass1 mean", ("pass1", "mean_us")),
+    ("pass1 p50", ("pass1", "p50_us")),
+    ("pass1 p99", ("pass1", "p99_us")),
+    ("pass1 p99.9", ("pass1", "p999_us")),
+)
+
+
+def render_subsets(subsets: dict[str, list[dict[str, Any]]]) -> str:
+    """Per subset: our figures (ms, µs) and ours / best peer for each column."""
+    rows = []
+    for subset, summaries in subsets.items():
+        ours = next((s for s in summaries if s["library"] == "enforcer" and s.get("ok")), None)
+        if ours is None:
+            continue
+        peers = [s for s in summaries if s["library"] != "enforcer" and s.get("ok")]
+        cells = []
+        for _, path in SUBSET_COLUMNS:
+            a = summary_value(ours, path)
+            values = [v for s in peers if (v := summary_value(s, path))]
+            ratio = f" ({a / min(values):.2f}x)" if a is not None and values else ""
+            cells.append(f"{a:.1f}{ratio}" if a is not None else "-")
+        rows.append([subset, str(ours["schemas"]), *cells])
+    return render_simple("first sight per subset: ours (ours / best peer), 1st mask in ms, per token in µs",
+                         ["subset", "schemas", *(c for c, _ in SUBSET_COLUMNS)], rows)
 
 
 COLUMNS = (
@@ -302,10 +351,12 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             print(f"  {library}: {time.perf_counter() - start:.0f} s")
             results.append(res)
     summaries, common = pool(results)
+    subsets = per_subset(results, common)
     print(render(summaries))
+    print(render_subsets(subsets))
     payload = {"suite": "first_sight", "machine": machine_info(), "schemas": len(sample),
                "instances": sum(len(c["instances"]) for c in sample), "common_schemas": common,
-               "summaries": summaries, "compile_limit_s": COMPILE_LIMIT_S,
+               "summaries": summaries, "per_subset": subsets, "compile_limit_s": COMPILE_LIMIT_S,
                "per_library": [{"library": r["library"], "options": r.get("options"), "gc": r.get("gc"),
                                 "rows": [{k: v for k, v in row.items() if k not in ("tokens_ns", "later_ns")}
                                          for row in r["rows"]]} for r in results]}
