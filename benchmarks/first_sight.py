@@ -209,8 +209,12 @@ def summarise(res: dict[str, Any], names: set[str]) -> dict[str, Any]:
 
 
 def subset_of(name: str) -> str:
-    """The corpus subset of a sample name (``jsonschemabench/Github_hard---o123``: Github_hard)."""
-    return name.split("/", 1)[-1].split("---", 1)[0]
+    """The corpus subset of a sample name: ``jsonschemabench/Github_hard---o123`` is in
+    Github_hard, ``maskbench/BFCL_simple_102`` in BFCL."""
+    source, _, stem = name.partition("/")
+    if source == "maskbench":
+        return next((subset for subset in MASKBENCH_SUBSETS if stem.startswith(subset)), stem)
+    return stem.split("---", 1)[0]
 
 
 def per_subset(results: Sequence[dict[str, Any]], common: Sequence[str]) -> dict[str, list[dict[str, Any]]]:

@@ -16,16 +16,20 @@ def test_subsets_pool_their_own_common_schemas() -> None:
     ours = {"library": "enforcer", "rows": [
         _row("jsonschemabench/Github_hard---o1", [10, 30]),
         _row("jsonschemabench/Kubernetes---kb_2", [5]),
-        _row("maskbench/BFCL---f3", [7]),
+        _row("maskbench/BFCL_simple_3", [7]),
+        _row("maskbench/BFCL_parallel_9", [9]),
         _row("jsonschemabench/Github_hard---o4", [99])]}
     peer = {"library": "llguidance", "rows": [
         _row("jsonschemabench/Github_hard---o1", [20, 20]),
         _row("jsonschemabench/Kubernetes---kb_2", [10]),
-        _row("maskbench/BFCL---f3", [7]),
+        _row("maskbench/BFCL_simple_3", [7]),
+        _row("maskbench/BFCL_parallel_9", [9]),
         _row("jsonschemabench/Github_hard---o4", [1], status="compile_error")]}  # not common: left out
     summaries, common = pool([ours, peer])
     subsets = per_subset([ours, peer], common)
     assert subset_of("jsonschemabench/Github_hard---o1") == "Github_hard"
+    assert subset_of("maskbench/MCPspec_x_2") == "MCPspec"
+    assert subsets["BFCL"][0]["schemas"] == 2 and subsets["BFCL"][0]["pass1"]["mean_us"] == 8.0
     assert list(subsets) == ["BFCL", "Github_hard", "Kubernetes"]
     hard_ours, hard_peer = subsets["Github_hard"]
     assert hard_ours["schemas"] == 1 and hard_ours["pass1"]["mean_us"] == 20.0 and hard_peer["pass1"]["mean_us"] == 20.0
