@@ -86,15 +86,19 @@ class EagerBudget:
         of the automata a product multiplies), with the operands it keeps alive: the last
         element of each entry."""
 
-    def reuse(self, key: tuple) -> "DFA | None":
-        """The automaton built from ``key`` in this compile (None: not built yet)."""
-        hit = self.built.get(key)
-        return None if hit is None else hit[-1]
 
-    def remember(self, key: tuple, operands: tuple, dfa: "DFA") -> "DFA":
-        """Keep ``dfa``, built from ``key``, and the ``operands`` whose identities the key holds."""
-        self.built[key] = (*operands, dfa)
-        return dfa
+def _built_once(key: Callable[[StructureKeys], tuple], build: Callable[[], "DFA"], operands: tuple = ()) -> "DFA":
+    """``build()``, or inside an :func:`eager_budget` the automaton this compile built before
+    from the same ``key`` (made from its structure keys), which spends nothing; ``operands``
+    are kept alive with it where the key holds their identities."""
+    budget = _EAGER_BUDGET.get()
+    if budget is None:
+        return build()
+    k = key(budget.keys)
+    hit = budget.built.get(k)
+    if hit is None:
+        hit = budget.built[k] = (*operands, build())
+    return hit[-1]
 
 
 _EAGER_BUDGET: contextvars.ContextVar[EagerBudget | None] = contextvars.ContextVar("eager_budget", default=None)
@@ -1130,17 +1134,14 @@ class DFA(_Reading):
         difference follows every byte ``self`` accepts, ``other`` possibly dead (-1). The
         compiled breadth-first walk (:func:`enforcer._kernels.dfa_product`) when built, else
         :meth:`_product_reference` (same table, state for state)."""
-        budget = _EAGER_BUDGET.get()
-        key = ("product", id(self), id(other), keep_other_dead, max_states)
-        built = budget.reuse(key) if budget is not None else None
-        if built is not None:
-            return built
-        if dfa_product is None:
-            built = self._product_reference(other, keep_other_dead, max_states)
-        else:
-            built = self._from_pairs(other, keep_other_dead,
-                                     state_pairs(self.transitions, other.transitions, max_states, keep_other_dead))
-        return budget.remember(key, (self, other), built) if budget is not None else built
+        def build() -> DFA:
+            if dfa_product is None:
+                return self._product_reference(other, keep_other_dead, max_states)
+            return self._from_pairs(other, keep_other_dead,
+                                    state_pairs(self.transitions, other.transitions, max_states, keep_other_dead))
+
+        return _built_once(lambda keys: ("product", id(self), id(other), keep_other_dead, max_states), build,
+                           (self, other))
 
     def _product_reference(self, other: "DFA", keep_other_dead: bool, max_states: int) -> "DFA":
         """:meth:`_product` in Python: the fallback without the compiled kernels and the oracle
@@ -2021,20 +2022,18 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
         return _empty_dfa()
     if isinstance(node, Embedded) and not isinstance(node.dfa, PERIODIC):
         return node.dfa
-    budget = _EAGER_BUDGET.get()
-    key = ("node", budget.keys.key(node), max_states) if budget is not None else None
-    built = budget.reuse(key) if budget is not None else None
-    if built is not None:
-        return built
-    if isinstance(node, Embedded):
-        built = node.dfa.dense(max_states)
-        _spend(built.num_states)
-    else:
+
+    def build() -> DFA:
+        if isinstance(node, Embedded):
+            dense = node.dfa.dense(max_states)
+            _spend(dense.num_states)
+            return dense
         det = _Determiniser(node, trim=False)
         table = subset_table(det, max_states)
         _spend(table.shape[0])
-        built = _finalise(table, np.array(det.accepting, dtype=bool))
-    return budget.remember(key, (), built) if budget is not None else built
+        return _finalise(table, np.array(det.accepting, dtype=bool))
+
+    return _built_once(lambda keys: ("node", keys.key(node), max_states), build)
 
 
 def intersect_nodes(first: Node, second: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
@@ -2042,22 +2041,19 @@ def intersect_nodes(first: Node, second: Node, max_states: int = DEFAULT_MAX_STA
     subset construction as built (not trimmed, not minimised) multiplied, then trimmed and
     minimised once, where ``compile_node(first).intersect(compile_node(second))`` finalises
     three times (a two-sided number bound: ~170 us instead of ~260). Same language."""
-    budget = _EAGER_BUDGET.get()
-    key = ("intersection", budget.keys.key(first), budget.keys.key(second), max_states) if budget is not None else None
-    built = budget.reuse(key) if budget is not None else None
-    if built is not None:
-        return built
-    tables = []
-    for node in (first, second):
-        if node is NOTHING or isinstance(node, Embedded):
-            tables.append(compile_node(node, max_states))
-            continue
-        det = _Determiniser(node, trim=False)
-        table = subset_table(det, max_states)
-        _spend(table.shape[0])
-        tables.append(DFA(table, np.array(det.accepting, dtype=bool)))  # untrimmed: an operand only
-    built = tables[0].intersect(tables[1], max_states)
-    return budget.remember(key, (), built) if budget is not None else built
+    def build() -> DFA:
+        tables = []
+        for node in (first, second):
+            if node is NOTHING or isinstance(node, Embedded):
+                tables.append(compile_node(node, max_states))
+                continue
+            det = _Determiniser(node, trim=False)
+            table = subset_table(det, max_states)
+            _spend(table.shape[0])
+            tables.append(DFA(table, np.array(det.accepting, dtype=bool)))  # untrimmed: an operand only
+        return tables[0].intersect(tables[1], max_states)
+
+    return _built_once(lambda keys: ("intersection", keys.key(first), keys.key(second), max_states), build)
 
 
 def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
@@ -2107,8 +2103,8 @@ ROWS_PER_WALK = 1024
 
 
 class LazyDFA(_Reading):
-    """A DFA built on demand: the NFA when first read, then each state by subset construction the
-    first time a walk reaches it. Creating one costs a structural emptiness check and an exact
+    """A DFA built on demand: the NFA when first read (or by :meth:`build_nfa`, as a tool set's
+    compile does), then each state by subset construction the first time a walk reaches it. Creating one costs a structural emptiness check and an exact
     count of the NFA's states; the NFA costs milliseconds for a large schema; each new state tens
     of microseconds, then a list index. Same reading interface as :class:`DFA` (``rows``,
     ``accepting``, ``transitions``) once :meth:`ensure` / :meth:`row` made the states exist.
@@ -2164,8 +2160,8 @@ class LazyDFA(_Reading):
         return self._det is not None
 
     def _determiniser(self) -> "_Determiniser":
-        """The NFA and its subset construction, built on first use (a tool set compiles its
-        tools' expressions; each tool's automaton is built when a walk first needs it)."""
+        """The NFA and its subset construction, built on first use (:meth:`build_nfa`, or the
+        first walk of a lone schema's automaton)."""
         det = self._det
         if det is None:
             with self._lock:
