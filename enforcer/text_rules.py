@@ -22,7 +22,7 @@ import numpy as np
 
 from .automaton import DEAD, DEFAULT_MAX_AUTOMATON_BYTES, DEFAULT_MAX_STATES, DFA, LazyDFA, Node, TaggedUnion
 from .errors import TokenizerError
-from .masks import MaskTable, TokenIndex, pack_ids
+from .masks import MaskTable, TokenIndex
 
 __all__ = ["DEAD", "ChoiceRule", "DfaRule", "FreeRule", "TokenTrie", "TrieWithFreeText"]
 
@@ -123,13 +123,13 @@ class TokenTrie:
     """``options`` (token ids, payload) as a trie: the only tokenization allowed for each text.
     Node 0 is the root; a node with a payload ends an option. Cost: linear in the options."""
 
-    __slots__ = ("_children", "_payloads", "_masks", "_words")
+    __slots__ = ("_children", "_payloads", "_masks", "_index")
 
     def __init__(self, options: Iterable[tuple[Sequence[int], Any]], index: TokenIndex) -> None:
         self._children: list[dict[int, int]] = [{}]
         self._payloads: list[Any] = [None]
         self._masks: dict[int, np.ndarray] = {}
-        self._words = index.words
+        self._index = index
         for ids, payload in options:
             node = self.path(ids)
             if self._payloads[node] is not None:
@@ -166,11 +166,10 @@ class TokenTrie:
         return self._payloads[state] is not None
 
     def mask(self, state: int) -> np.ndarray:
+        """The ids of the node's children (shared per id set: :meth:`TokenIndex.ids_mask`)."""
         hit = self._masks.get(state)
         if hit is None:
-            hit = pack_ids(np.array(sorted(self._children[state]), dtype=np.int64), self._words)
-            hit.setflags(write=False)
-            self._masks[state] = hit
+            hit = self._masks[state] = self._index.ids_mask(self._children[state])
         return hit
 
     def payload(self, state: int) -> Any:

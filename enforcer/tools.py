@@ -448,10 +448,7 @@ class CompiledTools:
         key = frame.mask_key
         if key in self._exit_masks:
             return self._exit_masks[key]
-        hit = None
-        if frame.exits:
-            hit = pack_ids(np.fromiter(frame.exits, dtype=np.int64, count=len(frame.exits)), self.words)
-            hit.setflags(write=False)
+        hit = self.index.ids_mask(frame.exits) if frame.exits else None
         self._exit_masks[key] = hit
         return hit
 

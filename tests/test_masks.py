@@ -375,6 +375,23 @@ def test_pack_ids_sparse_few_and_dense_agree_with_packbits() -> None:
         assert np.array_equal(pack_ids(ids, words), np.packbits(bits, bitorder="little").view("<i4")), n
 
 
+def test_token_tries_share_the_masks_of_equal_id_sets(kimi_vocab) -> None:
+    """Two tries (two compiled tool sets) whose nodes allow the same ids hand out one read-only
+    mask, holding exactly those ids, whatever order the children were added in."""
+    from enforcer.text_rules import TokenTrie
+
+    index = token_index(kimi_vocab)
+    first = TokenTrie([((7, 40_000), "a"), ((7, 151_000), "b"), ((9,), "c")], index)
+    second = TokenTrie([((9, 5), "x"), ((7, 151_000), "y")], index)
+    root = first.mask(0)
+    assert root is second.mask(0) is index.ids_mask([9, 7])
+    assert not root.flags.writeable
+    assert np.flatnonzero(np.unpackbits(root.view(np.uint8), bitorder="little")).tolist() == [7, 9]
+    after_seven = first.mask(first.step(0, 7))
+    assert np.flatnonzero(np.unpackbits(after_seven.view(np.uint8), bitorder="little")).tolist() == [40_000, 151_000]
+    assert after_seven is not second.mask(second.step(0, 7))  # {151000} alone: another set
+
+
 def test_a_large_embedded_table_keeps_its_safe_parts_itself(kimi_vocab) -> None:
     """Safe parts are shared by content (a digest of the table) only for tables up to
     CONTENT_KEYED_MAX_BYTES: a larger table is not digested (24 ms for JSON Schema Store's
