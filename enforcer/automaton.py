@@ -143,8 +143,33 @@ def _spend(states: int) -> None:
     if budget is not None:
         budget.used += states
         if budget.used > budget.limit:
-            raise SchemaTooComplexError(f"building automata whole takes more than {budget.limit:,} states",
-                                        budget=f"max_eager_states={budget.limit}")
+            raise _eager_exceeded(budget.limit)
+
+
+def _build_limit(max_states: int | None) -> int | None:
+    """The most states the next automaton built whole may have: ``max_states``, or what the
+    current :func:`eager_budget` has left when that is less, so that a build the budget cannot
+    afford stops where it runs out instead of finishing first (a product that reaches
+    ``max_states`` takes seconds)."""
+    budget = _EAGER_BUDGET.get()
+    if budget is None:
+        return max_states
+    left = max(budget.limit - budget.used, 0)
+    return left if max_states is None or left < max_states else max_states
+
+
+def _limit_exceeded(max_states: int | None, limit: int | None) -> SchemaTooComplexError:
+    """The error of a build stopped at ``limit`` (from :func:`_build_limit`): the eager budget's
+    when that was the tighter bound, else ``max_states``'."""
+    if limit is not None and (max_states is None or limit < max_states):
+        budget = _EAGER_BUDGET.get()
+        return _eager_exceeded(budget.limit if budget is not None else limit)
+    return states_exceeded(max_states)
+
+
+def _eager_exceeded(limit: int) -> SchemaTooComplexError:
+    return SchemaTooComplexError(f"building automata whole takes more than {limit:,} states",
+                                 budget=f"max_eager_states={limit}")
 
 
 def states_exceeded(max_states: int) -> SchemaTooComplexError:
@@ -1135,10 +1160,14 @@ class DFA(_Reading):
         compiled breadth-first walk (:func:`enforcer._kernels.dfa_product`) when built, else
         :meth:`_product_reference` (same table, state for state)."""
         def build() -> DFA:
-            if dfa_product is None:
-                return self._product_reference(other, keep_other_dead, max_states)
-            return self._from_pairs(other, keep_other_dead,
-                                    state_pairs(self.transitions, other.transitions, max_states, keep_other_dead))
+            limit = _build_limit(max_states)
+            try:
+                if dfa_product is None:
+                    return self._product_reference(other, keep_other_dead, limit)
+                pairs = state_pairs(self.transitions, other.transitions, limit, keep_other_dead)
+            except SchemaTooComplexError:
+                raise _limit_exceeded(max_states, limit) from None
+            return self._from_pairs(other, keep_other_dead, pairs)
 
         return _built_once(lambda keys: ("product", id(self), id(other), keep_other_dead, max_states), build,
                            (self, other))
@@ -2059,10 +2088,11 @@ def intersect_nodes(first: Node, second: Node, max_states: int = DEFAULT_MAX_STA
 def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
     """Every row of ``det``'s automaton, built breadth first (the table before trimming): one
     compiled call when built, else row by row in Python."""
+    limit = _build_limit(max_states)
     if det.kernel is not None:
-        table = det.kernel.table(-1 if max_states is None else max_states)
+        table = det.kernel.table(-1 if limit is None else limit)
         if table is None:
-            raise states_exceeded(max_states)
+            raise _limit_exceeded(max_states, limit)
         det.sync_accepting()
         return table
     table = np.full((64, 256), DEAD, dtype=np.int32)
@@ -2070,7 +2100,10 @@ def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
     while i < det.num_states:
         if i == table.shape[0]:
             table = np.concatenate([table, np.full_like(table, DEAD)])
-        det.row_into(i, table[i], max_states)
+        try:
+            det.row_into(i, table[i], limit)
+        except SchemaTooComplexError:
+            raise _limit_exceeded(max_states, limit) from None
         i += 1
     return table[:i]
 

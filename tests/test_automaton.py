@@ -448,6 +448,28 @@ def test_compiled_finalise_is_the_numpy_passes() -> None:
     assert checked > 20 and merged > 5
 
 
+def test_compiled_finalise_keeps_a_large_table_already_in_order() -> None:
+    # a subset construction's untrimmed table over the minimisation limit, every state live and
+    # numbered in breadth-first order: the compiled call hands the table itself back (no copy),
+    # equal to the numpy passes' renumbered copy
+    from enforcer.automaton import MINIMISE_LIMIT, _Determiniser, _finalise, finalised_table, subset_table
+
+    if finalised_table is None:
+        pytest.skip("the compiled kernels are not built")
+    node = repeat(byte_chars(b"ab"), MINIMISE_LIMIT + 50, MINIMISE_LIMIT + 50)
+    det = _Determiniser(node, trim=False)
+    table = subset_table(det, None)
+    accepting = np.array(det.accepting, dtype=bool)
+    fast = _finalise(table, accepting)
+    slow = _finalise(table, accepting, compiled=False)
+    assert fast.num_states == MINIMISE_LIMIT + 51
+    assert fast.transitions is table
+    assert np.array_equal(fast.transitions, slow.transitions) and np.array_equal(fast.accepting, slow.accepting)
+    shuffled = table.copy()  # a dead row among them: not every state is kept, so a copy
+    shuffled[1, :] = -1
+    assert _finalise(shuffled, accepting).transitions is not shuffled
+
+
 def _by_first_appearance(classes: np.ndarray) -> list[int]:
     """A partition's classes renumbered in order of first appearance (equal partitions, equal lists)."""
     seen: dict[int, int] = {}
