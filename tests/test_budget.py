@@ -453,3 +453,24 @@ def test_structure_keys_tell_different_expressions_apart(left: Any, right: Any) 
     assert keys.key(left()) == keys.key(left())
     assert keys.key(left()) != keys.key(right())
     assert keys.key(knots.share(left())) == keys.key(left())
+
+
+def test_a_whole_build_stops_where_the_eager_budget_runs_out() -> None:
+    """A subset construction or a product that the eager budget cannot afford stops there and
+    names ``max_eager_states``, even when it would also pass ``max_states`` (it used to be built
+    up to ``max_states`` first); nothing is spent on it. Within the budget, the same builds
+    succeed and spend their states."""
+    wide = repeat(byte_set([(97, 122)]), 0, 400)  # 401 states: more than either budget below allows
+    with eager_budget(100) as budget:
+        with pytest.raises(SchemaTooComplexError) as caught:
+            compile_node(wide, 300)
+        assert caught.value.budget == "max_eager_states=100" and budget.used == 0
+    first = compile_node(seq(repeat(byte_set([(97, 122)]), 0, 60), literal("x")))
+    second = compile_node(seq(literal("a"), repeat(byte_set([(97, 122)]), 0, 60), literal("x")))
+    with eager_budget(20) as budget:
+        with pytest.raises(SchemaTooComplexError) as caught:
+            first.intersect(second, 40)
+        assert caught.value.budget == "max_eager_states=20" and budget.used == 0
+    with eager_budget(10_000) as budget:
+        assert compile_node(wide, 500).num_states == 401 and budget.used >= 401
+        assert not first.intersect(second).is_empty
