@@ -24,7 +24,7 @@ import numpy as np
 
 from . import knots, numbers
 from .automaton import (DEAD, DFA, EPSILON, MAX_LEVEL_BLOCK_STATES, NOTHING, CountedDFA, CountedProduct, Deferred, Embedded, Graph,
-                        Node, alt, byte_chars, codepoints, compile_node, eager_budget, eager_states_spent, literal,
+                        Node, Repeat, alt, byte_chars, codepoints, compile_node, eager_budget, eager_states_spent, literal,
                         nfa_budget_size, nfa_size, optional, refund_eager_states, repeat, separated, seq,
                         states_exceeded)
 from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
@@ -2564,7 +2564,13 @@ class SchemaCompiler:
         """The bodies of ``min_len..max_len`` characters that every one of ``constraints`` (a
         pattern, a format, a ``not``) accepts, as a :class:`~enforcer.automaton.CountedProduct`:
         the constraints intersected whole (small: they do not count), the length kept as a
-        count. None where that form is not exact; the caller then intersects whole."""
+        count. None where that form is not exact; the caller then intersects whole. A pattern
+        that is itself one character class counted is the class counted within both bounds
+        (:meth:`_counted_class`)."""
+        counted_class = self._counted_class(constraints, raw, min_len, max_len, pointer) \
+            if len(constraints) == 1 else None
+        if counted_class is not None:
+            return counted_class
         with self._eager(pointer, keyword):
             content = self._intersected(constraints)
             if content.is_empty:
@@ -2582,6 +2588,30 @@ class SchemaCompiler:
         if product.is_empty:
             return NOTHING
         node = Embedded(product)
+        self._within_budget(nfa_budget_size(node), pointer, f"maxLength {max_len}", "maxLength")
+        return node
+
+    def _counted_class(self, constraints: list[Node], raw: bool, min_len: int, max_len: int,
+                       pointer: str) -> Node | None:
+        """``pattern: "^[a-z]{1,64}$"`` beside ``minLength``/``maxLength`` (969 of the corpora's
+        6,696 patterns are one class counted): the pattern's node is a repeat of one character
+        (every string of its unit is one string character, which a difference with the
+        character automaton checks), so the body is that unit counted from the larger minimum
+        to the smaller maximum, a :class:`~enforcer.automaton.CountedDFA` of the unit's rows.
+        Exact. None for any other pattern (the caller builds the product: ~4-10 ms at these
+        bounds, a table per count)."""
+        (pattern,) = constraints
+        if not isinstance(pattern, Repeat):
+            return None
+        with self._eager(pointer, "pattern"):
+            unit = compile_node(pattern.node, self.options.max_states)
+            if unit.is_empty or unit.accepting[0] or not unit.difference(_string_char_dfa(raw)).is_empty:
+                return None
+        low = max(pattern.minimum, min_len)
+        high = max_len if pattern.maximum is None else min(pattern.maximum, max_len)
+        if low > high:
+            return NOTHING
+        node = Embedded(CountedDFA(unit, low, high))
         self._within_budget(nfa_budget_size(node), pointer, f"maxLength {max_len}", "maxLength")
         return node
 

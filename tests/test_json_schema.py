@@ -1330,3 +1330,30 @@ def test_option_values_out_of_range_are_refused_naming_the_option(options, named
     """A negative ``free_form_depth`` meant scalars only, silently; every option is checked."""
     with pytest.raises(ValueError, match=named):
         SchemaOptions(**options)
+
+
+@pytest.mark.parametrize("pattern, bounds", [
+    ("^[a-z]{1,6}$", {"maxLength": 4}), ("^[a-z]{2,6}$", {"minLength": 3, "maxLength": 8}),
+    ("^[a-z_]{3,}$", {"maxLength": 5}), ("^[^a]{0,3}$", {"minLength": 1, "maxLength": 9}),
+    ("^(ab){1,3}$", {"maxLength": 4}), ("^[a-z]{1,3}x$", {"maxLength": 3}),
+])
+def test_a_counted_class_pattern_beside_length_bounds_is_the_class_counted_within_both(pattern, bounds):
+    """A pattern that is one character class counted, beside minLength/maxLength, is that class
+    counted from the larger minimum to the smaller maximum (no product); a counted pair of
+    characters or a class followed by more is not, and takes the product. Either way every
+    writing of every string is accepted exactly when jsonschema validates it."""
+    schema = {"type": "string", "pattern": pattern, **bounds}
+    words = ["", "a", "ab", "abc", "abcd", "abcde", "abcdef", "abcdefg", "abab", "ababab", "ab1", "b", "bb", "bbb",
+             "bbbb", "x", "abx", "aax", "é", "éé", "ééé", "😀😀", "a\nb", "a\"b", "Ab", "abc_", "ba", "bcd", "bbbbbbbb"]
+    check(schema, extra=words)
+    compiler = json_schema.SchemaCompiler(schema, SchemaOptions())
+    body = compiler._string_body(schema, "", raw=False)
+    counted_class = pattern.startswith("^[") and pattern.endswith("}$")
+    assert (isinstance(body, json_schema.Embedded) and type(body.dfa) is json_schema.CountedDFA) == counted_class
+
+
+def test_a_counted_class_pattern_whose_bounds_miss_the_lengths_admits_no_string():
+    schema = {"type": "string", "pattern": "^[a-z]{5,6}$", "maxLength": 4}
+    assert json_schema.SchemaCompiler(schema, SchemaOptions())._string_body(schema, "", raw=False) is json_schema.NOTHING
+    with pytest.raises(InvalidSchemaError):
+        compile_schema_dfa(schema, SchemaOptions())
