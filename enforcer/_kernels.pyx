@@ -1716,6 +1716,152 @@ def moore_classes(const int32_t[:, ::1] trans, const uint8_t[::1] accepting):
     return classes_arr
 
 
+cdef inline void _closed_within(uint8_t* layer, Py_ssize_t n, const int64_t* start, const int32_t* preds,
+                                int32_t* stack) noexcept nogil:
+    """Add to ``layer`` (one flag per slot) every slot that reaches a flagged one within a unit
+    (``start``/``preds``: the within-unit predecessor lists)."""
+    cdef Py_ssize_t top = 0, j
+    cdef int64_t a
+    cdef int32_t t, s
+    for j in range(n):
+        if layer[j]:
+            stack[top] = <int32_t>j
+            top += 1
+    while top:
+        top -= 1
+        t = stack[top]
+        for a in range(start[t], start[t + 1]):
+            s = preds[a]
+            if not layer[s]:
+                layer[s] = 1
+                stack[top] = s
+                top += 1
+
+
+cdef uint64_t _layer_hash(const uint8_t* layer, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = 14695981039346656037ULL
+    cdef Py_ssize_t j
+    for j in range(n):
+        h = (h ^ layer[j]) * 1099511628211ULL
+    return h
+
+
+def counted_live(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, const uint8_t[::1] ends,
+                 Py_ssize_t minimum, Py_ssize_t maximum, Py_ssize_t max_layers):
+    """Which states ``(k, j)`` of a counted product live: slot ``j`` after ``k`` units ends after
+    some count ``c`` more with ``minimum <= k + c <= maximum``. ``table``: the slots' pair table,
+    ``completes[j, b]``: byte ``b`` from ``j`` ends a unit, ``ends``: slots where the pattern
+    may stop between units. Layer ``c`` (the slots that end after exactly ``c`` more units) is
+    layer ``c - 1``'s predecessors across a unit's end, closed under predecessors within a
+    unit; layers are computed until one repeats an earlier one (then they cycle), at most
+    ``max_layers`` (None past it). Returns bool[maximum + 1, n]: the same flags as
+    :func:`enforcer.automaton._ending_layers` and the prefix counts after it. Cost: the distinct
+    edges once per layer, then two passes over the flags."""
+    cdef Py_ssize_t n = table.shape[0], s, b, j, c, k, rows, num = 0, earlier = -1, period = 0, low
+    cdef int64_t m_within = 0, m_across = 0
+    cdef int32_t t
+    if ends.shape[0] != n or completes.shape[0] != n or n == 0:
+        raise ValueError("one ending flag and one completes row per slot")
+    stamp_arr = np.full(2 * n, -1, dtype=np.int64)
+    within_start_arr = np.zeros(n + 1, dtype=np.int64)
+    across_start_arr = np.zeros(n + 1, dtype=np.int64)
+    cdef int64_t[::1] stamp = stamp_arr
+    cdef int64_t[::1] within_start = within_start_arr
+    cdef int64_t[::1] across_start = across_start_arr
+    with nogil:  # distinct (source, target) edges per kind, counted per target
+        for s in range(n):
+            for b in range(256):
+                t = table[s, b]
+                if t < 0:
+                    continue
+                if completes[s, b]:
+                    if stamp[n + t] != s:
+                        stamp[n + t] = s
+                        across_start[t + 1] += 1
+                        m_across += 1
+                elif stamp[t] != s:
+                    stamp[t] = s
+                    within_start[t + 1] += 1
+                    m_within += 1
+        for j in range(n):
+            within_start[j + 1] += within_start[j]
+            across_start[j + 1] += across_start[j]
+    within_arr = np.empty(max(m_within, 1), dtype=np.int32)
+    across_arr = np.empty(max(m_across, 1), dtype=np.int32)
+    within_fill_arr = within_start_arr[:n].copy()
+    across_fill_arr = across_start_arr[:n].copy()
+    cdef int32_t[::1] within = within_arr
+    cdef int32_t[::1] across = across_arr
+    cdef int64_t[::1] within_fill = within_fill_arr
+    cdef int64_t[::1] across_fill = across_fill_arr
+    rows = (maximum if maximum < max_layers else max_layers) + 1
+    layers_arr = np.zeros((rows, n), dtype=np.uint8)
+    hashes_arr = np.zeros(rows, dtype=np.uint64)
+    stack_arr = np.empty(n, dtype=np.int32)
+    cdef uint8_t[:, ::1] layers = layers_arr
+    cdef uint64_t[::1] hashes = hashes_arr
+    cdef int32_t[::1] stack = stack_arr
+    cdef int64_t a
+    cdef uint64_t h
+    with nogil:
+        stamp[:] = -1
+        for s in range(n):
+            for b in range(256):
+                t = table[s, b]
+                if t < 0:
+                    continue
+                if completes[s, b]:
+                    if stamp[n + t] != s:
+                        stamp[n + t] = s
+                        across[across_fill[t]] = <int32_t>s
+                        across_fill[t] += 1
+                elif stamp[t] != s:
+                    stamp[t] = s
+                    within[within_fill[t]] = <int32_t>s
+                    within_fill[t] += 1
+        for j in range(n):
+            layers[0, j] = ends[j]
+        _closed_within(&layers[0, 0], n, &within_start[0], &within[0], &stack[0])
+        hashes[0] = _layer_hash(&layers[0, 0], n)
+        num = 1
+        while num <= maximum:
+            if num > max_layers:
+                break
+            for j in range(n):
+                if layers[num - 1, j]:
+                    for a in range(across_start[j], across_start[j + 1]):
+                        layers[num, across[a]] = 1
+            _closed_within(&layers[num, 0], n, &within_start[0], &within[0], &stack[0])
+            h = _layer_hash(&layers[num, 0], n)
+            for k in range(num):
+                if hashes[k] == h and memcmp(&layers[k, 0], &layers[num, 0], n) == 0:
+                    earlier = k
+                    break
+            if earlier >= 0:  # from here the layers cycle through earlier..num-1
+                period = num - earlier
+                break
+            hashes[num] = h
+            num += 1
+    if earlier < 0 and num <= maximum:
+        return None  # no repeat within max_layers
+    # reached[c] counts, per slot, the layers 0..c-1 holding it; state (k, j) lives when some
+    # layer in max(0, minimum - k)..maximum - k holds j
+    reached_arr = np.zeros((maximum + 2, n), dtype=np.int32)
+    live_arr = np.empty((maximum + 1, n), dtype=np.bool_)
+    cdef int32_t[:, ::1] reached = reached_arr
+    cdef uint8_t[:, ::1] live = live_arr.view(np.uint8)
+    with nogil:
+        for c in range(maximum + 1):
+            k = c if c < num else earlier + (c - earlier) % period
+            for j in range(n):
+                reached[c + 1, j] = reached[c, j] + layers[k, j]
+        for k in range(maximum + 1):
+            low = minimum - k if minimum > k else 0
+            for j in range(n):
+                live[k, j] = reached[maximum - k + 1, j] - reached[low, j] > 0
+    return live_arr
+
+
 def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     """The states of DFA ``table`` that can reach an accepting state and be reached from state
     0 through such states, in breadth-first visiting order from 0 (each state's distinct

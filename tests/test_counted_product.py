@@ -193,3 +193,52 @@ def test_a_counted_product_past_its_block_budget_is_refused_at_once() -> None:
     assert error.pointer == "/properties/link" and error.keyword == "maxLength"
     assert error.budget == f"MAX_PRODUCT_BLOCK_STATES={automaton.MAX_PRODUCT_BLOCK_STATES}"
     assert "maxLength 2000 with a pattern or format needs 2,701,350 counted states" in str(error)
+
+
+def test_compiled_live_flags_are_the_numpy_layers() -> None:
+    """The compiled flags of a counted product's states (ending layers, their cycle, prefix
+    counts) against the numpy passes they replace, on random slot tables (unit ends and
+    pattern ends at random, bounds below and past the point where layers repeat) and on a
+    real email-with-maxLength product; both give None when the layers do not repeat within
+    MAX_COUNT_LAYERS (lowered here)."""
+    if automaton._counted_live_kernel is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(7)
+    checked = cycled = 0
+    for n in (1, 2, 5, 30, 200):
+        for density in (0.02, 0.1):
+            table = np.where(rng.random((n, 256)) < density, rng.integers(0, n, size=(n, 256)), -1).astype(np.int32)
+            completes = (table >= 0) & (rng.random((n, 256)) < 0.3)
+            ends = rng.random(n) < 0.2
+            for minimum, maximum in ((0, 0), (0, 7), (3, 40), (40, 300)):
+                fast = automaton.counted_live(table, completes, ends, minimum, maximum)
+                slow = automaton.counted_live(table, completes, ends, minimum, maximum, compiled=False)
+                assert fast.dtype == slow.dtype == bool and np.array_equal(fast, slow), (n, density, minimum, maximum)
+                checked += 1
+                cycled += maximum == 300 and slow.any()
+    assert checked == 40 and cycled > 3
+    counted = CountedDFA(_string_char_dfa(False), 1, 254)
+    content = compile_node(SchemaCompiler({}, SchemaOptions())._string_body({"format": "email"}, "", raw=False))
+    unit_loop = np.where(counted.step == counted.period, 0, counted.step).astype(np.int32)
+    table, first, second = automaton.state_pairs(unit_loop, content.transitions, 200_000)
+    completes = (table >= 0) & (first[np.maximum(table, 0)] == 0)
+    ends = (first == 0) & content.accepting[second]
+    fast = automaton.counted_live(table, completes, ends, 1, 254)
+    assert fast[0, 0] and np.array_equal(fast, automaton.counted_live(table, completes, ends, 1, 254, compiled=False))
+
+
+def test_layers_that_do_not_repeat_soon_enough_give_no_flags(monkeypatch) -> None:
+    # a chain of slots: layer c holds slot n - 1 - c alone, so nothing repeats before n layers
+    n = 12
+    table = np.full((n, 256), -1, dtype=np.int32)
+    table[np.arange(n - 1), ord("a")] = np.arange(1, n)
+    completes = table >= 0
+    ends = np.zeros(n, dtype=bool)
+    ends[n - 1] = True
+    monkeypatch.setattr(automaton, "MAX_COUNT_LAYERS", 5)
+    for compiled in (True, False):
+        assert automaton.counted_live(table, completes, ends, 0, 20, compiled=compiled) is None
+    monkeypatch.setattr(automaton, "MAX_COUNT_LAYERS", 40)
+    fast = automaton.counted_live(table, completes, ends, 0, 20)
+    assert np.array_equal(fast, automaton.counted_live(table, completes, ends, 0, 20, compiled=False))
+    assert fast[9, 0] and not fast[10, 0]  # slot 0 ends after 11 more units: within 20 from count 9, not from 10
