@@ -1716,15 +1716,15 @@ def moore_classes(const int32_t[:, ::1] trans, const uint8_t[::1] accepting):
     return classes_arr
 
 
-cdef inline void _closed_within(uint8_t* layer, Py_ssize_t n, const int64_t* start, const int32_t* preds,
-                                int32_t* stack) noexcept nogil:
-    """Add to ``layer`` (one flag per slot) every slot that reaches a flagged one within a unit
-    (``start``/``preds``: the within-unit predecessor lists)."""
+cdef inline void _close_over_predecessors(uint8_t* flags, Py_ssize_t n, const int64_t* start,
+                                          const int32_t* preds, int32_t* stack) noexcept nogil:
+    """Flag every state of ``0..n-1`` that reaches a flagged one over the edges whose
+    predecessor lists are ``preds[start[t]:start[t + 1]]`` (``stack``: room for ``n``)."""
     cdef Py_ssize_t top = 0, j
     cdef int64_t a
     cdef int32_t t, s
     for j in range(n):
-        if layer[j]:
+        if flags[j]:
             stack[top] = <int32_t>j
             top += 1
     while top:
@@ -1732,8 +1732,8 @@ cdef inline void _closed_within(uint8_t* layer, Py_ssize_t n, const int64_t* sta
         t = stack[top]
         for a in range(start[t], start[t + 1]):
             s = preds[a]
-            if not layer[s]:
-                layer[s] = 1
+            if not flags[s]:
+                flags[s] = 1
                 stack[top] = s
                 top += 1
 
@@ -1744,6 +1744,34 @@ cdef uint64_t _layer_hash(const uint8_t* layer, Py_ssize_t n) noexcept nogil:
     for j in range(n):
         h = (h ^ layer[j]) * 1099511628211ULL
     return h
+
+
+cdef void _distinct_edges(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, int64_t[::1] stamp,
+                          int64_t[::1] within_at, int64_t[::1] across_at, int32_t* within,
+                          int32_t* across) noexcept nogil:
+    """Each distinct ``(source, target)`` edge of ``table`` once per kind (across a unit's end
+    where ``completes``, else within one): with ``within`` NULL counted at ``*_at[target + 1]``,
+    else its source written at ``*_at[target]``, which advances (``stamp``: 2 per state)."""
+    cdef Py_ssize_t n = table.shape[0], s, b
+    cdef int32_t t
+    cdef int offset = 1 if within == NULL else 0
+    stamp[:] = -1
+    for s in range(n):
+        for b in range(256):
+            t = table[s, b]
+            if t < 0:
+                continue
+            if completes[s, b]:
+                if stamp[n + t] != s:
+                    stamp[n + t] = s
+                    if across != NULL:
+                        across[across_at[t]] = <int32_t>s
+                    across_at[t + offset] += 1
+            elif stamp[t] != s:
+                stamp[t] = s
+                if within != NULL:
+                    within[within_at[t]] = <int32_t>s
+                within_at[t + offset] += 1
 
 
 def counted_live(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, const uint8_t[::1] ends,
@@ -1757,9 +1785,7 @@ def counted_live(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, c
     ``max_layers`` (None past it). Returns bool[maximum + 1, n]: the same flags as
     :func:`enforcer.automaton._ending_layers` and the prefix counts after it. Cost: the distinct
     edges once per layer, then two passes over the flags."""
-    cdef Py_ssize_t n = table.shape[0], s, b, j, c, k, rows, num = 0, earlier = -1, period = 0, low
-    cdef int64_t m_within = 0, m_across = 0
-    cdef int32_t t
+    cdef Py_ssize_t n = table.shape[0], j, c, k, rows, num = 0, earlier = -1, period = 0, low
     if ends.shape[0] != n or completes.shape[0] != n or n == 0:
         raise ValueError("one ending flag and one completes row per slot")
     stamp_arr = np.full(2 * n, -1, dtype=np.int64)
@@ -1768,28 +1794,15 @@ def counted_live(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, c
     cdef int64_t[::1] stamp = stamp_arr
     cdef int64_t[::1] within_start = within_start_arr
     cdef int64_t[::1] across_start = across_start_arr
-    with nogil:  # distinct (source, target) edges per kind, counted per target
-        for s in range(n):
-            for b in range(256):
-                t = table[s, b]
-                if t < 0:
-                    continue
-                if completes[s, b]:
-                    if stamp[n + t] != s:
-                        stamp[n + t] = s
-                        across_start[t + 1] += 1
-                        m_across += 1
-                elif stamp[t] != s:
-                    stamp[t] = s
-                    within_start[t + 1] += 1
-                    m_within += 1
+    with nogil:
+        _distinct_edges(table, completes, stamp, within_start, across_start, NULL, NULL)
         for j in range(n):
             within_start[j + 1] += within_start[j]
             across_start[j + 1] += across_start[j]
-    within_arr = np.empty(max(m_within, 1), dtype=np.int32)
-    across_arr = np.empty(max(m_across, 1), dtype=np.int32)
-    within_fill_arr = within_start_arr[:n].copy()
-    across_fill_arr = across_start_arr[:n].copy()
+    within_arr = np.empty(max(within_start[n], 1), dtype=np.int32)
+    across_arr = np.empty(max(across_start[n], 1), dtype=np.int32)
+    within_fill_arr = within_start_arr[:n + 1].copy()
+    across_fill_arr = across_start_arr[:n + 1].copy()
     cdef int32_t[::1] within = within_arr
     cdef int32_t[::1] across = across_arr
     cdef int64_t[::1] within_fill = within_fill_arr
@@ -1804,24 +1817,10 @@ def counted_live(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, c
     cdef int64_t a
     cdef uint64_t h
     with nogil:
-        stamp[:] = -1
-        for s in range(n):
-            for b in range(256):
-                t = table[s, b]
-                if t < 0:
-                    continue
-                if completes[s, b]:
-                    if stamp[n + t] != s:
-                        stamp[n + t] = s
-                        across[across_fill[t]] = <int32_t>s
-                        across_fill[t] += 1
-                elif stamp[t] != s:
-                    stamp[t] = s
-                    within[within_fill[t]] = <int32_t>s
-                    within_fill[t] += 1
+        _distinct_edges(table, completes, stamp, within_fill, across_fill, &within[0], &across[0])
         for j in range(n):
             layers[0, j] = ends[j]
-        _closed_within(&layers[0, 0], n, &within_start[0], &within[0], &stack[0])
+        _close_over_predecessors(&layers[0, 0], n, &within_start[0], &within[0], &stack[0])
         hashes[0] = _layer_hash(&layers[0, 0], n)
         num = 1
         while num <= maximum:
@@ -1831,7 +1830,7 @@ def counted_live(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, c
                 if layers[num - 1, j]:
                     for a in range(across_start[j], across_start[j + 1]):
                         layers[num, across[a]] = 1
-            _closed_within(&layers[num, 0], n, &within_start[0], &within[0], &stack[0])
+            _close_over_predecessors(&layers[num, 0], n, &within_start[0], &within[0], &stack[0])
             h = _layer_hash(&layers[num, 0], n)
             for k in range(num):
                 if hashes[k] == h and memcmp(&layers[k, 0], &layers[num, 0], n) == 0:
@@ -1916,21 +1915,9 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
             rev[rstart[t + 1]] = <int32_t>s
             rstart[t + 1] += 1
     # rstart[t] .. rstart[t + 1] is now t's predecessor slice
-    top = 0
     for s in range(n):
-        if accepting[s]:
-            live[s] = 1
-            stack[top] = <int32_t>s
-            top += 1
-    while top:
-        top -= 1
-        t = stack[top]
-        for a in range(rstart[t], rstart[t + 1]):
-            s = rev[a]
-            if not live[s]:
-                live[s] = 1
-                stack[top] = <int32_t>s
-                top += 1
+        live[s] = accepting[s] != 0
+    _close_over_predecessors(&live[0], n, &rstart[0], &rev[0], &stack[0])
     if not live[0]:
         return None
     # breadth first from 0 through live states
