@@ -145,14 +145,15 @@ def _located(exc: SchemaTooComplexError, pointer: str, keyword: str) -> SchemaTo
 # keywords whose value makes them no-ops (spec defaults), so they need no support
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
-DEFAULT_MAX_EAGER_STATES = 200_000
+DEFAULT_MAX_EAGER_STATES = 250_000
 """Default budget: states one compile builds whole, summed. Each is a 1 KB row built, trimmed
-and renumbered (5-10 us with its page faults), and the automata built whole stay for the
+and renumbered (1-10 us with its page faults), and the automata built whole stay for the
 compile (one is reused wherever its expression comes again), so this bounds a compile's tables
-to about 200 MB and its whole builds to about a second. Two jsonschemabench schemas of 6,156
+to about 250 MB and its whole builds to about a second. Two jsonschemabench schemas of 6,156
 compile only past it (Github_hard o90971: 723,000 states, 2.7-4.5 s and 780 MB; JSON Schema
-Store's jsonld: 357,000, 1-1.7 s and 430 MB); the refusals that filled 1,000,000 took up to
-9 s and 2.1 GB (prometheus), 0.7 s and 410 MB at this bound."""
+Store's jsonld: 357,000, 1-1.7 s and 430 MB), and eight of MaskBench's 147 handwritten ones
+(350,000-830,000 states, 0.5-2.4 s and 230-890 MB); the refusals that filled 1,000,000 took
+up to 9 s and 2.1 GB (prometheus)."""
 DEFAULT_MAX_NFA_STATES = 4_000_000
 """Default budget: NFA states per compiled value automaton. An NFA this large takes about
 0.3 s and at most 200 MB (``NFA_STATE_BYTES`` each) to build when a walk first reaches it;
