@@ -1282,12 +1282,34 @@ def blocks_last(int32_t[:, ::1] edges, int32_t[:, ::1] eps, const int64_t[::1] b
             eps[k, 1] = _laid(eps[k, 1], b, f, nb, r)
 
 
+cdef inline void _close_over_predecessors(uint8_t* flags, Py_ssize_t n, const int64_t* start,
+                                          const int32_t* preds, int32_t* stack) noexcept nogil:
+    """Flag every state of ``0..n-1`` that reaches a flagged one over the edges whose
+    predecessor lists are ``preds[start[t]:start[t + 1]]`` (``stack``: room for ``n``)."""
+    cdef Py_ssize_t top = 0, j
+    cdef int64_t a
+    cdef int32_t t, s
+    for j in range(n):
+        if flags[j]:
+            stack[top] = <int32_t>j
+            top += 1
+    while top:
+        top -= 1
+        t = stack[top]
+        for a in range(start[t], start[t + 1]):
+            s = preds[a]
+            if not flags[s]:
+                flags[s] = 1
+                stack[top] = s
+                top += 1
+
+
 def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] targets, int32_t end):
     """Which of ``n`` states reach ``end`` over the edges ``sources[k] -> targets[k]`` (a uint8
-    array): predecessor lists by counting sort, then one depth-first pass. Cost linear in the
-    states and edges."""
-    cdef Py_ssize_t m = sources.shape[0], k, top = 0
-    cdef int32_t s, t
+    array): predecessor lists by counting sort, then one depth-first pass
+    (:func:`_close_over_predecessors`). Cost linear in the states and edges."""
+    cdef Py_ssize_t m = sources.shape[0], k
+    cdef int32_t t
     start_arr = np.zeros(n + 1, dtype=np.int64)
     preds_arr = np.empty(max(m, 1), dtype=np.int32)
     alive_arr = np.zeros(n, dtype=np.uint8)
@@ -1296,32 +1318,21 @@ def reaching(Py_ssize_t n, const int32_t[::1] sources, const int32_t[::1] target
     cdef int32_t[::1] preds = preds_arr
     cdef uint8_t[::1] alive = alive_arr
     cdef int32_t[::1] stack = stack_arr
-    cdef int64_t a, b
     with nogil:
         for k in range(m):
             start[targets[k] + 1] += 1
         for k in range(n):
             start[k + 1] += start[k]
-        for k in range(m):  # fills each target's slice back to front (order does not matter)
+        for k in range(m):  # fills each target's slice from its end back (order does not matter)
             t = targets[k]
             start[t + 1] -= 1
             preds[start[t + 1]] = sources[k]
-        # start[t + 1] now begins t's slice; t's slice ends where t + 1's begins
+        # start[t + 1] now begins t's slice: shifted down, t's slice is start[t]..start[t + 1]
+        for k in range(n):
+            start[k] = start[k + 1]
+        start[n] = m
         alive[end] = 1
-        stack[0] = end
-        top = 1
-        while top:
-            top -= 1
-            t = stack[top]
-            a = start[t + 1]
-            b = start[t + 2] if t + 2 <= n else m
-            while a < b:
-                s = preds[a]
-                if not alive[s]:
-                    alive[s] = 1
-                    stack[top] = s
-                    top += 1
-                a += 1
+        _close_over_predecessors(&alive[0], n, &start[0], &preds[0], &stack[0])
     return alive_arr
 
 
@@ -1716,28 +1727,6 @@ def moore_classes(const int32_t[:, ::1] trans, const uint8_t[::1] accepting):
     return classes_arr
 
 
-cdef inline void _close_over_predecessors(uint8_t* flags, Py_ssize_t n, const int64_t* start,
-                                          const int32_t* preds, int32_t* stack) noexcept nogil:
-    """Flag every state of ``0..n-1`` that reaches a flagged one over the edges whose
-    predecessor lists are ``preds[start[t]:start[t + 1]]`` (``stack``: room for ``n``)."""
-    cdef Py_ssize_t top = 0, j
-    cdef int64_t a
-    cdef int32_t t, s
-    for j in range(n):
-        if flags[j]:
-            stack[top] = <int32_t>j
-            top += 1
-    while top:
-        top -= 1
-        t = stack[top]
-        for a in range(start[t], start[t + 1]):
-            s = preds[a]
-            if not flags[s]:
-                flags[s] = 1
-                stack[top] = s
-                top += 1
-
-
 cdef uint64_t _layer_hash(const uint8_t* layer, Py_ssize_t n) noexcept nogil:
     cdef uint64_t h = 14695981039346656037ULL
     cdef Py_ssize_t j
@@ -1788,7 +1777,7 @@ def counted_live(const int32_t[:, ::1] table, const uint8_t[:, ::1] completes, c
     cdef Py_ssize_t n = table.shape[0], j, c, k, rows, num = 0, earlier = -1, period = 0, low
     if ends.shape[0] != n or completes.shape[0] != n or n == 0:
         raise ValueError("one ending flag and one completes row per slot")
-    stamp_arr = np.full(2 * n, -1, dtype=np.int64)
+    stamp_arr = np.empty(2 * n, dtype=np.int64)  # set by each edge pass
     within_start_arr = np.zeros(n + 1, dtype=np.int64)
     across_start_arr = np.zeros(n + 1, dtype=np.int64)
     cdef int64_t[::1] stamp = stamp_arr

@@ -162,9 +162,8 @@ def _build_limit(max_states: int | None) -> int | None:
 def _limit_exceeded(max_states: int | None, limit: int | None) -> SchemaTooComplexError:
     """The error of a build stopped at ``limit`` (from :func:`_build_limit`): the eager budget's
     when that was the tighter bound, else ``max_states``'."""
-    if limit is not None and (max_states is None or limit < max_states):
-        budget = _EAGER_BUDGET.get()
-        return _eager_exceeded(budget.limit if budget is not None else limit)
+    if limit is not None and (max_states is None or limit < max_states):  # only a budget makes it less
+        return _eager_exceeded(_EAGER_BUDGET.get().limit)
     return states_exceeded(max_states)
 
 
@@ -2155,9 +2154,10 @@ ROWS_PER_WALK = 1024
 
 class LazyDFA(_Reading):
     """A DFA built on demand: the NFA when first read (or by :meth:`build_nfa`, as a tool set's
-    compile does), then each state by subset construction the first time a walk reaches it. Creating one costs a structural emptiness check and an exact
-    count of the NFA's states; the NFA costs milliseconds for a large schema; each new state tens
-    of microseconds, then a list index. Same reading interface as :class:`DFA` (``rows``,
+    compile does), then each state by subset construction the first time a walk reaches it.
+    Creating one costs a structural emptiness check and an exact count of the NFA's states; the
+    NFA costs milliseconds for a large schema; each new state tens of microseconds, then a list
+    index. Same reading interface as :class:`DFA` (``rows``,
     ``accepting``, ``transitions``) once :meth:`ensure` / :meth:`row` made the states exist.
     Thread-safe for readers: states are only ever appended, under a lock.
 

@@ -151,7 +151,7 @@ and renumbered (1-10 us with its page faults), and the automata built whole stay
 compile (one is reused wherever its expression comes again), so this bounds a compile's tables
 to about 250 MB and its whole builds to about a second. Two jsonschemabench schemas of 6,156
 compile only past it (Github_hard o90971: 723,000 states, 2.7-4.5 s and 780 MB; JSON Schema
-Store's jsonld: 357,000, 1-1.7 s and 430 MB), and eight of MaskBench's 147 handwritten ones
+Store's jsonld: 357,000, 1-1.7 s and 430 MB), and seven of MaskBench's 147 handwritten ones
 (350,000-830,000 states, 0.5-2.4 s and 230-890 MB); the refusals that filled 1,000,000 took
 up to 9 s and 2.1 GB (prometheus)."""
 DEFAULT_MAX_NFA_STATES = 4_000_000
