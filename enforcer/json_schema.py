@@ -2310,7 +2310,7 @@ class SchemaCompiler:
         values = [members] if keyword == "const" else members
         if not isinstance(values, list):
             raise InvalidSchemaError(pointer, "'enum' must be an array")
-        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        rest = {k: v for k, v in schema.items() if k != keyword}  # an enum beside a const: checked as the rest
         key = (keyword, id(members), _json_key(rest), depth)
         if "$ref" in key[2] or "$dynamicRef" in key[2]:  # the rest's verdicts depend on where it is
             return self._enum_node(values, rest, pointer, depth, keyword)
@@ -3790,7 +3790,7 @@ def merge(a: Any, b: Any) -> Any:
             out[key] = bv
             continue
         av = out[key]
-        if av == bv and key not in ("properties",):
+        if av == bv and key not in ("properties", "const", "enum"):  # 1 == True in Python, not in JSON
             continue
         if key == "type":
             ta = {av} if isinstance(av, str) else set(av)
@@ -3823,11 +3823,12 @@ def merge(a: Any, b: Any) -> Any:
             out[key] = {"allOf": [av, bv]}
         elif key in ("prefixItems", "items") and isinstance(av, list) and isinstance(bv, list) and len(av) == len(bv):
             out[key] = [{"allOf": [x, y]} for x, y in zip(av, bv)]
-        elif key in ("enum", "const"):
-            bvals = {_json_key(v) for v in (bv if key == "enum" else [bv])}
-            avals = av if key == "enum" else [av]
-            out.pop("const", None)
-            out["enum"] = [v for v in avals if _json_key(v) in bvals]
+        elif key == "enum":  # a const beside it stays: the compiler admits the members meeting both
+            bvals = {_json_key(v) for v in bv}
+            out[key] = [v for v in av if _json_key(v) in bvals]
+        elif key == "const":
+            if _json_key(av) != _json_key(bv):
+                return False
         elif key in ("dependentRequired",):
             merged = {k: list(v) for k, v in av.items()}
             for k, v in bv.items():

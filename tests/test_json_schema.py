@@ -588,10 +588,14 @@ def test_one_of_is_refused_once_a_branch_passes_the_combinations_bound():
     {"enum": [[1, 2], [1, 1], "x", []], "uniqueItems": True},
     {"enum": ["a", "b", "c"], "oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]},
     {"const": {"a": [1, 1]}, "not": {"properties": {"a": {"uniqueItems": True}}}},
+    {"anyOf": [{"enum": ["b"], "const": "a"}, {"const": "c"}]},
+    {"anyOf": [{"allOf": [{"const": "a"}, {"const": "b"}, {"const": "a"}]}, {"const": "c"}]},
+    {"anyOf": [{"allOf": [{"const": True}, {"const": 1}]}, {"enum": [1, "c"]}]},
 ])
 def test_constants_are_their_members_the_rest_admits_whatever_its_keywords(schema):
     """An enum/const beside keywords compiled nowhere else (a nested not, uniqueItems, an
-    overlapping oneOf) is the set of its members jsonschema finds valid: exact."""
+    overlapping oneOf, an enum beside a const, constants merged in turn, ``true`` beside ``1``)
+    is the set of its members jsonschema finds valid: exact."""
     check(schema, extra=["foo", 2.5, [1, 2], [1, 1], "a", "b", "c", {"a": [1, 1]}], strict=False)
     check(schema, extra=["foo", 2.5, [1, 2], [1, 1], "a", "b", "c", {"a": [1, 1]}])
 
