@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -99,6 +100,16 @@ class _Alternative:
 
     def both(self, other: "_Alternative") -> "_Alternative":
         return _Alternative(self.evaluating + other.evaluating, self.constraining + other.constraining)
+
+
+class _ContainsBound(NamedTuple):
+    """One ``contains`` of an array with its ``minContains`` and ``maxContains`` (None:
+    unbounded), written at ``pointer``."""
+
+    schema: Any
+    minimum: int
+    maximum: int | None
+    pointer: str
 
 
 class _KeyWitness(NamedTuple):
@@ -1330,17 +1341,26 @@ class SchemaCompiler:
         for t in TYPES:
             if t not in types or (t == "integer" and "number" in types):
                 continue
-            current = _restrict(merged, t)
+            current = self._restricted(merged, t)
             pending = []
             for part, ptr in leftovers:
-                m = merge(current, _restrict(part, t))
+                part_t = self._restricted(part, t)
+                m = merge(current, part_t)
                 if m is None:
-                    pending.append((_restrict(part, t), ptr))
+                    pending.append((part_t, ptr))
                 else:
                     current = m
             if not pending:
                 nodes.append(self.value(current, pointer, depth, refs))
                 continue
+            if t == "array":
+                parts_t = [current, *(part_t for part_t, _ in pending)]
+                counted = self._many_contains(parts_t, [pointer, *(ptr for _, ptr in pending)], pointer, depth, refs)
+                if counted is None:
+                    counted = self._negations_expanded(parts_t, t, pointer, depth, refs)
+                if counted is not None:
+                    nodes.append(counted)
+                    continue
             if t == "object":
                 current, *shared = self._sharing_keys([current, *(part_t for part_t, _ in pending)], pointer)
                 pending = [(part_t, ptr) for part_t, (_, ptr) in zip(shared, pending)]
@@ -1357,6 +1377,39 @@ class SchemaCompiler:
                     self._scalar_intersections[key] = node
             nodes.append(node)
         return alt(*nodes)
+
+    def _negations_expanded(self, parts: list[Any], json_type: str, pointer: str, depth: int,
+                            refs: Refs) -> Node | None:
+        """``allOf: parts`` (schemas of ``json_type`` that do not merge) with each ``not``
+        replaced by the union of the ways its schema fails (:meth:`_failures`), so that the
+        parts merge (two arrays that must fail ``contains`` schemas: items that fail both; a
+        ``not`` beside two ``contains``, which :meth:`_many_contains` does not count) rather
+        than be intersected whole. None without a ``not``, where one is not negated exactly,
+        or where a way to fail is itself a ``not`` (it would not merge either)."""
+        negated = {id(part) for part in parts if isinstance(part, dict) and "not" in part}
+        if not negated:
+            return None
+        expanded: list[Any] = []
+        for part in parts:
+            if id(part) not in negated:
+                expanded.append(part)
+                continue
+            failures = self._failures(part["not"], f"{pointer}/not")
+            if failures is None:
+                return None
+            typed = [self._restricted(f, json_type) for f in failures if json_type in self._types_of(f)]
+            if any(isinstance(f, dict) and "not" in f for f in typed):
+                return None
+            expanded += [{k: v for k, v in part.items() if k != "not"}, _any_of_schema(typed) if typed else False]
+        return self.value({"allOf": expanded}, pointer, depth, refs)
+
+    def _restricted(self, schema: Any, json_type: str) -> Any:
+        """``schema`` for values of ``json_type`` (:func:`_restrict`), without a ``not`` of a
+        schema that admits no value of that type (every such value meets it)."""
+        typed = _restrict(schema, json_type)
+        if isinstance(typed, dict) and "not" in typed and json_type not in self._types_of(typed["not"]):
+            typed = {k: v for k, v in typed.items() if k != "not"}
+        return typed
 
     @staticmethod
     def _scalar_intersection_key(t: str, parts: list[Any], depth: int) -> tuple[str, str, int] | None:
@@ -1850,8 +1903,8 @@ class SchemaCompiler:
             return failures
         if key == "additionalItems" and not isinstance(condition.get("items"), list):
             return []  # without a tuple of items it applies to nothing
-        if key == "propertyNames" and _names_outside({key: value}) is not None:
-            return [{"type": "object", "not": {key: value}}]  # an object with a key outside them
+        if key == "propertyNames" and (_names_outside({key: value}) is not None or _names_inside({key: value})):
+            return [{"type": "object", "not": {key: value}}]  # an object with a key outside them (one of them)
         if key == "additionalProperties":  # an object with an undeclared key whose value fails it
             found = self._failures(value, f"{pointer}/additionalProperties", entered)
             declared = {k: {name: True for name in condition.get(k, {})} for k in ("properties", "patternProperties")}
@@ -1901,12 +1954,17 @@ class SchemaCompiler:
     def _key_witness(self, negated: Any, pointer: str) -> _KeyWitness | None:
         """The member an object must hold to fail ``negated`` when it holds only keywords on
         keys: ``propertyNames`` of names and patterns (a key outside them, any value);
-        ``patternProperties`` of one pattern (a key matching it whose value fails its schema);
+        ``propertyNames`` of the ``not`` of names and patterns (a key that is one of the names
+        or matches one of the patterns, any value); ``patternProperties`` of one pattern (a
+        key matching it whose value fails its schema);
         ``additionalProperties`` beside ``properties``/``patternProperties`` every value meets
         (an undeclared key whose value fails it). None for any other schema."""
         outside = _names_outside(negated)
         if outside is not None:
             return _KeyWitness(True, tuple(outside[0]), tuple(outside[1]), True)
+        inside = _names_inside(negated)
+        if inside is not None:
+            return _KeyWitness(False, (), (_names_pattern(*inside),), True)
         keys = set(negated) & KEYWORDS if isinstance(negated, dict) else set()
         patterns = negated.get("patternProperties") if keys else None
         if keys == {"patternProperties"} and isinstance(patterns, dict) and len(patterns) == 1:
@@ -2698,110 +2756,188 @@ class SchemaCompiler:
             raise SchemaTooComplexError(f"the items that match 'contains' need more than {limit:,} automaton states",
                                         pointer, f"MAX_CONTAINS_PRODUCT_STATES={limit}", "contains") from None
 
+    def _contains_by_value(self, item: Any, contains: Any, pointer: str, cptr: str, depth: int,
+                           refs: Refs) -> tuple[Node, Node] | None:
+        """(matching, not matching) items of one structured type, split by value: ``item``
+        with ``contains`` and ``item`` with ``not contains`` (:meth:`_not`), each compiled as a
+        schema, lazily like any other. Exact whatever the writing (a written item is one value,
+        which meets ``contains`` or fails it), so ``maxContains`` counts these too. None where
+        the negation is not enforced exactly; the caller then intersects automata."""
+        if self._failures(contains, cptr) is None:
+            return None
+        try:
+            other = self.value({"allOf": [item, {"not": contains}]}, pointer, depth, refs)
+        except UnsupportedSchemaError as exc:
+            if exc.keyword != "not":
+                raise
+            return None
+        return self.value({"allOf": [item, contains]}, pointer, depth, refs), other
+
     def _contains_array(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
-        """An array with ``contains``: a graph over (items written, matching items counted up to
-        the bound), each item either of its item automaton intersected with the ``contains``
-        one or of their difference. The count is exact when ``contains``' automaton holds every
-        writing of its values that the item automaton holds; short of that an item may be
-        counted as not matching, which only ``maxContains`` could let through, so under
-        ``maxContains`` the values that may match are scalars (object key order and free-form
-        depth make other languages partial) and numbers are written without exponent (the one
-        form bounded numbers lack). Items, bounds and counts: within ``MAX_CONTAINS_STATES``."""
-        contains = schema["contains"]
-        min_c = _count(schema, "minContains", pointer)
-        min_c = 1 if min_c is None else min_c
-        max_c = _count(schema, "maxContains", pointer)
+        """An array with ``contains``: :meth:`_counted_items` with its one bound."""
+        return self._counted_items(schema, [self._contains_bound(schema, pointer)], pointer, depth, refs)
+
+    def _many_contains(self, parts: list[Any], pointers: list[str], pointer: str, depth: int,
+                       refs: Refs) -> Node | None:
+        """The arrays meeting every one of ``parts`` (array schemas of an ``allOf`` that do not
+        merge, at ``pointers``) when what keeps them apart is two or more ``contains``: the
+        parts merged without them, each ``contains`` counted on its own
+        (:meth:`_counted_items`, items split by value); beside an ``anyOf`` of one part, one
+        such conjunction per branch. None for any other conflict, for merged parts holding
+        other keywords besides items and their counts, past ``MAX_CONTAINS_BOUNDS`` bounds,
+        or where a ``contains`` is not negated exactly (the caller intersects automata)."""
+        bounds: list[_ContainsBound] = []
+        merged: Any = True
+        for part, part_pointer in zip(parts, pointers):
+            if not isinstance(part, dict):
+                return None
+            if "contains" in part:
+                bounds.append(self._contains_bound(part, part_pointer))
+            merged = merge(merged, {k: v for k, v in part.items() if k not in _CONTAINS_KEYWORDS})
+            if merged is None:
+                return None
+        if merged is False:
+            return NOTHING
+        if not 2 <= len(bounds) <= MAX_CONTAINS_BOUNDS \
+                or any(self._failures(b.schema, f"{b.pointer}/contains") is None for b in bounds):
+            return None
+        beside = set(merged) & KEYWORDS - _COUNTED_ITEMS_KEYWORDS
+        if beside == {"anyOf"} and isinstance(merged["anyOf"], list):  # one part's union: one conjunction a branch
+            bare = [{k: v for k, v in part.items() if k != "anyOf"} for part in parts]
+            return self.value({"anyOf": [{"allOf": [*bare, branch]} for branch in merged["anyOf"]]},
+                              pointer, depth, refs)
+        if beside:
+            return None
+        return self._counted_items(merged, bounds, pointer, depth, refs)
+
+    @staticmethod
+    def _contains_bound(schema: dict, pointer: str) -> _ContainsBound:
+        minimum = _count(schema, "minContains", pointer)
+        return _ContainsBound(schema["contains"], 1 if minimum is None else minimum,
+                              _count(schema, "maxContains", pointer), pointer)
+
+    def _counted_items(self, schema: dict, bounds: list[_ContainsBound], pointer: str, depth: int,
+                       refs: Refs) -> Node:
+        """The arrays of ``schema`` (its items and item counts) whose items match each bound's
+        ``contains`` between its ``minContains`` and ``maxContains`` times: a graph over (items
+        written, matching items counted per bound, each up to its bound), each item written
+        as one of its classes (which ``contains`` it matches). One bound: the item automaton
+        intersected with the ``contains`` one and their difference for scalars, arrays and
+        objects split by value (:meth:`_contains_by_value`); the scalar count is exact when
+        ``contains``' automaton holds every writing of its values that the item automaton
+        holds; short of that an item may be counted as not matching, which only
+        ``maxContains`` could let through, so under ``maxContains`` numbers are written
+        without exponent (the one form bounded numbers lack) and arrays and objects must be
+        split by value. Several bounds: every class by value, ``item`` with each ``contains``
+        or its negation. Items, bounds and counts: within ``MAX_CONTAINS_STATES``."""
         prefix_schemas = schema.get("prefixItems", [])
         rest_schema = schema.get("items", True)
         if isinstance(rest_schema, list) or "additionalItems" in schema:
             raise UnsupportedSchemaError("contains", pointer, "with the draft 2019-09 array form of 'items'")
         min_items = _count(schema, "minItems", pointer) or 0
         max_items = _count(schema, "maxItems", pointer)
-        if max_c is not None and max_c < min_c:
+        if any(b.maximum is not None and b.maximum < b.minimum for b in bounds):
             return NOTHING
         inner = depth + 1
-        cptr = f"{pointer}/contains"
-        no_exponent = None
-        if max_c is not None:
-            shared = self._types_of(contains)
-            if shared & {"array", "object"}:
-                raise UnsupportedSchemaError("maxContains", pointer, "counting matching arrays or objects exactly "
-                                             "needs every key order and depth of 'contains' (only scalars are)")
-            if shared & {"integer", "number"}:
-                no_exponent = _no_exponent_dfa()
-        split: dict[int, tuple[Node, Node]] = {}
+        classes_of: dict[int, list[tuple[Node, tuple[int, ...]]]] = {}
 
-        contains_types = self._types_of(contains)
-
-        def item_split(sub: Any, sub_pointer: str) -> tuple[Node, Node]:
-            """(matching, not matching) writings of one item schema, one JSON type at a time:
-            a type ``contains`` never admits is all not matching, one it admits whole is all
-            matching (neither builds an automaton); the others are automaton products."""
-            key = id(sub)
-            if key in split:
-                return split[key]
-            matching: list[Node] = []
-            other: list[Node] = []
-            item_types = self._types_of(sub)
-            for t in TYPES:
-                if t not in item_types or (t == "integer" and "number" in item_types):
-                    continue
-                family = {"integer", "number"} if t in ("integer", "number") else {t}
-                sub_t = _restrict({} if sub is True else sub, t)
-                contains_t = _restrict({} if contains is True else contains, t)
-                if not family & contains_types:
-                    other.append(self.value(sub_t, sub_pointer, inner, refs))
-                elif isinstance(contains_t, dict) and set(contains_t) - ANNOTATIONS <= {"type"} and \
-                        t in declared_types(contains_t):
-                    matching.append(self.value(sub_t, sub_pointer, inner, refs))
+        def item_classes(sub: Any, sub_pointer: str) -> list[tuple[Node, tuple[int, ...]]]:
+            """The writings of one item schema by the bounds they match (1) or fail (0)."""
+            if id(sub) not in classes_of:
+                if len(bounds) == 1:
+                    matching, other = self._one_contains_split(sub, bounds[0], sub_pointer, inner, refs)
+                    found = [(matching, (1,)), (other, (0,))]
                 else:
-                    both, rest = self._contains_products(self.value(sub_t, sub_pointer, inner, refs),
-                                                         self.value(contains_t, cptr, inner, refs),
-                                                         no_exponent, cptr)
-                    matching.append(Embedded(both) if not both.is_empty else NOTHING)
-                    other.append(Embedded(rest) if not rest.is_empty else NOTHING)
-            split[key] = (alt(*matching), alt(*other))
-            return split[key]
+                    found = [(self.value({"allOf": [sub, *(b.schema if bit else {"not": b.schema}
+                                                           for b, bit in zip(bounds, bits))]},
+                                         sub_pointer, inner, refs), bits)
+                             for bits in itertools.product((1, 0), repeat=len(bounds))]
+                classes_of[id(sub)] = [(node, bits) for node, bits in found if node is not NOTHING]
+            return classes_of[id(sub)]
 
         k = len(prefix_schemas)
         # items written, capped (at least "none" and "some": the comma depends on it)
         positions = max(k, min_items, 1) + 1 if max_items is None else max_items + 1
-        counts = (max_c + 2) if max_c is not None else min_c + 1  # matching items, capped (max_c + 1: dead)
-        if positions * counts > MAX_CONTAINS_STATES:
-            raise SchemaTooComplexError(f"counting {counts - 1} matching items over {positions - 1} positions",
-                                        pointer, f"MAX_CONTAINS_STATES={MAX_CONTAINS_STATES}", "contains")
+        # matching items per bound: up to maxContains, else capped at minContains
+        counts = [b.maximum + 1 if b.maximum is not None else b.minimum + 1 for b in bounds]
+        size = positions * math.prod(counts)
+        if size > MAX_CONTAINS_STATES:
+            raise SchemaTooComplexError(f"counting {' and '.join(str(c - 1) for c in counts)} matching items over "
+                                        f"{positions - 1} positions", pointer,
+                                        f"MAX_CONTAINS_STATES={MAX_CONTAINS_STATES}", "contains")
         comma = self._comma(inner)
 
-        def state(n: int, c: int) -> int:
-            return n * counts + c
+        def state(n: int, tally: tuple[int, ...]) -> int:
+            index = n
+            for c, limit in zip(tally, counts):
+                index = index * limit + c
+            return index
 
         edges: list[tuple[int, Node, int]] = []
         accepting: set[int] = set()
         for n in range(positions):
-            for c in range(counts):
-                if max_c is not None and c > max_c:
-                    continue
-                if n >= min_items and c >= min_c:
-                    accepting.add(state(n, c))
+            for tally in itertools.product(*(range(c) for c in counts)):
+                here = state(n, tally)
+                if n >= min_items and all(c >= b.minimum for c, b in zip(tally, bounds)):
+                    accepting.add(here)
                 if max_items is not None and n >= max_items:
                     continue
                 sub, sub_ptr = (prefix_schemas[n], f"{pointer}/prefixItems/{n}") if n < k else (rest_schema,
                                                                                                f"{pointer}/items")
-                matching, other = item_split(sub, sub_ptr)
                 nxt = min(n + 1, positions - 1)
                 sep = comma if n else EPSILON
-                if matching is not NOTHING:
-                    c2 = c + 1 if max_c is not None else min(c + 1, counts - 1)
-                    if max_c is None or c2 <= max_c:
-                        edges.append((state(n, c), seq(sep, matching), state(nxt, c2)))
-                if other is not NOTHING:
-                    edges.append((state(n, c), seq(sep, other), state(nxt, c)))
-        start = state(0, 0)
+                for node, bits in item_classes(sub, sub_ptr):
+                    after = tuple(c + bit if b.maximum is not None else min(c + bit, limit - 1)
+                                  for c, bit, b, limit in zip(tally, bits, bounds, counts))
+                    if all(c < limit for c, limit in zip(after, counts)):  # past a maxContains: dead
+                        edges.append((here, seq(sep, node), state(nxt, after)))
+        start = state(0, (0,) * len(bounds))
         open_ws, close_ws = self.ws(inner), self.ws(depth)
-        graph = Graph(positions * counts, start, frozenset(accepting - {start}), tuple(edges)).trimmed()
+        graph = Graph(size, start, frozenset(accepting - {start}), tuple(edges)).trimmed()
         non_empty = seq(literal("["), open_ws, graph, close_ws, literal("]"))
         empty = seq(literal("["), open_ws, literal("]")) if start in accepting else NOTHING
         return alt(non_empty, empty)
+
+    def _one_contains_split(self, sub: Any, bound: _ContainsBound, sub_pointer: str, depth: int,
+                            refs: Refs) -> tuple[Node, Node]:
+        """(matching, not matching) writings of one item schema for one ``contains``, one JSON
+        type at a time: a type ``contains`` never admits is all not matching, one it admits
+        whole is all matching (neither builds an automaton); arrays and objects are split by
+        value where ``contains`` is negated exactly (:meth:`_contains_by_value`); the others
+        are automaton products (see :meth:`_counted_items`)."""
+        contains, cptr = bound.schema, f"{bound.pointer}/contains"
+        contains_types = self._types_of(contains)
+        no_exponent = _no_exponent_dfa() if bound.maximum is not None and contains_types & {"integer", "number"} \
+            else None
+        matching: list[Node] = []
+        other: list[Node] = []
+        item_types = self._types_of(sub)
+        for t in TYPES:
+            if t not in item_types or (t == "integer" and "number" in item_types):
+                continue
+            family = {"integer", "number"} if t in ("integer", "number") else {t}
+            sub_t = _restrict({} if sub is True else sub, t)
+            contains_t = _restrict({} if contains is True else contains, t)
+            if not family & contains_types:
+                other.append(self.value(sub_t, sub_pointer, depth, refs))
+            elif isinstance(contains_t, dict) and set(contains_t) - ANNOTATIONS <= {"type"} and \
+                    t in declared_types(contains_t):
+                matching.append(self.value(sub_t, sub_pointer, depth, refs))
+            else:
+                by_value = self._contains_by_value(sub_t, contains_t, sub_pointer, cptr, depth, refs) \
+                    if t in ("array", "object") else None
+                if by_value is not None:
+                    matching.append(by_value[0])
+                    other.append(by_value[1])
+                    continue
+                if bound.maximum is not None and t in ("array", "object"):
+                    raise UnsupportedSchemaError("maxContains", bound.pointer, f"counting matching {t}s needs "
+                                                 f"'contains' negated exactly ({_NEGATED})")
+                both, rest = self._contains_products(self.value(sub_t, sub_pointer, depth, refs),
+                                                     self.value(contains_t, cptr, depth, refs), no_exponent, cptr)
+                matching.append(Embedded(both) if not both.is_empty else NOTHING)
+                other.append(Embedded(rest) if not rest.is_empty else NOTHING)
+        return alt(*matching), alt(*other)
 
     def _key_literal(self, name: str) -> Node:
         """The key ``name`` quoted, raw or ``\\u``-escaped past ASCII (once per name per compile)."""
@@ -3249,11 +3385,14 @@ _NEGATED = ("only types, number bounds, lengths, patterns, formats, constants of
 
 def _names_outside(negated: Any) -> tuple[list[str], list[str]] | None:
     """(names, patterns) when ``negated`` is ``propertyNames`` of an ``enum``/``const`` of
-    names, a ``pattern``, or an ``anyOf`` of those: what ``not`` of it makes an object with a
-    key that is none of the names and matches none of the patterns (None otherwise)."""
+    names, a ``pattern``, an ``anyOf`` of those, or ``false`` (none): what ``not`` of it makes
+    an object with a key that is none of the names and matches none of the patterns (None
+    otherwise)."""
     if not isinstance(negated, dict) or set(negated) & KEYWORDS != {"propertyNames"}:
         return None
     schema = negated["propertyNames"]
+    if schema is False:  # no key allowed: any key fails it
+        return [], []
     parts = schema.get("anyOf") if isinstance(schema, dict) and set(schema) & KEYWORDS == {"anyOf"} else [schema]
     names: list[str] = []
     patterns: list[str] = []
@@ -3269,6 +3408,30 @@ def _names_outside(negated: Any) -> tuple[list[str], list[str]] | None:
         else:
             return None
     return names, patterns
+
+
+def _names_inside(negated: Any) -> tuple[list[str], list[str]] | None:
+    """(names, patterns) when ``negated`` is ``propertyNames`` of the ``not`` of what
+    :func:`_names_outside` reads: what ``not`` of it makes an object with a key that is one of
+    the names or matches one of the patterns (None otherwise)."""
+    if not isinstance(negated, dict) or set(negated) & KEYWORDS != {"propertyNames"}:
+        return None
+    named = negated["propertyNames"]
+    if not isinstance(named, dict) or set(named) & KEYWORDS != {"not"}:
+        return None
+    return _names_outside({"propertyNames": named["not"]})
+
+
+def _names_pattern(names: list[str], patterns: list[str]) -> str:
+    """One pattern a key name matches when it is one of ``names`` or matches one of
+    ``patterns`` (search semantics; names anchored, their syntax characters escaped)."""
+    escaped = ("".join(f"\\u{ord(c):04x}" if ord(c) < 0x20 else "\\" + c if c in _SYNTAX_CHARACTERS else c
+                       for c in name) for name in names)
+    exact = [f"^(?:{'|'.join(escaped)})$"] if names else []
+    return "|".join(f"(?:{p})" for p in [*exact, *patterns]) if exact or patterns else "[^\\s\\S]"
+
+
+_SYNTAX_CHARACTERS = frozenset("\\^$.|?*+()[]{}/")
 
 
 def _excluded_constants(negated: Any) -> list[Any] | None:
@@ -3593,6 +3756,12 @@ def _schema_dependencies(schema: dict) -> dict[str, Any]:
 
 MAX_CONTAINS_STATES = 4096
 """Most (items written, matching items counted) states of one array with ``contains``."""
+MAX_CONTAINS_BOUNDS = 3
+"""Most ``contains`` of one array counted together (``2**n`` item classes, see
+:meth:`SchemaCompiler._many_contains`)."""
+_CONTAINS_KEYWORDS = ("contains", "minContains", "maxContains")
+_COUNTED_ITEMS_KEYWORDS = frozenset({"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems"})
+"""What :meth:`SchemaCompiler._counted_items` reads besides the bounds (other keywords: not counted)."""
 MAX_CONTAINS_PRODUCT_STATES = 20_000
 """Most states of one item automaton intersected with (or minus) ``contains``' (~20 MB of table)."""
 

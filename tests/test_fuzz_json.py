@@ -52,11 +52,15 @@ SEED = 20250917
 STOP_P = 0.5
 FREE_BUDGET = (0, 48)
 HARD_CAP = 1500
-MAX_CAPPED_SHARE = 0.015
+MAX_CAPPED_SHARE = 0.03
 # (0.01 until session 16, when 82 of 8,380 corpus samples were capped; negated multipleOf then
 # compiled Handwritten oneof1_2 and allOfPProp9, whose every valid object needs one member of a
 # specific value, 40 under a key holding "a", that the closing heuristics rarely write: about 40
-# capped samples between them, every one still live, none a dead end)
+# capped samples between them, every one still live, none a dead end. 0.015 until session 27,
+# when 182 of 8,540 were capped: nine more Handwritten schemas of the sample compile, whose
+# valid values need a key "0" or "a4d" among random keys, or arrays nested three deep that hold
+# a multiple of 11 of at least 100, which random digits rarely write; checked apart against
+# jsonschema on 6,000-8,000 values each, 0 wrong)
 PROBE_DISALLOWED_P = 0.05
 
 CLOSER_WEIGHTS = {ord("}"): 400.0, ord("]"): 400.0, ord('"'): 60.0}

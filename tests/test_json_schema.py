@@ -359,8 +359,8 @@ def test_whitespace_styles_bounded():
      "/properties/a"),  # an object constant has no exact negation
     ({"type": "object", "minProperties": 100, "additionalProperties": True}, "minProperties", ""),
     ({"patternProperties": {c: {} for c in "abcde"}}, "patternProperties", ""),
-    ({"type": "array", "items": {"type": "array", "contains": {"type": "object"}, "maxContains": 1}}, "maxContains",
-     "/items"),
+    ({"type": "array", "items": {"type": "array", "contains": {"type": "array", "uniqueItems": True},
+                                  "maxContains": 1}}, "maxContains", "/items"),  # uniqueItems: not negated
     ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", ""),  # 'not integer' beside a bound
     ({"oneOf": [{"type": "integer"}, {"multipleOf": 0.5}]}, "oneOf", ""),  # 'not integer' beside a multipleOf
     ({"type": "string", "pattern": "(?=a)b"}, "pattern", ""),
@@ -869,6 +869,26 @@ def test_not_of_a_condition_negated_exactly(negated):
     check({"not": negated}, extra=[{"a": 3}, {"a": 1.5}, ["a", 1], ["b"]], strict=False)
     check({"if": negated, "then": {"type": "object", "required": ["b"]}}, extra=[{"a": 3, "b": 1}, {"a": "x"}],
           strict=False)
+
+
+KEYED = [{}, {"0": 1}, {"a": 1, "0": 2}, {"a.b": 1}, {"axb": 1}, {"c": 1, "d": 2}, {"xy": 1}, {"yx": 1},
+         {"00": 1}, {"a\nb": 1}, {"x": 1, "a.b": 2, "0": 3}, 1, "a", [], None]
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"propertyNames": {"not": {"const": "0"}}}},
+    {"type": "object", "not": {"propertyNames": {"not": {"enum": ["a.b", "a\nb", "c"]}}}},
+    {"type": "object", "not": {"propertyNames": {"not": {"anyOf": [{"pattern": "^x"}, {"const": "0"}]}}}},
+    {"type": "object", "allOf": [{"not": {"propertyNames": {"not": {"pattern": "^x"}}}},
+                                 {"not": {"propertyNames": {"not": {"const": "a.b"}}}}]},
+    {"not": {"propertyNames": False}},
+    {"type": "object", "not": {"propertyNames": {"not": {"pattern": "x"}}}, "maxProperties": 1},
+])
+def test_not_of_property_names_is_a_key_that_must_appear(schema):
+    """``not: {propertyNames: {not: names}}``: some key is one of the names (or matches one of
+    the patterns), written among the object's keys; ``not: {propertyNames: false}``: some key."""
+    check(schema, extra=KEYED, strict=False)
+    check(schema, extra=KEYED)
 
 
 @pytest.mark.parametrize("schema", [
