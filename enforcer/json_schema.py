@@ -589,9 +589,11 @@ class SchemaCompiler:
                 if self._knotted:  # else it holds no knot or share to check
                     knots.finish(node, self._block_sizes)
                 return node
-            except (knots.KnotsUnusable, SchemaTooComplexError):
-                if not self._knotted:
-                    raise  # a build with recursion cut would meet the same
+            except (knots.KnotsUnusable, SchemaTooComplexError) as exc:
+                if not self._knotted or getattr(exc, "budget", "").startswith("MAX_SUB_VALUES"):
+                    # a build with recursion cut would meet the same: without knots it builds
+                    # a sub-value per $ref path and at least as many expansions
+                    raise
                 # built again as before knots: recursion cut, every path its own nodes
                 self._knots = False
                 self._values, self._shares, self._in_progress = {}, {}, {}
