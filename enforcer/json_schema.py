@@ -1364,6 +1364,10 @@ class SchemaCompiler:
                     nodes.append(counted)
                     continue
             if t == "object":
+                witnessed = self._many_witnesses([current, *(part_t for part_t, _ in pending)], pointer, depth, refs)
+                if witnessed is not None:
+                    nodes.append(witnessed)
+                    continue
                 current, *shared = self._sharing_keys([current, *(part_t for part_t, _ in pending)], pointer)
                 pending = [(part_t, ptr) for part_t, (_, ptr) in zip(shared, pending)]
             key = self._scalar_intersection_key(t, [current, *(part_t for part_t, _ in pending)], depth)
@@ -1379,6 +1383,37 @@ class SchemaCompiler:
                     self._scalar_intersections[key] = node
             nodes.append(node)
         return alt(*nodes)
+
+    def _many_witnesses(self, parts: list[Any], pointer: str, depth: int, refs: Refs) -> Node | None:
+        """The objects meeting every one of ``parts`` (object schemas of an ``allOf`` that do
+        not merge) when what keeps them apart is two or more ``not`` of keys with any value
+        (:meth:`_key_witness`: a key outside names and patterns, or one of them): the parts
+        merged without them, each a witness the object must hold (:meth:`_object`). None for
+        any other conflict, past ``MAX_KEY_WITNESSES``, or where the merged parts hold
+        keywords :meth:`_object` does not read (schema dependencies among them; the caller
+        intersects automata)."""
+        witnesses: list[_KeyWitness] = []
+        merged: Any = True
+        for part in parts:
+            if not isinstance(part, dict):
+                return None
+            if "not" in part:
+                witness = self._key_witness(self.deref(part["not"], f"{pointer}/not"), f"{pointer}/not")
+                if witness is None or witness.value is not True:
+                    return None
+                witnesses.append(witness)
+            merged = merge(merged, {k: v for k, v in part.items() if k != "not"})
+            if merged is None:
+                return None
+        if not 2 <= len(witnesses) <= MAX_KEY_WITNESSES:
+            return None
+        if merged is False:
+            return NOTHING
+        dependencies = merged.get("dependencies", {})
+        if set(merged) & KEYWORDS - _WITNESSED_OBJECT_KEYWORDS - {"dependencies"} \
+                or not isinstance(dependencies, dict) or not all(isinstance(v, list) for v in dependencies.values()):
+            return None
+        return self._object(merged, pointer, depth, refs, tuple(witnesses))
 
     def _negations_expanded(self, parts: list[Any], json_type: str, pointer: str, depth: int,
                             refs: Refs) -> Node | None:
@@ -1409,8 +1444,13 @@ class SchemaCompiler:
         """``schema`` for values of ``json_type`` (:func:`_restrict`), without a ``not`` of a
         schema that admits no value of that type (every such value meets it)."""
         typed = _restrict(schema, json_type)
-        if isinstance(typed, dict) and "not" in typed and json_type not in self._types_of(typed["not"]):
-            typed = {k: v for k, v in typed.items() if k != "not"}
+        if isinstance(typed, dict) and "not" in typed:
+            negated = self.deref(typed["not"], "")
+            if json_type not in self._types_of(negated):
+                typed = {k: v for k, v in typed.items() if k != "not"}
+            elif json_type not in ("integer", "number") and isinstance(negated, dict) \
+                    and set(negated) & KEYWORDS <= {"type"}:
+                return False  # a not of every value of the type
         return typed
 
     @staticmethod
@@ -2276,7 +2316,7 @@ class SchemaCompiler:
         witness = self._key_witness(negated, f"{pointer}/not")
         if witness is not None:  # the objects with a member that fails it
             objects = self._only(rest, "object", pointer)
-            return self._object(objects, pointer, depth, refs, witness) if objects and witness.value is not False \
+            return self._object(objects, pointer, depth, refs, (witness,)) if objects and witness.value is not False \
                 else NOTHING
         failures = self._failures(negated, f"{pointer}/not")  # the values failing it, one way each
         if failures is None:
@@ -2949,15 +2989,18 @@ class SchemaCompiler:
             hit = self._key_literals[name] = alt(*(literal(f) for f in sorted(forms)))
         return hit
 
-    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs, witness: _KeyWitness | None = None) -> Node:
+    def _object(self, schema: dict, pointer: str, depth: int, refs: Refs,
+                witnesses: tuple[_KeyWitness, ...] = ()) -> Node:
         """Declared properties in declared order, then keys the schema names elsewhere
         (``required``, ``dependentRequired``) in that order, then undeclared keys where allowed
         (values under the ``patternProperties`` their name matches, else
         ``additionalProperties``). A graph over (position, anything written, names written
-        that dependencies mention, properties counted, the ``witness`` written) enforces
+        that dependencies mention, properties counted, the ``witnesses`` written) enforces
         ``required``, ``dependentRequired`` and ``minProperties``/``maxProperties`` exactly.
-        ``witness``: only objects holding such a member (a ``not`` of keywords on keys, see
-        :meth:`_not`), written where a named key is or among the undeclared ones."""
+        ``witnesses``: only objects holding a member of each (a ``not`` of keywords on keys,
+        see :meth:`_not`; several only with any value, see :meth:`_many_witnesses`), written
+        where a named key is or among the undeclared ones; one member may be the witness of
+        several."""
         properties = schema.get("properties", {})
         required = list(dict.fromkeys(schema.get("required", [])))
         dependent: dict[str, list[str]] = {}
@@ -2980,10 +3023,11 @@ class SchemaCompiler:
         named = list(properties) + [n for n in _named_keys(schema) if n not in properties]
         members: list[tuple[str, Node | None]] = []
         members_size = 0
-        bounded_below = witness is None and schema.get("maxProperties") is None and not schema.get("minProperties")
+        bounded_below = not witnesses and schema.get("maxProperties") is None and not schema.get("minProperties")
         relevant = frozenset(n for n, deps in dependent.items() for n in (n, *deps))  # names dependencies mention
-        witness_members: dict[str, Node] = {}  # the named keys' members that are the witness
-        witness_patterns = [self.key_pattern(p, pointer) for p in witness.patterns] if witness else []
+        # per named key, its members: (node, the witnesses it is) beside the plain member
+        named_options: dict[str, list[tuple[Node, frozenset[int]]]] = {}
+        witness_patterns = [[self.key_pattern(p, pointer) for p in w.patterns] for w in witnesses]
         for name in named:
             parts: list[Any] = [properties[name]] if name in properties else []
             sub_pointer = f"{pointer}/properties/{_escape(name)}" if name in properties else pointer
@@ -3007,15 +3051,28 @@ class SchemaCompiler:
             if member is None and name in required:
                 return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
-            if witness is not None and allowed and self._witnessed_by(witness, name, witness_patterns):
-                found = member if witness.value is True else seq(self._key_literal(name), colon, self.value(
-                    _all_of_schema([*parts, witness.value]), sub_pointer, inner, refs))
-                if found is not None and found is not NOTHING:
-                    witness_members[name] = found
-        extra = self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs)
-        witness_extra = NOTHING if witness is None else self._extra_members(
-            named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs,
-            self._witness_keys(witness, named), witness.value)
+            is_witness = [allowed and self._witnessed_by(w, name, found) for w, found in zip(witnesses, witness_patterns)]
+            marks = frozenset(i for i, w in enumerate(witnesses) if is_witness[i] and w.value is True)
+            options = [(member, marks)] if member is not None else []
+            for i, w in enumerate(witnesses):
+                if is_witness[i] and w.value is not True:  # the member whose value also fails as the witness's
+                    found = seq(self._key_literal(name), colon, self.value(_all_of_schema([*parts, w.value]),
+                                                                           sub_pointer, inner, refs))
+                    if found is not NOTHING:
+                        options.append((found, marks | {i}))
+            named_options[name] = options
+        # undeclared members: any, or (each set of witnesses) keys that are each of them
+        extras = [(self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs),
+                   frozenset())]
+        for chosen in _nonempty_subsets(len(witnesses)):
+            keys = self._witness_keys(witnesses[chosen[0]], named)
+            for i in chosen[1:]:
+                keys = keys.intersect(self._witness_keys(witnesses[i], named), self.options.max_states)
+            values = [witnesses[i].value for i in chosen if witnesses[i].value is not True]
+            extras.append((self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer,
+                                               inner, refs, keys, _all_of_schema(values) if values else True),
+                           frozenset(chosen)))
+        extra = extras[0][0]
         min_props = _count(schema, "minProperties", pointer) or 0
         max_props = _count(schema, "maxProperties", pointer)
         if max_props is not None and extra is NOTHING and max_props >= len(members):
@@ -3035,16 +3092,18 @@ class SchemaCompiler:
         if extra is not NOTHING:  # one copy of the undeclared keys' member per count below the cap
             if self._knots:
                 extra = self._repeated(extra)
+                extras[0] = (extra, frozenset())
             self._check_repeat(extra, cap, pointer, keyword)
         # states: (index, anything written yet, relevant names written, properties counted up to
-        # cap, the witness written or none needed), built breadth first
-        start = (0, False, frozenset(), 0, witness is None)
+        # cap, the witnesses written), built breadth first
+        every_witness = frozenset(range(len(witnesses)))
+        start: tuple[int, bool, frozenset, int, frozenset] = (0, False, frozenset(), 0, frozenset())
         index = {start: 0}
         order = [start]
         edges: list[tuple[int, Node, int]] = []
         accepting: set[int] = set()
 
-        def state(key: tuple[int, bool, frozenset, int, bool]) -> int:
+        def state(key: tuple[int, bool, frozenset, int, frozenset]) -> int:
             if key not in index:
                 index[key] = len(order)
                 order.append(key)
@@ -3070,22 +3129,22 @@ class SchemaCompiler:
         while i < len(order):
             pos, written, seen, count, witnessed = order[i]
             src = i
-            complete = witnessed and count >= min_props and all(set(dependent[n]) <= seen for n in seen
-                                                                if n in dependent)
+            complete = witnessed == every_witness and count >= min_props and all(
+                set(dependent[n]) <= seen for n in seen if n in dependent)
             if pos >= len(members):
                 if complete:
                     accepting.add(src)
                 nxt = counted(count)
-                for node, found in ((extra, False), (witness_extra, True)):
-                    if node is not NOTHING and nxt is not None:
-                        enter(src, written, node, state((len(members) + 1, True, seen, nxt, witnessed or found)))
+                for node, marks in extras:
+                    if node is not NOTHING and nxt is not None and (not marks or not marks <= witnessed):
+                        enter(src, written, node, state((len(members) + 1, True, seen, nxt, witnessed | marks)))
             else:
-                name, member = members[pos]
+                name, _ = members[pos]
                 nxt = counted(count)
-                found = witness_members.get(name) if not witnessed else None
-                for node, now in ((member, witnessed), (found, True)):
-                    if node is not None and nxt is not None:
-                        enter(src, written, node, state((pos + 1, True, seen | ({name} & relevant), nxt, now)))
+                for node, marks in named_options[name]:
+                    if nxt is not None and (node is members[pos][1] or not marks <= witnessed):
+                        enter(src, written, node, state((pos + 1, True, seen | ({name} & relevant), nxt,
+                                                         witnessed | marks)))
                 if name not in required:
                     edges.append((src, EPSILON, state((pos + 1, written, seen, count, witnessed))))
             i += 1
@@ -3410,6 +3469,11 @@ def _names_outside(negated: Any) -> tuple[list[str], list[str]] | None:
         else:
             return None
     return names, patterns
+
+
+def _nonempty_subsets(n: int) -> list[tuple[int, ...]]:
+    """The non-empty subsets of ``range(n)``, each ascending."""
+    return [chosen for size in range(1, n + 1) for chosen in itertools.combinations(range(n), size)]
 
 
 def _names_inside(negated: Any) -> tuple[list[str], list[str]] | None:
@@ -3758,6 +3822,12 @@ def _schema_dependencies(schema: dict) -> dict[str, Any]:
 
 MAX_CONTAINS_STATES = 4096
 """Most (items written, matching items counted) states of one array with ``contains``."""
+MAX_KEY_WITNESSES = 6
+"""Most keys one object must hold for ``not``s of keywords on keys (``2**n`` undeclared key
+languages, see :meth:`SchemaCompiler._many_witnesses`)."""
+_WITNESSED_OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "dependentRequired",
+                                        "patternProperties", "propertyNames", "minProperties", "maxProperties"})
+"""What :meth:`SchemaCompiler._object` reads of a schema it is handed with several witnesses."""
 MAX_CONTAINS_BOUNDS = 3
 """Most ``contains`` of one array counted together (``2**n`` item classes, see
 :meth:`SchemaCompiler._many_contains`)."""
