@@ -2985,8 +2985,12 @@ class SchemaCompiler:
         """The key ``name`` quoted, raw or ``\\u``-escaped past ASCII (once per name per compile)."""
         hit = self._key_literals.get(name)
         if hit is None:
-            forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
-            hit = self._key_literals[name] = alt(*(literal(f) for f in sorted(forms)))
+            if name.isascii() and name.isprintable() and '"' not in name and "\\" not in name:
+                hit = literal(f'"{name}"')  # JSON writes it as is, one way (most keys: ~3 us less)
+            else:
+                forms = {json.dumps(name, ensure_ascii=False), json.dumps(name)}
+                hit = alt(*(literal(f) for f in sorted(forms)))
+            self._key_literals[name] = hit
         return hit
 
     def _object(self, schema: dict, pointer: str, depth: int, refs: Refs,
