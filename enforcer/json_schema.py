@@ -1442,7 +1442,8 @@ class SchemaCompiler:
 
     def _restricted(self, schema: Any, json_type: str) -> Any:
         """``schema`` for values of ``json_type`` (:func:`_restrict`), without a ``not`` of a
-        schema that admits no value of that type (every such value meets it)."""
+        schema that admits no value of that type (every such value meets it); False beside a
+        ``not`` of every value of a type other than numbers."""
         typed = _restrict(schema, json_type)
         if isinstance(typed, dict) and "not" in typed:
             negated = self.deref(typed["not"], "")
@@ -1945,8 +1946,9 @@ class SchemaCompiler:
             return failures
         if key == "additionalItems" and not isinstance(condition.get("items"), list):
             return []  # without a tuple of items it applies to nothing
-        if key == "propertyNames" and (_names_outside({key: value}) is not None or _names_inside({key: value})):
-            return [{"type": "object", "not": {key: value}}]  # an object with a key outside them (one of them)
+        if key == "propertyNames" and (_names_outside({key: value}) is not None
+                                       or _names_inside({key: value}) is not None):
+            return [{"type": "object", "not": {key: value}}]  # an object with a key outside them (or one of them)
         if key == "additionalProperties":  # an object with an undeclared key whose value fails it
             found = self._failures(value, f"{pointer}/additionalProperties", entered)
             declared = {k: {name: True for name in condition.get(k, {})} for k in ("properties", "patternProperties")}
