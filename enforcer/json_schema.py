@@ -3814,8 +3814,8 @@ def _string_char_dfa(raw: bool = False) -> DFA:
     return _STRING_CHAR_DFA[raw]
 
 
-MAX_DEPENDENT_SCHEMAS = 4
-"""Most ``dependentSchemas`` per object (one union branch per subset of their keys)."""
+MAX_DEPENDENT_SCHEMAS = 6
+"""Most ``dependentSchemas`` per object (one union branch per subset of their keys: 64)."""
 
 
 def _schema_dependencies(schema: dict) -> dict[str, Any]:

@@ -174,6 +174,27 @@ def test_scalar_contains_product_is_refused_within_its_budget():
     assert info.value.budget.startswith("MAX_CONTAINS_PRODUCT_STATES=")
 
 
+def test_six_dependent_schemas_are_a_union_of_64_branches_and_seven_are_refused():
+    """Each dependency an implication (its key absent, or present with its schema): 2**6
+    branches, exact against jsonschema on every set of up to five keys in every order; a
+    seventh is refused, naming the keyword (128 branches)."""
+    chain = {"a": {"anyOf": [{"required": ["c"]}, {"required": ["b"]}]}, "b": {"not": {"required": ["c"]}},
+             "c": {"not": {"required": ["d"]}}, "d": {"not": {"required": ["e"]}},
+             "e": {"not": {"required": ["a"]}}, "f": {"required": ["b"]}}
+    schema = {"type": "object", "patternProperties": {"^[a-f]$": True}, "additionalProperties": False,
+              "dependentSchemas": chain, "minProperties": 2}
+    validator = jsonschema.Draft202012Validator(schema)
+    dfa = compile_schema_dfa(schema, SchemaOptions(strict=False))
+    for n in range(6):
+        for keys in itertools.combinations("abcdef", n):
+            value = dict.fromkeys(keys, 1)
+            accepted = any(dfa.matches(json.dumps(dict(order))) for order in itertools.permutations(value.items()))
+            assert accepted == validator.is_valid(value), value
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_schema_dfa({**schema, "dependentSchemas": {**chain, "g": {"required": ["a"]}}}, SchemaOptions())
+    assert info.value.keyword == "dependentSchemas"
+
+
 def test_dependent_schemas_keep_a_bare_object_open_in_strict_mode():
     """The absent dependency keys are written as ``properties: {key: false}``: that must not
     close an object no ``properties`` declare (strict mode closes only declared objects)."""
