@@ -46,6 +46,7 @@ from jsonschema import Draft202012Validator
 
 import enforcer
 from benchmarks.conformance import load_maskbench, load_test_suite
+from jsonschema_oracle import ecma_patterns
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 SEED = 20250917
@@ -254,6 +255,7 @@ def check_sample(schema: Any, text_bytes: bytes, stats: FuzzStats, label: str) -
         return
     if duplicates[0]:
         stats.duplicate_keys.append(f"{label}: {text[:300]!r}")
+    schema = ecma_patterns(schema)  # \d and \w as ECMA-262 (and the compiler) read them
     try:
         errors = list(Draft202012Validator(schema).iter_errors(value))
     except re.error:  # a pattern Python's re cannot read (\p{...}): jsonschema cannot judge it
@@ -468,3 +470,18 @@ def test_suite_samples_validate(corpus_dir: Path, sampler_for: Callable[..., Sam
     assert fuzzed > 100
     assert not stats.capped, "\n".join(stats.capped[:10])
     assert not stats.failures(), f"{len(stats.failures())} failures:\n" + "\n".join(stats.failures()[:20])
+
+
+def test_the_oracle_reads_digit_and_word_classes_as_ecma_262() -> None:
+    """Python's ``re`` reads ``\\d`` and ``\\w`` as Unicode classes (``"۶"`` a digit); ECMA-262,
+    and the compiler, as ASCII ones. The fuzz oracle validates with the ECMA reading, so a
+    ``patternProperties: {"\\\\d": ...}`` key holding ``"۶"`` is not taken for a digit key."""
+    schema = {"type": "object", "patternProperties": {"\\d": {"type": "boolean"}}, "properties": {
+        "w": {"type": "string", "pattern": "^[\\w-]+$"}}}
+    value = {"w": "ab-9", "a۶": 76}  # declared keys first, as the compiler writes them
+    assert not Draft202012Validator(schema).is_valid(value)
+    assert Draft202012Validator(ecma_patterns(schema)).is_valid(value)
+    assert not Draft202012Validator(ecma_patterns(schema)).is_valid({"a6": 76})
+    assert not Draft202012Validator(ecma_patterns(schema)).is_valid({"w": "é"})
+    compiled = enforcer.matcher.compile_schema_dfa(schema, enforcer.json_schema.SchemaOptions(strict=False))
+    assert compiled.matches(json.dumps(value, ensure_ascii=False)) and not compiled.matches('{"a6": 76}')

@@ -44,6 +44,7 @@ from jsonschema import Draft202012Validator
 from enforcer import compile_tools
 from benchmarks.conformance import load_maskbench
 from completion_route import completion_route
+from jsonschema_oracle import ecma_patterns
 from enforcer.errors import InvalidToolsError, SchemaTooComplexError, UnsupportedSchemaError
 from enforcer.formats import kimi_k2
 from enforcer.parser import StreamingToolCallParser, merge_deltas, parse_tool_calls
@@ -317,11 +318,12 @@ def check_generation(compiled: Any, params: dict[str, dict], ids: list[int], mat
         except ValueError as exc:
             problems.append(f"call {k} ({name}): arguments are not JSON ({exc}): {call['function']['arguments'][:200]!r}")
             continue
-        error = next(Draft202012Validator(params[name]).iter_errors(args), None)
+        schema = ecma_patterns(params[name])  # \d and \w as ECMA-262 (and the compiler) read them
+        error = next(Draft202012Validator(schema).iter_errors(args), None)
         if error is not None:
             problems.append(f"call {k} ({name}): {error.message[:200]} in {call['function']['arguments'][:200]!r}")
         elif formats:
-            checker = Draft202012Validator(params[name], format_checker=Draft202012Validator.FORMAT_CHECKER)
+            checker = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
             error = next(checker.iter_errors(args), None)
             if error is not None:
                 stats.format_only.append(f"{label} call {k} ({name}): {error.message[:200]}")
