@@ -1355,8 +1355,8 @@ class SchemaCompiler:
             if not pending:
                 nodes.append(self.value(current, pointer, depth, refs))
                 continue
-            if t == "array":
-                parts_t = [current, *(part_t for part_t, _ in pending)]
+            parts_t = [current, *(part_t for part_t, _ in pending)]
+            if t == "array":  # several contains (or not) counted in one graph rather than intersected whole
                 counted = self._many_contains(parts_t, [pointer, *(ptr for _, ptr in pending)], pointer, depth, refs)
                 if counted is None:
                     counted = self._negations_expanded(parts_t, t, pointer, depth, refs)
@@ -1364,11 +1364,11 @@ class SchemaCompiler:
                     nodes.append(counted)
                     continue
             if t == "object":
-                witnessed = self._many_witnesses([current, *(part_t for part_t, _ in pending)], pointer, depth, refs)
+                witnessed = self._many_witnesses(parts_t, pointer, depth, refs)
                 if witnessed is not None:
                     nodes.append(witnessed)
                     continue
-                current, *shared = self._sharing_keys([current, *(part_t for part_t, _ in pending)], pointer)
+                current, *shared = self._sharing_keys(parts_t, pointer)
                 pending = [(part_t, ptr) for part_t, (_, ptr) in zip(shared, pending)]
             key = self._scalar_intersection_key(t, [current, *(part_t for part_t, _ in pending)], depth)
             node = self._scalar_intersections.get(key) if key is not None else None
@@ -3057,7 +3057,11 @@ class SchemaCompiler:
             if member is None and name in required:
                 return NOTHING  # a required key that may not appear: no value satisfies this
             members.append((name, member))
-            is_witness = [allowed and self._witnessed_by(w, name, found) for w, found in zip(witnesses, witness_patterns)]
+            if not witnesses:  # the common case: one member, marking nothing
+                named_options[name] = [(member, _NO_WITNESSES)] if member is not None else []
+                continue
+            is_witness = [allowed and self._witnessed_by(w, name, w_patterns)
+                          for w, w_patterns in zip(witnesses, witness_patterns)]
             marks = frozenset(i for i, w in enumerate(witnesses) if is_witness[i] and w.value is True)
             options = [(member, marks)] if member is not None else []
             for i, w in enumerate(witnesses):
@@ -3069,11 +3073,12 @@ class SchemaCompiler:
             named_options[name] = options
         # undeclared members: any, or (each set of witnesses) keys that are each of them
         extras = [(self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer, inner, refs),
-                   frozenset())]
+                   _NO_WITNESSES)]
+        witness_keys = [self._witness_keys(w, named) for w in witnesses]  # once each, for every set holding it
         for chosen in _nonempty_subsets(len(witnesses)):
-            keys = self._witness_keys(witnesses[chosen[0]], named)
+            keys = witness_keys[chosen[0]]
             for i in chosen[1:]:
-                keys = keys.intersect(self._witness_keys(witnesses[i], named), self.options.max_states)
+                keys = keys.intersect(witness_keys[i], self.options.max_states)
             values = [witnesses[i].value for i in chosen if witnesses[i].value is not True]
             extras.append((self._extra_members(named, pattern_dfas, patterns, additional, names_schema, pointer,
                                                inner, refs, keys, _all_of_schema(values) if values else True),
@@ -3098,7 +3103,7 @@ class SchemaCompiler:
         if extra is not NOTHING:  # one copy of the undeclared keys' member per count below the cap
             if self._knots:
                 extra = self._repeated(extra)
-                extras[0] = (extra, frozenset())
+                extras[0] = (extra, _NO_WITNESSES)
             self._check_repeat(extra, cap, pointer, keyword)
         # states: (index, anything written yet, relevant names written, properties counted up to
         # cap, the witnesses written), built breadth first
@@ -3828,6 +3833,7 @@ def _schema_dependencies(schema: dict) -> dict[str, Any]:
 
 MAX_CONTAINS_STATES = 4096
 """Most (items written, matching items counted) states of one array with ``contains``."""
+_NO_WITNESSES: frozenset[int] = frozenset()
 MAX_KEY_WITNESSES = 6
 """Most keys one object must hold for ``not``s of keywords on keys (``2**n`` undeclared key
 languages, see :meth:`SchemaCompiler._many_witnesses`)."""

@@ -245,7 +245,8 @@ def _pairs(pairs: list[tuple[str, Any]], counter: list[int]) -> dict:
 
 
 def check_sample(schema: Any, text_bytes: bytes, stats: FuzzStats, label: str) -> None:
-    """The sample must be UTF-8, strict JSON (no NaN/Infinity) and valid against ``schema``."""
+    """The sample must be UTF-8, strict JSON (no NaN/Infinity) and valid against ``schema`` (its
+    patterns as ECMA-262 reads them: :func:`jsonschema_oracle.ecma_patterns`)."""
     duplicates = [0]
     try:
         text = text_bytes.decode("utf-8")
@@ -255,7 +256,6 @@ def check_sample(schema: Any, text_bytes: bytes, stats: FuzzStats, label: str) -
         return
     if duplicates[0]:
         stats.duplicate_keys.append(f"{label}: {text[:300]!r}")
-    schema = ecma_patterns(schema)  # \d and \w as ECMA-262 (and the compiler) read them
     try:
         errors = list(Draft202012Validator(schema).iter_errors(value))
     except re.error:  # a pattern Python's re cannot read (\p{...}): jsonschema cannot judge it
@@ -271,13 +271,14 @@ def check_sample(schema: Any, text_bytes: bytes, stats: FuzzStats, label: str) -
 
 def fuzz_schema(compiled: Any, schema: Any, sampler: Sampler, samples: int, stats: FuzzStats, label: str) -> None:
     """``samples`` sequences through fresh matchers of ``compiled``, each checked."""
+    oracle = ecma_patterns(schema)  # \d and \w as ECMA-262 (and the compiler) read them
     for number in range(samples):
         ids = sampler.sample(compiled.matcher(), stats, f"{label}#{number}")
         stats.samples += 1
         if ids is None:
             continue
         stats.tokens += len(ids)
-        check_sample(schema, sampler.vocabulary.decode_bytes(ids), stats, f"{label}#{number}")
+        check_sample(oracle, sampler.vocabulary.decode_bytes(ids), stats, f"{label}#{number}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -318,12 +318,11 @@ def check_generation(compiled: Any, params: dict[str, dict], ids: list[int], mat
         except ValueError as exc:
             problems.append(f"call {k} ({name}): arguments are not JSON ({exc}): {call['function']['arguments'][:200]!r}")
             continue
-        schema = ecma_patterns(params[name])  # \d and \w as ECMA-262 (and the compiler) read them
-        error = next(Draft202012Validator(schema).iter_errors(args), None)
+        error = next(Draft202012Validator(params[name]).iter_errors(args), None)
         if error is not None:
             problems.append(f"call {k} ({name}): {error.message[:200]} in {call['function']['arguments'][:200]!r}")
         elif formats:
-            checker = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            checker = Draft202012Validator(params[name], format_checker=Draft202012Validator.FORMAT_CHECKER)
             error = next(checker.iter_errors(args), None)
             if error is not None:
                 stats.format_only.append(f"{label} call {k} ({name}): {error.message[:200]}")
@@ -342,7 +341,8 @@ def check_generation(compiled: Any, params: dict[str, dict], ids: list[int], mat
 def fuzz_tool_set(tools: list[dict], vocab: Any, sampler: Sampler, generations: int, stats: Stats, label: str,
                   formats: bool) -> None:
     """``generations`` turns over ``tools``, cycling through the tool_choice modes."""
-    params = {t["function"]["name"]: t["function"].get("parameters", {"type": "object"}) for t in tools}
+    # the oracle's schemas: \d and \w as ECMA-262 (and the compiler) read them
+    params = {t["function"]["name"]: ecma_patterns(t["function"].get("parameters", {"type": "object"})) for t in tools}
     names = list(params)
     cycle = mode_cycle(names[0], names[-1])
     call_begin, assistant = vocab.token_id(kimi_k2.CALL_BEGIN), vocab.token_id(kimi_k2.IM_ASSISTANT)
