@@ -166,7 +166,7 @@ class TokenTrie:
         return self._payloads[state] is not None
 
     def mask(self, state: int) -> np.ndarray:
-        """The ids of the node's children (shared per id set: :meth:`TokenIndex.ids_mask`)."""
+        """The ids of the node's children (:meth:`TokenIndex.ids_mask`), made once per node."""
         hit = self._masks.get(state)
         if hit is None:
             hit = self._masks[state] = self._index.ids_mask(self._children[state])

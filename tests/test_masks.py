@@ -375,21 +375,29 @@ def test_pack_ids_sparse_few_and_dense_agree_with_packbits() -> None:
         assert np.array_equal(pack_ids(ids, words), np.packbits(bits, bitorder="little").view("<i4")), n
 
 
-def test_token_tries_share_the_masks_of_equal_id_sets(kimi_vocab) -> None:
-    """Two tries (two compiled tool sets) whose nodes allow the same ids hand out one read-only
-    mask, holding exactly those ids, whatever order the children were added in."""
+def test_token_tries_mask_exactly_their_children(kimi_vocab) -> None:
+    """A trie node's mask holds exactly the ids of its children, whatever order they were added
+    in, read-only. Up to ``_FEW_IDS`` ids it is packed afresh (cheaper than a shared entry's
+    lookup: the first sight of a tag word); larger sets are shared per vocabulary and id set."""
+    from enforcer.masks import _FEW_IDS
     from enforcer.text_rules import TokenTrie
+
+    def ids_of(mask: np.ndarray) -> list[int]:
+        return np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")).tolist()
 
     index = token_index(kimi_vocab)
     first = TokenTrie([((7, 40_000), "a"), ((7, 151_000), "b"), ((9,), "c")], index)
     second = TokenTrie([((9, 5), "x"), ((7, 151_000), "y")], index)
     root = first.mask(0)
-    assert root is second.mask(0) is index.ids_mask([9, 7])
     assert not root.flags.writeable
-    assert np.flatnonzero(np.unpackbits(root.view(np.uint8), bitorder="little")).tolist() == [7, 9]
-    after_seven = first.mask(first.step(0, 7))
-    assert np.flatnonzero(np.unpackbits(after_seven.view(np.uint8), bitorder="little")).tolist() == [40_000, 151_000]
-    assert after_seven is not second.mask(second.step(0, 7))  # {151000} alone: another set
+    assert ids_of(root) == ids_of(second.mask(0)) == ids_of(index.ids_mask([9, 7])) == [7, 9]
+    assert ids_of(first.mask(first.step(0, 7))) == [40_000, 151_000]
+    assert ids_of(second.mask(second.step(0, 7))) == [151_000]
+    many = [(3 * k + 1,) for k in range(_FEW_IDS + 1)]
+    wide, again = TokenTrie([(ids, ids) for ids in many], index), TokenTrie([(ids, ids) for ids in reversed(many)], index)
+    assert wide.mask(0) is again.mask(0)
+    assert ids_of(wide.mask(0)) == [ids[0] for ids in many]
+    assert not wide.mask(0).flags.writeable
 
 
 def test_a_large_embedded_table_keeps_its_safe_parts_itself(kimi_vocab) -> None:
