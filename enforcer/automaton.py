@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -1253,6 +1254,41 @@ def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
     return CountedDFA(unit, minimum, maximum).dense()
 
 
+_COUNTED_UNITS: "WeakKeyDictionary[DFA, tuple[DFA, np.ndarray]]" = WeakKeyDictionary()
+""":func:`_counted_unit` per unit automaton, as long as it lives (the encoded string character
+is the unit of every ``maxLength`` of every compile)."""
+
+
+def _counted_unit(unit: DFA) -> tuple[DFA, np.ndarray]:
+    """(``unit`` trimmed, its step table: int32[q, 256], from each of its ``q`` inner states the
+    inner state reached, ``q`` on completing a unit, or -1), checked to be a non-empty,
+    prefix-free unit that does not accept the empty string; made once per unit (about 20 us of
+    numpy calls) and read-only."""
+    hit = _COUNTED_UNITS.get(unit)
+    if hit is not None:
+        return hit
+    given = unit
+    acc = unit.accepting
+    if unit.is_empty or acc[0]:
+        raise ValueError("a counted repeat needs a non-empty unit that does not accept the empty string")
+    if (unit.transitions[acc] >= 0).any():
+        raise ValueError("a counted repeat needs a prefix-free unit")
+    order = _live_order(unit.transitions, acc)
+    if order is not None and len(order) < unit.num_states:  # trimmed: every inner state leads somewhere
+        unit = _renumbered(unit.transitions, acc, order)
+        acc = unit.accepting
+    inner = np.flatnonzero(~acc)  # start (0) first
+    q = len(inner)
+    local = np.full(unit.num_states, DEAD, dtype=np.int32)
+    local[inner] = np.arange(q, dtype=np.int32)
+    t = unit.transitions[inner]  # (q, 256)
+    safe = np.where(t >= 0, t, 0)
+    step = np.where(t < 0, DEAD, np.where(acc[safe], q, local[safe])).astype(np.int32)
+    step.setflags(write=False)
+    hit = _COUNTED_UNITS[given] = (unit, step)
+    return hit
+
+
 class CountedDFA:
     """``unit{minimum,maximum}`` for a prefix-free ``unit`` (no accepted string extends
     another, e.g. one encoded character), kept without its table. State ``k * q + s`` has read
@@ -1268,33 +1304,15 @@ class CountedDFA:
     __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key")
 
     def __init__(self, unit: DFA, minimum: int, maximum: int) -> None:
-        acc = unit.accepting
-        if unit.is_empty or acc[0]:
-            raise ValueError("a counted repeat needs a non-empty unit that does not accept the empty string")
-        if (unit.transitions[acc] >= 0).any():
-            raise ValueError("a counted repeat needs a prefix-free unit")
         if not 0 <= minimum <= maximum:
             raise ValueError(f"a counted repeat needs 0 <= minimum <= maximum, not {minimum}..{maximum}")
-        order = _live_order(unit.transitions, acc)
-        if order is not None and len(order) < unit.num_states:  # trimmed: every inner state leads somewhere
-            unit = _renumbered(unit.transitions, acc, order)
-            acc = unit.accepting
-        inner = np.flatnonzero(~acc)  # start (0) first
-        q = len(inner)
-        local = np.full(unit.num_states, DEAD, dtype=np.int32)
-        local[inner] = np.arange(q, dtype=np.int32)
-        t = unit.transitions[inner]  # (q, 256)
-        safe = np.where(t >= 0, t, 0)
-        step = np.where(t < 0, DEAD, np.where(acc[safe], q, local[safe])).astype(np.int32)
-        step.setflags(write=False)
+        unit, self.step = _counted_unit(unit)
         self.unit = unit
         """The unit, trimmed (its string bodies' masks are judged from it)."""
         self.minimum = minimum
         self.maximum = maximum
-        self.period = q
+        self.period = self.step.shape[0]
         """States per unit (``q``)."""
-        self.step = step
-        """int32[q, 256]: within one unit, the inner state reached, ``q`` on completing it, or -1."""
         self._accepting: np.ndarray | None = None
         self._content_key: bytes | None = None
 

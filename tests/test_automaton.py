@@ -573,6 +573,23 @@ def test_counted_repeat_is_the_bounded_repeat() -> None:
             assert counted.walk(state, b"a") < 0
 
 
+def test_counted_repeats_of_one_unit_share_its_step_table() -> None:
+    # the unit's check, trim and step table are made once per unit automaton (every maxLength
+    # of every compile counts the same encoded character), not once per bound; a unit that is
+    # not prefix-free is refused every time it is given
+    from enforcer.automaton import CountedDFA
+    from enforcer.json_schema import _string_char_dfa
+
+    unit = _string_char_dfa(False)
+    short, long = CountedDFA(unit, 0, 5), CountedDFA(unit, 2, 9)
+    assert short.step is long.step and short.unit is long.unit
+    assert not short.step.flags.writeable
+    not_prefix_free = compile_node(alt(literal("a"), literal("ab")))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="prefix-free"):
+            CountedDFA(not_prefix_free, 0, 3)
+
+
 def test_counted_repeat_embedded_builds_the_tables_rows() -> None:
     # a lazy automaton around a table-less counted repeat builds the same states, numbered
     # alike, as around its table: the compiled subset construction (unit rows shifted per
