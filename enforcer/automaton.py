@@ -351,14 +351,23 @@ class Graph(Node):
     the Thompson NFA leaves no dead state inside it."""
 
     def __post_init__(self) -> None:
-        live = self._live_states()
+        # one pass over the edges (a string enum's graph has one per character): the sizes and
+        # each state's predecessors, for liveness
+        count = whole = self.num_states
+        blocks = 0
+        empty_body = False
+        reverse: list[list[int]] = [[] for _ in range(self.num_states)]
+        for src, sub, dst in self.edges:
+            count += sub.nfa_states
+            whole += sub.whole_states
+            blocks += sub.block_states
+            if sub is not NOTHING:
+                reverse[dst].append(src)
+                empty_body = empty_body or sub.empty
+        live = _reaching(reverse, self.accepting)
         # with no empty body but NOTHING, the start reaches an end over non-empty edges exactly
         # when it is live: one backward pass serves both flags
-        empty = self.reaches_no_end() if any(sub.empty and sub is not NOTHING for _, sub, _ in self.edges) \
-            else not live[self.start]
-        _set_derived(self, self.num_states + sum(sub.nfa_states for _, sub, _ in self.edges), empty,
-                     sum(sub.block_states for _, sub, _ in self.edges),
-                     self.num_states + sum(sub.whole_states for _, sub, _ in self.edges))
+        _set_derived(self, count, self.reaches_no_end() if empty_body else not live[self.start], blocks, whole)
         object.__setattr__(self, "trim", all(live))
 
     def trimmed(self) -> Node:

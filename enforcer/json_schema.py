@@ -2423,7 +2423,9 @@ class SchemaCompiler:
 
     def _enum_node(self, values: list[Any], rest: dict, pointer: str, depth: int, keyword: str) -> Node:
         """:meth:`_enum` built (``keyword``: the one holding ``values``, for refusals)."""
-        check = self._validator.evolve(schema=rest) if set(rest) - ANNOTATIONS else None
+        keywords = set(rest) - ANNOTATIONS
+        types = _plain_types(rest["type"]) if keywords == {"type"} else None
+        check = self._validator.evolve(schema=rest) if keywords and types is None else None
         seen: set[str] = set()
         strings: list[str] = []
         decimals: list[tuple[str, bool]] = []
@@ -2431,7 +2433,8 @@ class SchemaCompiler:
         nodes = []
         for v in values:
             key = _json_key(v)
-            if key in seen or (check is not None and not check.is_valid(v)):
+            if key in seen or (types is not None and _PLAIN_TYPES.get(type(v)) not in types) \
+                    or (check is not None and not check.is_valid(v)):
                 continue
             seen.add(key)
             if isinstance(v, str):
@@ -3676,6 +3679,24 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
                 node = forms[symbol] = form(symbol)
             edges.append((number[state], node, number[child]))
     return Graph(len(order), 0, frozenset(number[s] for s in order if final[s]), tuple(edges))
+
+
+_PLAIN_TYPES = {str: "string", bool: "boolean", type(None): "null", dict: "object", list: "array"}
+"""The JSON type of a value read from JSON, by its Python type, for the types that need no
+number rules (a JSON number is an int or a float, never a bool)."""
+
+
+def _plain_types(declared: Any) -> frozenset[str] | None:
+    """The types a ``type`` keyword names when all are string, boolean, null, object or array
+    (a member's Python type tells whether it is one of them: :data:`_PLAIN_TYPES`); None when it
+    names number or integer (their rules, dialect by dialect, are jsonschema's to apply)."""
+    named = [declared] if isinstance(declared, str) else declared
+    if isinstance(named, list) and named and all(isinstance(t, str) and t in _PLAIN_TYPE_NAMES for t in named):
+        return frozenset(named)
+    return None
+
+
+_PLAIN_TYPE_NAMES = frozenset(_PLAIN_TYPES.values())
 
 
 def _string_trie(values: list[str], raw: bool) -> Node:

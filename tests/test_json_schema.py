@@ -455,6 +455,15 @@ def test_enum_members_are_checked_against_the_rest_of_the_schema():
     check({"enum": ["a", "ab", "abc", "b", "ba", 2, [1]]})
 
 
+@pytest.mark.parametrize("declared", ["string", "boolean", "null", "object", "array", ["string", "null"],
+                                      ["boolean", "array"], "integer", "number", ["integer", "string"]])
+def test_enum_beside_a_type_keeps_the_members_of_that_type(declared):
+    """An enum beside ``type`` alone (string, boolean, null, object, array: checked by each
+    member's Python type; number and integer: by jsonschema, 1.0 an integer, true not one)."""
+    members = ["a", "", "null", 1, 0, 1.0, 2.5, True, False, None, {"a": 1}, [1], []]
+    check({"type": declared, "enum": members}, extra=members)
+
+
 def test_one_enum_met_beside_other_keywords_and_at_other_depths_keeps_each_verdict():
     """The compiler builds an enum once per members, rest of the schema and depth: the same
     members filtered by different siblings, and object members written at other indentations,
