@@ -3139,26 +3139,31 @@ class SchemaCompiler:
                 entries[key] = (len(entries), member)
             edges.append((src, comma if written else EPSILON, -1 - entries[key][0]))
 
+        # per position, the name it adds to the names dependencies mention (None: it adds none);
+        # a state's sets are new objects only where they grow (the common object: never)
+        mentions = [frozenset((name,)) if name in relevant else None for name, _ in members]
         i = 0
         while i < len(order):
             pos, written, seen, count, witnessed = order[i]
             src = i
-            complete = witnessed == every_witness and count >= min_props and all(
-                set(dependent[n]) <= seen for n in seen if n in dependent)
+            nxt = counted(count)
             if pos >= len(members):
-                if complete:
+                if witnessed == every_witness and count >= min_props and (not dependent or all(
+                        set(dependent[n]) <= seen for n in seen if n in dependent)):
                     accepting.add(src)
-                nxt = counted(count)
-                for node, marks in extras:
-                    if node is not NOTHING and nxt is not None and (not marks or not marks <= witnessed):
-                        enter(src, written, node, state((len(members) + 1, True, seen, nxt, witnessed | marks)))
+                if nxt is not None:
+                    for node, marks in extras:
+                        if node is not NOTHING and (not marks or not marks <= witnessed):
+                            enter(src, written, node, state((len(members) + 1, True, seen, nxt,
+                                                             witnessed | marks if marks else witnessed)))
             else:
-                name, _ = members[pos]
-                nxt = counted(count)
-                for node, marks in named_options[name]:
-                    if nxt is not None and (node is members[pos][1] or not marks <= witnessed):
-                        enter(src, written, node, state((pos + 1, True, seen | ({name} & relevant), nxt,
-                                                         witnessed | marks)))
+                name, plain = members[pos]
+                if nxt is not None:
+                    after = seen | mentions[pos] if mentions[pos] is not None else seen
+                    for node, marks in named_options[name]:
+                        if node is plain or not marks <= witnessed:
+                            enter(src, written, node, state((pos + 1, True, after, nxt,
+                                                             witnessed | marks if marks else witnessed)))
                 if name not in required:
                     edges.append((src, EPSILON, state((pos + 1, written, seen, count, witnessed))))
             i += 1
