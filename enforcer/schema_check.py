@@ -35,35 +35,49 @@ def pointer_of(path: Any) -> str:
 def check_document(schema: Any) -> None:
     """Raise when ``schema`` nests deeper than :data:`MAX_DOCUMENT_DEPTH` or holds a string (key
     or value) that is not valid Unicode text (a lone surrogate cannot be written as UTF-8).
-    Iterative: safe on any depth."""
-    stack: list[tuple[Any, tuple]] = [(schema, ())]
+    Iterative: safe on any depth. Cost: one visit per value; a value's path is a link to its
+    parent's (made whole only for an error), and ASCII text needs no encoding to be checked."""
+    stack: list[tuple[Any, int, tuple | None]] = [(schema, 0, None)]
     while stack:
-        value, path = stack.pop()
+        value, depth, path = stack.pop()
         if isinstance(value, str):
-            _check_text(value, path)
+            if not value.isascii():
+                _check_text(value, path)
         elif isinstance(value, dict):
-            if len(path) >= MAX_DOCUMENT_DEPTH:
+            if depth >= MAX_DOCUMENT_DEPTH:
                 raise SchemaTooComplexError(f"the schema document nests deeper than {MAX_DOCUMENT_DEPTH} "
-                                            f"levels at {pointer_of(path)}")
+                                            f"levels at {pointer_of(_unlinked(path))}")
             for key, item in value.items():
                 if not isinstance(key, str):
-                    raise InvalidSchemaError(pointer_of(path), f"object key {key!r} is not a string")
-                _check_text(key, path)
-                stack.append((item, path + (key,)))
+                    raise InvalidSchemaError(pointer_of(_unlinked(path)), f"object key {key!r} is not a string")
+                if not key.isascii():
+                    _check_text(key, path)
+                stack.append((item, depth + 1, (path, key)))
         elif isinstance(value, (list, tuple)):
-            if len(path) >= MAX_DOCUMENT_DEPTH:
+            if depth >= MAX_DOCUMENT_DEPTH:
                 raise SchemaTooComplexError(f"the schema document nests deeper than {MAX_DOCUMENT_DEPTH} "
-                                            f"levels at {pointer_of(path)}")
-            stack.extend((item, path + (i,)) for i, item in enumerate(value))
+                                            f"levels at {pointer_of(_unlinked(path))}")
+            stack.extend((item, depth + 1, (path, i)) for i, item in enumerate(value))
         elif not (value is None or isinstance(value, (bool, int, float))):
-            raise InvalidSchemaError(pointer_of(path), f"not a JSON value: {type(value).__name__}")
+            raise InvalidSchemaError(pointer_of(_unlinked(path)), f"not a JSON value: {type(value).__name__}")
 
 
-def _check_text(text: str, path: tuple) -> None:
+def _unlinked(path: tuple | None) -> list[Any]:
+    """The keys and indices, from the root, of a linked path: (the parent's linked path or None,
+    the key or index)."""
+    parts = []
+    while path is not None:
+        path, step = path
+        parts.append(step)
+    parts.reverse()
+    return parts
+
+
+def _check_text(text: str, path: tuple | None) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidSchemaError(pointer_of(path), f"text {text[:40]!r} holds a lone surrogate "
+        raise InvalidSchemaError(pointer_of(_unlinked(path)), f"text {text[:40]!r} holds a lone surrogate "
                                  f"(U+{ord(text[exc.start]):04X}), which is not Unicode text") from None
 
 

@@ -69,6 +69,32 @@ def test_deep_documents_are_refused_by_the_documented_limit(schema):
         compile_schema_dfa(schema, SchemaOptions())
 
 
+@pytest.mark.parametrize("document, pointer", [
+    ({"properties": {"a": {"description": "x\ud800y"}}}, "/properties/a/description"),
+    ({"properties": {"a": {"enum": ["ok", 1, ["é", "\udfff"]]}}}, "/properties/a/enum/2/1"),
+    ({"properties": {"a\ud800": {}}}, "/properties"),
+    ({"properties": {"a": {1: {}}}}, "/properties/a"),
+    ({"$defs": {"x~y/z": [{"enum": [object()]}]}}, "/$defs/x~0y~1z/0/enum/0"),
+])
+def test_a_document_error_names_its_pointer(document, pointer):
+    """Text that is not Unicode (a lone surrogate, in a value, a key, past ASCII text beside
+    it), a key that is not a string and a value that is not JSON each name where they are."""
+    from enforcer.schema_check import check_document
+
+    with pytest.raises(InvalidSchemaError) as raised:
+        check_document(document)
+    assert raised.value.pointer == pointer
+
+
+def test_too_deep_a_document_names_where_it_passes_the_limit():
+    from enforcer.schema_check import check_document
+
+    with pytest.raises(SchemaTooComplexError) as raised:
+        check_document(_nested_objects(MAX_DOCUMENT_DEPTH))
+    assert str(raised.value).endswith(f"nests deeper than {MAX_DOCUMENT_DEPTH} levels at "
+                                      + "/properties/a" * (MAX_DOCUMENT_DEPTH // 2))
+
+
 def test_deep_schema_text_is_refused_not_a_recursion_error(kimi_vocab):
     with pytest.raises(EnforcerError):
         compile_json_schema("[" * 100_000 + "]" * 100_000, kimi_vocab)
