@@ -350,8 +350,8 @@ class SchemaCompiler:
         self._validator_cls = validator_class(dialect_source)
         self._external = resource_documents(options.resources) if options.resources else {}
         self._checked: set[str] = set()  # the given resources checked so far
-        self._validator = self._validator_cls(root if isinstance(root, (dict, bool)) else {},
-                                              **_registry(self._external, self._validator_cls))
+        self._validator_root = root if isinstance(root, (dict, bool)) else {}
+        self._validator_made: Any = None
         self._any_cache: dict[tuple[int, int], Node] = {}
         self._enums: dict[tuple[str, int, str, int], tuple[Any, Node]] = {}
         """(keyword, id of its members, the rest of the schema, depth) -> (the members, kept so that
@@ -424,6 +424,16 @@ class SchemaCompiler:
         self._cycles: dict[str, list[str]] = {}
         """``$ref`` name -> a cycle back to it that never descends (``[]``: none; see
         :meth:`_cycle_back_to`)."""
+
+    @property
+    def _validator(self) -> Any:
+        """jsonschema's validator of the root in its dialect (with the given resources), made
+        when a keyword first needs one (an enum's members checked against the rest of their
+        schema, ``propertyNames``): about 30 us that most compiles never spend."""
+        if self._validator_made is None:
+            self._validator_made = self._validator_cls(self._validator_root,
+                                                       **_registry(self._external, self._validator_cls))
+        return self._validator_made
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 

@@ -83,10 +83,12 @@ def _check_name(name: str, index: int, forbidden: dict[str, list[str]], colon: b
     where = f"tools[{index}] ({name!r})"
     if colon and ":" in name:
         raise InvalidToolsError(f"{where}: a name cannot contain ':' (it ends the name in the call id)")
-    for ch in name:
-        cat = unicodedata.category(ch)
-        if ch.isspace() or cat.startswith("C"):
-            raise InvalidToolsError(f"{where}: a name cannot contain whitespace or control characters")
+    # printable ASCII holds no control character and no whitespace but the space: most names
+    # need no look at each character's category
+    if not (name.isascii() and name.isprintable() and " " not in name):
+        for ch in name:
+            if ch.isspace() or unicodedata.category(ch).startswith("C"):
+                raise InvalidToolsError(f"{where}: a name cannot contain whitespace or control characters")
     for first in sorted(forbidden.keys() & set(name)):
         for marker in forbidden[first]:
             if marker in name:

@@ -584,6 +584,9 @@ def test_public_exports() -> None:
     ("a<|tool_call_begin|>b", "cannot contain the marker '<|tool_call_begin|>'"),
     ("get weather", "whitespace or control"),
     ("get\x07", "whitespace or control"),
+    ("get\tweather", "whitespace or control"),
+    ("get\u00a0weather", "whitespace or control"),
+    ("get\u200bweather", "whitespace or control"),
     ("get:weather", "cannot contain ':'"),
 ])
 def test_tool_names_holding_markers_or_separators_are_refused(kimi_vocab, name, message):
@@ -593,7 +596,7 @@ def test_tool_names_holding_markers_or_separators_are_refused(kimi_vocab, name, 
 
 
 def test_tool_names_with_marker_characters_but_no_marker_compile(kimi_vocab):
-    for name in ("a<b", "x|y", "im_end", "<|not_a_marker"):
+    for name in ("a<b", "x|y", "im_end", "<|not_a_marker", "météo_à_paris"):
         tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
         assert compile_tools([tool], kimi_vocab, format="kimi_k2").matcher() is not None
 
