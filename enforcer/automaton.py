@@ -351,20 +351,16 @@ class Graph(Node):
     the Thompson NFA leaves no dead state inside it."""
 
     def __post_init__(self) -> None:
-        # one pass over the edges (a string enum's graph has one per character): the sizes and
-        # each state's predecessors, for liveness
+        # the sizes in one pass over the edges (a string enum's graph has one per character)
         count = whole = self.num_states
         blocks = 0
         empty_body = False
-        reverse: list[list[int]] = [[] for _ in range(self.num_states)]
-        for src, sub, dst in self.edges:
+        for _, sub, _ in self.edges:
             count += sub.nfa_states
             whole += sub.whole_states
             blocks += sub.block_states
-            if sub is not NOTHING:
-                reverse[dst].append(src)
-                empty_body = empty_body or sub.empty
-        live = _reaching(reverse, self.accepting)
+            empty_body = empty_body or (sub.empty and sub is not NOTHING)
+        live = self._live_states()
         # with no empty body but NOTHING, the start reaches an end over non-empty edges exactly
         # when it is live: one backward pass serves both flags
         _set_derived(self, count, self.reaches_no_end() if empty_body else not live[self.start], blocks, whole)

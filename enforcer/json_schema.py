@@ -18,7 +18,7 @@ import json
 import math
 from collections import Counter, deque
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -351,7 +351,6 @@ class SchemaCompiler:
         self._external = resource_documents(options.resources) if options.resources else {}
         self._checked: set[str] = set()  # the given resources checked so far
         self._validator_root = root if isinstance(root, (dict, bool)) else {}
-        self._validator_made: Any = None
         self._any_cache: dict[tuple[int, int], Node] = {}
         self._enums: dict[tuple[str, int, str, int], tuple[Any, Node]] = {}
         """(keyword, id of its members, the rest of the schema, depth) -> (the members, kept so that
@@ -425,15 +424,12 @@ class SchemaCompiler:
         """``$ref`` name -> a cycle back to it that never descends (``[]``: none; see
         :meth:`_cycle_back_to`)."""
 
-    @property
+    @cached_property
     def _validator(self) -> Any:
         """jsonschema's validator of the root in its dialect (with the given resources), made
         when a keyword first needs one (an enum's members checked against the rest of their
         schema, ``propertyNames``): about 30 us that most compiles never spend."""
-        if self._validator_made is None:
-            self._validator_made = self._validator_cls(self._validator_root,
-                                                       **_registry(self._external, self._validator_cls))
-        return self._validator_made
+        return self._validator_cls(self._validator_root, **_registry(self._external, self._validator_cls))
 
     # ---- whitespace and punctuation ---------------------------------------------------------
 
@@ -2443,7 +2439,7 @@ class SchemaCompiler:
         nodes = []
         for v in values:
             key = _json_key(v)
-            if key in seen or (types is not None and _PLAIN_TYPES.get(type(v)) not in types) \
+            if key in seen or (types is not None and _type_of(v) not in types) \
                     or (check is not None and not check.is_valid(v)):
                 continue
             seen.add(key)
@@ -3696,22 +3692,18 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
     return Graph(len(order), 0, frozenset(number[s] for s in order if final[s]), tuple(edges))
 
 
-_PLAIN_TYPES = {str: "string", bool: "boolean", type(None): "null", dict: "object", list: "array"}
-"""The JSON type of a value read from JSON, by its Python type, for the types that need no
-number rules (a JSON number is an int or a float, never a bool)."""
+_PLAIN_TYPE_NAMES = frozenset({"string", "boolean", "null", "object", "array"})
+"""The JSON types that need no number rules: :func:`_type_of` tells a member's exactly."""
 
 
 def _plain_types(declared: Any) -> frozenset[str] | None:
-    """The types a ``type`` keyword names when all are string, boolean, null, object or array
-    (a member's Python type tells whether it is one of them: :data:`_PLAIN_TYPES`); None when it
-    names number or integer (their rules, dialect by dialect, are jsonschema's to apply)."""
+    """The types a ``type`` keyword names when all are string, boolean, null, object or array;
+    None when it names number or integer (their rules, dialect by dialect, are jsonschema's to
+    apply)."""
     named = [declared] if isinstance(declared, str) else declared
     if isinstance(named, list) and named and all(isinstance(t, str) and t in _PLAIN_TYPE_NAMES for t in named):
         return frozenset(named)
     return None
-
-
-_PLAIN_TYPE_NAMES = frozenset(_PLAIN_TYPES.values())
 
 
 def _string_trie(values: list[str], raw: bool) -> Node:

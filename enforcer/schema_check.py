@@ -46,38 +46,36 @@ def check_document(schema: Any) -> None:
         elif isinstance(value, dict):
             if depth >= MAX_DOCUMENT_DEPTH:
                 raise SchemaTooComplexError(f"the schema document nests deeper than {MAX_DOCUMENT_DEPTH} "
-                                            f"levels at {pointer_of(_unlinked(path))}")
+                                            f"levels at {_pointer(path)}")
             for key, item in value.items():
                 if not isinstance(key, str):
-                    raise InvalidSchemaError(pointer_of(_unlinked(path)), f"object key {key!r} is not a string")
+                    raise InvalidSchemaError(_pointer(path), f"object key {key!r} is not a string")
                 if not key.isascii():
                     _check_text(key, path)
                 stack.append((item, depth + 1, (path, key)))
         elif isinstance(value, (list, tuple)):
             if depth >= MAX_DOCUMENT_DEPTH:
                 raise SchemaTooComplexError(f"the schema document nests deeper than {MAX_DOCUMENT_DEPTH} "
-                                            f"levels at {pointer_of(_unlinked(path))}")
+                                            f"levels at {_pointer(path)}")
             stack.extend((item, depth + 1, (path, i)) for i, item in enumerate(value))
         elif not (value is None or isinstance(value, (bool, int, float))):
-            raise InvalidSchemaError(pointer_of(_unlinked(path)), f"not a JSON value: {type(value).__name__}")
+            raise InvalidSchemaError(_pointer(path), f"not a JSON value: {type(value).__name__}")
 
 
-def _unlinked(path: tuple | None) -> list[Any]:
-    """The keys and indices, from the root, of a linked path: (the parent's linked path or None,
-    the key or index)."""
+def _pointer(path: tuple | None) -> str:
+    """The JSON pointer of a linked path: (the parent's linked path or None, the key or index)."""
     parts = []
     while path is not None:
         path, step = path
         parts.append(step)
-    parts.reverse()
-    return parts
+    return pointer_of(reversed(parts))
 
 
 def _check_text(text: str, path: tuple | None) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidSchemaError(pointer_of(_unlinked(path)), f"text {text[:40]!r} holds a lone surrogate "
+        raise InvalidSchemaError(_pointer(path), f"text {text[:40]!r} holds a lone surrogate "
                                  f"(U+{ord(text[exc.start]):04X}), which is not Unicode text") from None
 
 
