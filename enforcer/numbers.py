@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 from math import gcd
+from typing import NamedTuple
 
 from .automaton import (EPSILON, NOTHING, Embedded, Graph, Node, alt, byte_set, intersect_nodes, literal,
                         optional, plus, repeat, seq, star)
@@ -85,14 +86,15 @@ and its negation accept only these."""
 # ---- unsigned integer parts (canonical: no leading zeros) ----------------------------------
 
 
-def _int_same_length_cmp(digits: str, greater: bool, inclusive: bool) -> Node:
-    """Digit strings of len(digits) (no leading zero unless the length is 1) compared with
-    ``digits`` lexicographically (= numerically at equal length)."""
+def _int_same_length_cmp(digits: str, greater: bool, inclusive: bool, canonical: bool = True) -> Node:
+    """Digit strings of len(digits) compared with ``digits`` lexicographically (= numerically at
+    equal length); ``canonical``: no leading zero unless the length is 1 (an integer's digits;
+    the digits after a shared prefix may start with zeros)."""
     parts: list[Node] = []
     n = len(digits)
     for i, ch in enumerate(digits):
         d = int(ch)
-        lowest = 1 if (i == 0 and n > 1) else 0
+        lowest = 1 if (canonical and i == 0 and n > 1) else 0
         prefix = literal(digits[:i])
         rest = repeat(DIGIT, n - i - 1, n - i - 1)
         if greater:
@@ -102,6 +104,29 @@ def _int_same_length_cmp(digits: str, greater: bool, inclusive: bool) -> Node:
     if inclusive:
         parts.append(literal(digits))
     return alt(*parts)
+
+
+def _int_range(low: int, high: int) -> Node:
+    """Canonical unsigned integer texts of the values ``low`` to ``high`` inclusive (0 <= low):
+    per length, the digit strings between the bounds, split at the first digit where they
+    differ. Size linear in the digits of the bounds."""
+    if low > high:
+        return NOTHING
+    lo, hi = str(low), str(high)
+    if len(lo) < len(hi):
+        middle = [seq(NONZERO, repeat(DIGIT, n - 1, n - 1)) for n in range(len(lo) + 1, len(hi))]
+        return alt(_int_same_length_cmp(lo, True, True), *middle, _int_same_length_cmp(hi, False, True))
+    shared = next((i for i, (a, b) in enumerate(zip(lo, hi)) if a != b), len(lo))
+    if shared == len(lo):
+        return literal(lo)
+    prefix, a, b = literal(lo[:shared]), int(lo[shared]), int(hi[shared])
+    rest = len(lo) - shared - 1
+    tails = alt(seq(literal(lo[shared]), _int_same_length_cmp(lo[shared + 1:], True, True, canonical=False)
+                    if rest else EPSILON),
+                seq(_digit_between(a + 1, b - 1), repeat(DIGIT, rest, rest)),
+                seq(literal(hi[shared]), _int_same_length_cmp(hi[shared + 1:], False, True, canonical=False)
+                    if rest else EPSILON))
+    return seq(prefix, tails)
 
 
 def _int_cmp(digits: str, op: str) -> Node:
@@ -151,22 +176,99 @@ def _frac_cmp(digits: str, op: str) -> Node:
     return alt(below, same)
 
 
-def _magnitude_cmp(int_digits: str, frac_digits: str, op: str, integer: bool) -> Node:
-    """Unsigned decimal texts ``I(.F)?`` compared with the magnitude ``int_digits.frac_digits``."""
-    fraction_any = _ZERO_FRACTION if integer else optional(_FRACTION)
+def _fraction_suffix(frac_digits: str, op: str, integer: bool) -> Node:
+    """What may follow an integer part equal to the bound's, whose fraction digits are
+    ``frac_digits``, for the number to compare with the bound by ``op``: nothing, or a point
+    and fraction digits."""
     frac_zero = not frac_digits.strip("0")
-    strictly = _int_cmp(int_digits, "gt" if op in ("ge", "gt") else "lt")
-    head = seq(strictly, fraction_any)
-    equal_int = literal(int_digits)
     # does the integer part alone (a zero fraction) satisfy the comparison?
     without_fraction_holds = {
         "ge": frac_zero, "gt": False, "le": True, "lt": not frac_zero,
     }[op]
     if integer:
-        return alt(head, seq(equal_int, _ZERO_FRACTION) if without_fraction_holds else NOTHING)
-    equal = seq(equal_int, alt(EPSILON if without_fraction_holds else NOTHING,
-                               seq(literal("."), _frac_cmp(frac_digits, op))))
-    return alt(head, equal)
+        return _ZERO_FRACTION if without_fraction_holds else NOTHING
+    return alt(EPSILON if without_fraction_holds else NOTHING, seq(literal("."), _frac_cmp(frac_digits, op)))
+
+
+def _magnitude_cmp(int_digits: str, frac_digits: str, op: str, integer: bool) -> Node:
+    """Unsigned decimal texts ``I(.F)?`` compared with the magnitude ``int_digits.frac_digits``."""
+    fraction_any = _ZERO_FRACTION if integer else optional(_FRACTION)
+    strictly = _int_cmp(int_digits, "gt" if op in ("ge", "gt") else "lt")
+    return alt(seq(strictly, fraction_any), seq(literal(int_digits), _fraction_suffix(frac_digits, op, integer)))
+
+
+class _MagnitudeBound(NamedTuple):
+    """One side of an interval of magnitudes: ``value op bound`` (op in ge, gt, le, lt)."""
+
+    bound: Decimal
+    op: str
+
+
+_EMPTY_SIDE = _MagnitudeBound(Decimal(-1), "le")
+"""A side that no magnitude satisfies."""
+
+
+def _magnitudes(low: _MagnitudeBound | None, high: _MagnitudeBound | None, integer: bool) -> Node | None:
+    """Unsigned decimal texts whose magnitude satisfies ``low`` and ``high`` (``None``: that
+    side open), built directly: the integer parts strictly between the bounds take any fraction,
+    those equal to a bound's take the fractions that side allows. ``None`` when both bounds
+    share their integer part and the numbers may have fractions (two fraction comparisons to
+    intersect)."""
+    if low is _EMPTY_SIDE or high is _EMPTY_SIDE:
+        return NOTHING
+    fraction_any = _ZERO_FRACTION if integer else optional(_FRACTION)
+    if low is None and high is None:
+        return seq(_INT_DIGITS, fraction_any)
+    if low is None or high is None:
+        side = low or high
+        _, int_digits, frac_digits = _split_decimal(side.bound)
+        return _magnitude_cmp(int_digits, frac_digits, side.op, integer)
+    _, low_int, low_frac = _split_decimal(low.bound)
+    _, high_int, high_frac = _split_decimal(high.bound)
+    a, b = int(low_int), int(high_int)
+    low_suffix = _fraction_suffix(low_frac, low.op, integer)
+    high_suffix = _fraction_suffix(high_frac, high.op, integer)
+    if a > b:
+        return NOTHING
+    if a == b:
+        if not integer:
+            return None
+        both = low_suffix is not NOTHING and high_suffix is not NOTHING
+        return seq(literal(low_int), _ZERO_FRACTION) if both else NOTHING
+    return alt(seq(_int_range(a + 1, b - 1), fraction_any), seq(literal(low_int), low_suffix),
+               seq(literal(high_int), high_suffix))
+
+
+def _interval(lower: tuple[Decimal, bool], upper: tuple[Decimal, bool], integer: bool) -> Node | None:
+    """Signed texts between two bounds, without an automaton product: a non-negative text's
+    magnitude and a negative one's each lie in an interval of magnitudes (``-m >= lower`` is
+    ``m <= -lower``). ``None`` where :func:`_magnitudes` gives up."""
+    (lo, lo_exclusive), (hi, hi_exclusive) = lower, upper
+    zero = Decimal(0)
+    # x = m >= 0 (also "-0": its magnitude is 0 and so is its value)
+    if lo < 0 or (lo == 0 and not lo_exclusive):
+        above = None
+    else:
+        above = _MagnitudeBound(lo, "gt" if lo_exclusive else "ge")
+    if hi < 0 or (hi == 0 and hi_exclusive):
+        below = _EMPTY_SIDE
+    else:
+        below = _MagnitudeBound(hi, "lt" if hi_exclusive else "le")
+    non_negative = _magnitudes(above, below, integer)
+    # x = -m: x >= lo is m <= -lo, x <= hi is m >= -hi
+    if lo > 0 or (lo == 0 and lo_exclusive):
+        below = _EMPTY_SIDE
+    else:
+        below = _MagnitudeBound(zero - lo, "lt" if lo_exclusive else "le")
+    if hi > 0 or (hi == 0 and not hi_exclusive):
+        above = None
+    else:
+        above = _MagnitudeBound(zero - hi, "gt" if hi_exclusive else "ge")
+    negative = _magnitudes(above, below, integer)
+    if non_negative is None or negative is None:
+        return None
+    node = alt(non_negative, seq(literal("-"), negative))
+    return NOTHING if node.empty else node
 
 
 def _split_decimal(value: Decimal) -> tuple[bool, str, str]:
@@ -208,11 +310,17 @@ def bounded_number(lower: tuple[Decimal, bool] | None, upper: tuple[Decimal, boo
                    integer: bool) -> Node:
     """Numbers ``x`` with ``lower <= x`` (``<`` when the flag says exclusive) and likewise for
     ``upper``; ``None`` leaves a side open. Exact; exponent notation only for numbers (not
-    integers) whose every bound is an inclusive zero."""
-    constraints: list[Node] = []
+    integers) whose every bound is an inclusive zero. Two bounds are one expression built
+    directly (:func:`_interval`, tens of microseconds), except where both share an integer part
+    and a fraction: those are the product of the two sides' automata (a few hundred)."""
     # an inclusive bound of zero holds of the double a text parses to as of the text (underflow
     # gives a zero of the same sign, overflow an infinity); an exclusive one does not (1e-400)
     zero_bounds = not integer and all(b is None or (b[0] == 0 and not b[1]) for b in (lower, upper))
+    if lower is not None and upper is not None and not zero_bounds:
+        direct = _interval(lower, upper, integer)
+        if direct is not None:
+            return direct
+    constraints: list[Node] = []
     if lower is not None:
         op = "gt" if lower[1] else "ge"
         constraints.append(alt(_signed_cmp(lower[0], op, integer), _exponent_zero_cmp(op) if zero_bounds else NOTHING))

@@ -64,3 +64,42 @@ def test_number_syntax():
         assert not num.matches(bad)
     assert integer.matches("3") and integer.matches("3.0") and not integer.matches("3.5")
     assert not integer.matches("1e2")
+
+
+BOUNDS = ["-1000", "-123.45", "-10", "-9.5", "-1", "-0.75", "0", "0.001", "0.5", "1", "1.5", "2.5", "9",
+          "9.99", "10", "10.01", "19", "30", "99", "100", "101", "123.45", "1000", "65535"]
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_two_bounds_built_directly_equal_the_product_of_their_sides(integer):
+    """Two bounds are one expression built without an automaton product; its language is the
+    product's (the construction the single-bound parts still use), compared as automata."""
+    from enforcer.automaton import intersect_nodes
+    from enforcer.numbers import _interval, _signed_cmp
+    pairs = rng.sample([(lo, hi) for lo in BOUNDS for hi in BOUNDS], 150)
+    built = 0
+    for lo, hi in pairs:
+        for lo_exclusive, hi_exclusive in [(False, False), (True, False), (False, True), (True, True)]:
+            lower, upper = (D(lo), lo_exclusive), (D(hi), hi_exclusive)
+            if not integer and lower == (0, False) and upper == (0, False):
+                continue  # bounds of an inclusive zero take exponents: the product's case
+            direct = _interval(lower, upper, integer)
+            if direct is None:  # both bounds in one integer part, with fractions
+                assert not integer and int(D(lo)) == int(D(hi))
+                continue
+            built += 1
+            product = intersect_nodes(_signed_cmp(D(lo), "gt" if lo_exclusive else "ge", integer),
+                                      _signed_cmp(D(hi), "lt" if hi_exclusive else "le", integer))
+            dfa = compile_node(direct)
+            assert dfa.difference(product).is_empty and product.difference(dfa).is_empty, (lower, upper)
+    assert built > 500
+
+
+@pytest.mark.parametrize("low,high", [(0, 0), (0, 9), (1, 30), (7, 7), (19, 1001), (100, 199), (120, 345),
+                                      (5, 4), (0, 65535), (1234, 1299)])
+def test_int_range(low, high):
+    from enforcer.numbers import _int_range
+    dfa = compile_node(_int_range(low, high))
+    for v in range(0, 70000, 1 if high < 2000 else 7):
+        assert dfa.matches(str(v)) == (low <= v <= high), v
+    assert not dfa.matches("01") and not dfa.matches("007")
