@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .automaton import DEAD, DEFAULT_MAX_AUTOMATON_BYTES, DEFAULT_MAX_STATES, DFA, LazyDFA, Node, TaggedUnion
+from .automaton import DEAD, DEFAULT_MAX_AUTOMATON_BYTES, DEFAULT_MAX_STATES, DFA, LazyDFA, Node, TaggedUnion, TextTrie
 from .errors import TokenizerError
 from .masks import MaskTable, TokenIndex
 
@@ -93,16 +93,23 @@ class DfaRule:
 class ChoiceRule(DfaRule):
     """One of ``options`` (``(expression, payload)``: a call header's literal text, or a whole
     call text with the tool's JSON arguments inside), matched byte by byte in any tokenization,
-    as one :class:`~enforcer.automaton.TaggedUnion`: each accepting state knows the option it
-    ends, so :meth:`payload` names it there (None elsewhere) and the text is read once, by the
-    walk itself. Options must not share a complete text. States are built as walks reach them;
-    payloads are looked up once per accepting state."""
+    as one automaton whose accepting states know the option they end, so :meth:`payload` names
+    it there (None elsewhere) and the text is read once, by the walk itself. Options all
+    literal texts (``bytes``) are a :class:`~enforcer.automaton.TextTrie`, built whole at once; expressions a
+    :class:`~enforcer.automaton.TaggedUnion` (all expressions), whose states are built as walks reach them, within
+    ``max_states`` and ``max_bytes``. Options must not share a complete text. Payloads are
+    looked up once per accepting state."""
 
     __slots__ = ("_payloads", "_tags")
 
-    def __init__(self, options: Sequence[tuple[Node, Any]], index: TokenIndex, byte_tokens: Sequence[bytes | None],
-                 max_states: int = DEFAULT_MAX_STATES, max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
-        dfa = TaggedUnion([node for node, _ in options], max_states, max_bytes)
+    def __init__(self, options: Sequence[tuple[Node | bytes, Any]], index: TokenIndex,
+                 byte_tokens: Sequence[bytes | None], max_states: int = DEFAULT_MAX_STATES,
+                 max_bytes: int = DEFAULT_MAX_AUTOMATON_BYTES) -> None:
+        expressions = [expression for expression, _ in options]
+        if all(isinstance(e, bytes) for e in expressions):
+            dfa: TextTrie | TaggedUnion = TextTrie(expressions)  # type: ignore[arg-type]
+        else:
+            dfa = TaggedUnion(expressions, max_states, max_bytes)  # type: ignore[arg-type]
         super().__init__(dfa, MaskTable(dfa, index), byte_tokens)
         self._payloads = [payload for _, payload in options]
         self._tags: dict[int, Any] = {}

@@ -178,11 +178,12 @@ class CompiledTools:
         # made here, not when decoding reaches it: the budget check may refuse it
         self._named_rule = self._call_text_rule(self._named_json, 0) if self._named_json else None
         if self._guard("may_call", None, 0):
-            # the call texts' automata that no call counter changes, with their NFAs: built now,
-            # while warm, not cold at the first call mid-stream (a counter's own rule waits for it)
+            # the call texts' automata that no call counter changes (a header's text trie, a
+            # whole call text's NFA): built now, while warm, not cold at the first call
+            # mid-stream (a counter's own header waits for it)
             for place, kind in enumerate(self.kinds):
                 if kind == "header" and self._rule_key(place, fmt.first_index, None, 0, None) == (kind,):
-                    self._rule((kind,), place, fmt.first_index, None, 0, None).dfa.build_nfa()
+                    self._rule((kind,), place, fmt.first_index, None, 0, None)
             if self._named_rule is not None:
                 self._named_rule.dfa.build_nfa()
 
@@ -382,13 +383,13 @@ class CompiledTools:
     def _call_text_rule(self, text: CallHeader | NamedJson, counter: int) -> ChoiceRule:
         """The text that names a call, one option per callable tool, as one automaton whose
         accepting state knows the tool: a header (``text.template`` with the name and
-        ``counter``), or a whole call text (the prefix with the name, that tool's arguments'
+        ``counter``; a text trie, built whole at once), or a whole call text (the prefix with the name, that tool's arguments'
         expression, the suffix; built lazily, state by state, within the schema options' budget)."""
         options = []
         for name in self._callable_names():
             tool = self._name_index[name]
             if isinstance(text, CallHeader):
-                options.append((literal(text.template.format(name=name, index=counter)), tool))
+                options.append((text.template.format(name=name, index=counter).encode("utf-8"), tool))
             else:
                 options.append((seq(literal(text.head(name)), self.nodes[tool], literal(text.suffix)), tool))
         opts = self._schema_opts

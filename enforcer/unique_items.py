@@ -191,7 +191,7 @@ class StringItems:
         self.capacity = _capacity(dfa)
         final = dfa.accepting & (dfa.transitions == DEAD).all(axis=1)
         self.safe = bool(((self.capacity >= CAPACITY_CAP) | final).all())
-        self.rows = dfa.rows  # int arrays, which refer to nothing: cheap for the collector, unlike lists of ints
+        self.rows = dfa.all_rows()  # int arrays, which refer to nothing: cheap for the collector, unlike lists of ints
         self._endings: dict[int, list[bytes]] = {}
         self._after: dict[bytes, int] = {}
 

@@ -733,3 +733,35 @@ def test_block_states_are_numbered_after_the_others_and_keep_nothing_per_state()
             state = union.row(state)[byte]
             assert state >= 0, text
         assert union.branch(state) == branch, text
+
+
+def test_text_trie_names_the_text_each_end_completes():
+    """Texts that prefix one another, share a prefix, or are given twice: each accepting state
+    names the text it ends (a text given twice names neither), every state can still reach an
+    end (trimmed), and the language is exactly the texts."""
+    from enforcer.automaton import TextTrie
+    texts = [b"ab", b"a", b"abc", b"b", b"xyz", b"b"]
+    trie = TextTrie(texts)
+    assert trie.num_states == len({t[:i] for t in texts for i in range(len(t) + 1)})
+    for i, text in enumerate(texts):
+        end = trie.walk(0, text)
+        assert trie.accepting_list[end]
+        assert trie.branch(end) == (None if texts.count(text) > 1 else i)
+    assert trie.branch(0) is None and trie.branch(trie.walk(0, b"xy")) is None
+    for probe in [b"", b"x", b"abcd", b"c", b"ba", b"xyz!"]:
+        assert not trie.matches(probe)
+    live = compile_node(alt(*(literal(t) for t in texts)))
+    assert trie.difference(live).is_empty and live.difference(trie).is_empty
+    assert TextTrie([]).is_empty and not TextTrie([]).matches(b"")
+
+
+def test_dfa_rows_are_built_as_walks_read_them():
+    """A DFA's list rows (the byte walks' form) are made per state on first read, not for the
+    whole table at the first walk; all_rows() makes the rest."""
+    dfa = compile_node(seq(literal("abc"), star(literal("d"))))
+    assert dfa.rows.count(None) == dfa.num_states
+    assert dfa.matches("ab") is False
+    assert dfa.num_states - dfa.rows.count(None) == 2  # the rows "a" and "b" were read from
+    assert list(dfa.row(0)) == dfa.transitions[0].tolist()
+    rows = dfa.all_rows()
+    assert None not in rows and all(list(r) == t.tolist() for r, t in zip(rows, dfa.transitions))

@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 
 import enforcer
 from enforcer import SchemaTooComplexError, Vocabulary, compile_tools
+from enforcer.automaton import TextTrie
 from enforcer.declarations import opens_reasoning, read_tool_declaration, render_chat
 from enforcer.formats import deepseek_v3_1 as ds
 from enforcer.formats import qwen3
@@ -612,9 +613,15 @@ def test_qwen3_separator_automaton_is_built_once_per_process() -> None:
 
 def test_compile_builds_the_call_text_automaton(family: Family) -> None:
     """The text naming a call holds no call counter in either family (DeepSeek-V3.1's bare
-    name, Qwen3's whole call text): the compile makes its automaton and NFA, warm, instead of
-    the first call, mid-stream and cold."""
+    name, Qwen3's whole call text): the compile makes its automaton, warm, instead of the first
+    call, mid-stream and cold: the header's text trie whole, the call text's NFA."""
     enforcer.clear_cache()
     compiled = compile_tools(WEATHER, family.vocab, format=family.format)
     rules = [r for r in (*compiled._rules.values(), compiled._named_rule) if isinstance(r, ChoiceRule)]
-    assert len(rules) == 1 and rules[0].dfa.nfa_built
+    assert len(rules) == 1
+    if family.format == "deepseek_v3_1":
+        names = [tool["function"]["name"] for tool in WEATHER]
+        prefixes = {name[:i] for name in names for i in range(len(name) + 1)}
+        assert isinstance(rules[0].dfa, TextTrie) and rules[0].dfa.num_states == len(prefixes)
+    else:
+        assert rules[0].dfa.nfa_built

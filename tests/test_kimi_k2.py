@@ -613,3 +613,25 @@ def test_compile_builds_each_tools_arguments_nfa(kimi_vocab: Any) -> None:
     assert not alone.dfa.nfa_built
     k2_headers = [r for r in tools._rules.values() if isinstance(r, ChoiceRule)]
     assert not k2_headers  # K2's header holds the call counter: made when a call reaches it
+
+
+def test_header_text_trie_masks_equal_the_lazy_unions(kimi_vocab: Any) -> None:
+    """A call header's options are literal texts, built as a text trie whole; every state a
+    header's bytes reach has the mask and the tool the lazily built union of the same texts
+    gives (names that prefix one another included)."""
+    from enforcer.automaton import TaggedUnion, literal
+    from enforcer.masks import MaskTable, token_index
+    index = token_index(kimi_vocab)
+    texts = [f"functions.{name}:{counter}".encode() for counter in (0, 7, 12)
+             for name in ("get_weather", "get", "get_time", "search.web")]
+    options = [(text, i) for i, text in enumerate(texts)]
+    trie = ChoiceRule(options, index, kimi_vocab.byte_tokens)
+    union = TaggedUnion([literal(text) for text in texts])
+    union_masks = MaskTable(union, index)
+    for i, text in enumerate(texts):
+        a = b = 0
+        for byte in text:
+            assert np.array_equal(trie.mask(a), union_masks.mask(b)), (text, a)
+            a, b = trie.dfa.row(a)[byte], union.row(b)[byte]
+        assert trie.payload(a) == i and union.branch(b) == i
+        assert np.array_equal(trie.mask(a), union_masks.mask(b))
