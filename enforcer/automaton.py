@@ -1027,7 +1027,8 @@ class _Reading:
 
 
 class DFA(_Reading):
-    """A trimmed, minimal DFA over bytes.
+    """A trimmed DFA over bytes (minimal when :func:`compile_node` built it from up to
+    ``MINIMISE_LIMIT`` states).
 
     ``transitions`` is an ``int32`` array of shape ``(num_states, 256)``; ``-1`` is the dead
     state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.

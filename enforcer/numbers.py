@@ -204,37 +204,27 @@ class _MagnitudeBound(NamedTuple):
     op: str
 
 
-_EMPTY_SIDE = _MagnitudeBound(Decimal(-1), "le")
-"""A side that no magnitude satisfies."""
-
-
-def _magnitudes(low: _MagnitudeBound | None, high: _MagnitudeBound | None, integer: bool) -> Node | None:
-    """Unsigned decimal texts whose magnitude satisfies ``low`` and ``high`` (``None``: that
-    side open), built directly: the integer parts strictly between the bounds take any fraction,
+def _magnitudes(low: _MagnitudeBound | None, high: _MagnitudeBound, integer: bool) -> Node | None:
+    """Unsigned decimal texts whose magnitude satisfies ``low`` (``None``: no lower bound) and
+    ``high``, built directly: the integer parts strictly between the bounds take any fraction,
     those equal to a bound's take the fractions that side allows. ``None`` when both bounds
     share their integer part and the numbers may have fractions (two fraction comparisons to
     intersect)."""
-    if low is _EMPTY_SIDE or high is _EMPTY_SIDE:
-        return NOTHING
-    fraction_any = _ZERO_FRACTION if integer else optional(_FRACTION)
-    if low is None and high is None:
-        return seq(_INT_DIGITS, fraction_any)
-    if low is None or high is None:
-        side = low or high
-        _, int_digits, frac_digits = _split_decimal(side.bound)
-        return _magnitude_cmp(int_digits, frac_digits, side.op, integer)
-    _, low_int, low_frac = _split_decimal(low.bound)
     _, high_int, high_frac = _split_decimal(high.bound)
+    if low is None:
+        return _magnitude_cmp(high_int, high_frac, high.op, integer)
+    _, low_int, low_frac = _split_decimal(low.bound)
     a, b = int(low_int), int(high_int)
-    low_suffix = _fraction_suffix(low_frac, low.op, integer)
-    high_suffix = _fraction_suffix(high_frac, high.op, integer)
     if a > b:
         return NOTHING
+    low_suffix = _fraction_suffix(low_frac, low.op, integer)
+    high_suffix = _fraction_suffix(high_frac, high.op, integer)
     if a == b:
         if not integer:
             return None
         both = low_suffix is not NOTHING and high_suffix is not NOTHING
         return seq(literal(low_int), _ZERO_FRACTION) if both else NOTHING
+    fraction_any = _ZERO_FRACTION if integer else optional(_FRACTION)
     return alt(seq(_int_range(a + 1, b - 1), fraction_any), seq(literal(low_int), low_suffix),
                seq(literal(high_int), high_suffix))
 
@@ -244,27 +234,20 @@ def _interval(lower: tuple[Decimal, bool], upper: tuple[Decimal, bool], integer:
     magnitude and a negative one's each lie in an interval of magnitudes (``-m >= lower`` is
     ``m <= -lower``). ``None`` where :func:`_magnitudes` gives up."""
     (lo, lo_exclusive), (hi, hi_exclusive) = lower, upper
-    zero = Decimal(0)
     # x = m >= 0 (also "-0": its magnitude is 0 and so is its value)
-    if lo < 0 or (lo == 0 and not lo_exclusive):
-        above = None
-    else:
-        above = _MagnitudeBound(lo, "gt" if lo_exclusive else "ge")
     if hi < 0 or (hi == 0 and hi_exclusive):
-        below = _EMPTY_SIDE
+        non_negative: Node | None = NOTHING
     else:
-        below = _MagnitudeBound(hi, "lt" if hi_exclusive else "le")
-    non_negative = _magnitudes(above, below, integer)
+        open_below = lo < 0 or (lo == 0 and not lo_exclusive)
+        above = None if open_below else _MagnitudeBound(lo, "gt" if lo_exclusive else "ge")
+        non_negative = _magnitudes(above, _MagnitudeBound(hi, "lt" if hi_exclusive else "le"), integer)
     # x = -m: x >= lo is m <= -lo, x <= hi is m >= -hi
     if lo > 0 or (lo == 0 and lo_exclusive):
-        below = _EMPTY_SIDE
+        negative: Node | None = NOTHING
     else:
-        below = _MagnitudeBound(zero - lo, "lt" if lo_exclusive else "le")
-    if hi > 0 or (hi == 0 and not hi_exclusive):
-        above = None
-    else:
-        above = _MagnitudeBound(zero - hi, "gt" if hi_exclusive else "ge")
-    negative = _magnitudes(above, below, integer)
+        open_below = hi > 0 or (hi == 0 and not hi_exclusive)
+        above = None if open_below else _MagnitudeBound(-hi, "gt" if hi_exclusive else "ge")
+        negative = _magnitudes(above, _MagnitudeBound(-lo, "lt" if lo_exclusive else "le"), integer)
     if non_negative is None or negative is None:
         return None
     node = alt(non_negative, seq(literal("-"), negative))

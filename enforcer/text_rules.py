@@ -94,11 +94,11 @@ class ChoiceRule(DfaRule):
     """One of ``options`` (``(expression, payload)``: a call header's literal text, or a whole
     call text with the tool's JSON arguments inside), matched byte by byte in any tokenization,
     as one automaton whose accepting states know the option they end, so :meth:`payload` names
-    it there (None elsewhere) and the text is read once, by the walk itself. Options all
-    literal texts (``bytes``) are a :class:`~enforcer.automaton.TextTrie`, built whole at once; expressions a
-    :class:`~enforcer.automaton.TaggedUnion` (all expressions), whose states are built as walks reach them, within
-    ``max_states`` and ``max_bytes``. Options must not share a complete text. Payloads are
-    looked up once per accepting state."""
+    it there (None elsewhere) and the text is read once, by the walk itself. Literal texts
+    (every option ``bytes``) are a :class:`~enforcer.automaton.TextTrie`, built whole at once;
+    expressions (every option a node) a :class:`~enforcer.automaton.TaggedUnion`, whose states
+    are built as walks reach them, within ``max_states`` and ``max_bytes``. Options must not
+    share a complete text. Payloads are looked up once per accepting state."""
 
     __slots__ = ("_payloads", "_tags")
 

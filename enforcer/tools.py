@@ -383,8 +383,9 @@ class CompiledTools:
     def _call_text_rule(self, text: CallHeader | NamedJson, counter: int) -> ChoiceRule:
         """The text that names a call, one option per callable tool, as one automaton whose
         accepting state knows the tool: a header (``text.template`` with the name and
-        ``counter``; a text trie, built whole at once), or a whole call text (the prefix with the name, that tool's arguments'
-        expression, the suffix; built lazily, state by state, within the schema options' budget)."""
+        ``counter``; a text trie, built whole at once), or a whole call text (the prefix with
+        the name, that tool's arguments' expression, the suffix; built lazily, state by state,
+        within the schema options' budget)."""
         options = []
         for name in self._callable_names():
             tool = self._name_index[name]
