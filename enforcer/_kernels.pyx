@@ -161,7 +161,8 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
     follows bytes both tables accept, difference (``keep_other_dead``) every byte ``a`` accepts,
     ``b`` possibly dead (-1). Returns (table, first states, second states), one row per pair in
     the order found, or None past ``max_states`` pairs. Cost: one hash probe per live byte
-    whose pair differs from the previous live byte's (a row is mostly runs of one target)."""
+    whose pair differs from the previous live byte's (a row is mostly runs of one target). The
+    table grows in one buffer (``realloc``) that becomes the returned array, not a copy."""
     cdef Py_ssize_t nb1 = b.shape[0] + 1
     cdef Py_ssize_t capacity = 1024, rows = 64, n = 1, i = 0, h, k
     cdef int byte
@@ -169,70 +170,82 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
     cdef int64_t key, last_key = -1
     keys_arr = np.full(capacity, -1, dtype=np.int64)
     values_arr = np.empty(capacity, dtype=np.int32)
-    table_arr = np.full((rows, 256), -1, dtype=np.int32)
     first_arr = np.empty(rows, dtype=np.int32)
     second_arr = np.empty(rows, dtype=np.int32)
     cdef int64_t[::1] keys = keys_arr
     cdef int32_t[::1] values = values_arr
-    cdef int32_t[:, ::1] table = table_arr
     cdef int32_t[::1] first = first_arr
     cdef int32_t[::1] second = second_arr
     cdef int64_t[::1] old_keys
     cdef int32_t[::1] old_values
+    cdef int32_t* grown
+    cdef int32_t* table = <int32_t*>malloc(rows * 256 * sizeof(int32_t))
+    if table == NULL:
+        raise MemoryError()
+    memset(table, 0xFF, rows * 256 * sizeof(int32_t))  # every entry -1 (dead)
     first[0] = 0
     second[0] = 0 if b.shape[0] else -1
     key = second[0] + 1
     h = _slot(keys, key, capacity - 1)
     keys[h] = key
     values[h] = 0
-    while i < n:
-        sa = first[i]
-        sb = second[i]
-        for byte in range(256):
-            ta = a[sa, byte]
-            if ta < 0:
-                continue
-            tb = b[sb, byte] if sb >= 0 else -1
-            if tb < 0 and not keep_other_dead:
-                continue
-            key = <int64_t>ta * nb1 + tb + 1
-            if key == last_key:
-                table[i, byte] = last_target
-                continue
-            h = _slot(keys, key, capacity - 1)
-            if keys[h] == key:
-                target = values[h]
-            else:
-                if n >= max_states:
-                    return None
-                target = <int32_t>n
-                keys[h] = key
-                values[h] = target
-                if n == rows:
-                    rows *= 2
-                    table_arr = np.concatenate([table_arr, np.full((rows - n, 256), -1, dtype=np.int32)])
-                    first_arr = np.concatenate([first_arr, np.empty(rows - n, dtype=np.int32)])
-                    second_arr = np.concatenate([second_arr, np.empty(rows - n, dtype=np.int32)])
-                    table, first, second = table_arr, first_arr, second_arr
-                first[n] = ta
-                second[n] = tb
-                n += 1
-                if 2 * n > capacity:  # rehash into twice the slots
-                    old_keys, old_values = keys, values
-                    capacity *= 2
-                    keys_arr = np.full(capacity, -1, dtype=np.int64)
-                    values_arr = np.empty(capacity, dtype=np.int32)
-                    keys, values = keys_arr, values_arr
-                    for k in range(old_keys.shape[0]):
-                        if old_keys[k] != -1:
-                            h = _slot(keys, old_keys[k], capacity - 1)
-                            keys[h] = old_keys[k]
-                            values[h] = old_values[k]
-            table[i, byte] = target
-            last_key = key
-            last_target = target
-        i += 1
-    return table_arr[:n], first_arr[:n], second_arr[:n]
+    try:
+        while i < n:
+            sa = first[i]
+            sb = second[i]
+            for byte in range(256):
+                ta = a[sa, byte]
+                if ta < 0:
+                    continue
+                tb = b[sb, byte] if sb >= 0 else -1
+                if tb < 0 and not keep_other_dead:
+                    continue
+                key = <int64_t>ta * nb1 + tb + 1
+                if key == last_key:
+                    table[i * 256 + byte] = last_target
+                    continue
+                h = _slot(keys, key, capacity - 1)
+                if keys[h] == key:
+                    target = values[h]
+                else:
+                    if n >= max_states:
+                        free(table)
+                        return None
+                    target = <int32_t>n
+                    keys[h] = key
+                    values[h] = target
+                    if n == rows:
+                        grown = <int32_t*>realloc(table, 2 * rows * 256 * sizeof(int32_t))
+                        if grown == NULL:
+                            raise MemoryError()
+                        table = grown
+                        memset(table + rows * 256, 0xFF, rows * 256 * sizeof(int32_t))
+                        rows *= 2
+                        first_arr = np.concatenate([first_arr, np.empty(rows - n, dtype=np.int32)])
+                        second_arr = np.concatenate([second_arr, np.empty(rows - n, dtype=np.int32)])
+                        first, second = first_arr, second_arr
+                    first[n] = ta
+                    second[n] = tb
+                    n += 1
+                    if 2 * n > capacity:  # rehash into twice the slots
+                        old_keys, old_values = keys, values
+                        capacity *= 2
+                        keys_arr = np.full(capacity, -1, dtype=np.int64)
+                        values_arr = np.empty(capacity, dtype=np.int32)
+                        keys, values = keys_arr, values_arr
+                        for k in range(old_keys.shape[0]):
+                            if old_keys[k] != -1:
+                                h = _slot(keys, old_keys[k], capacity - 1)
+                                keys[h] = old_keys[k]
+                                values[h] = old_values[k]
+                table[i * 256 + byte] = target
+                last_key = key
+                last_target = target
+            i += 1
+    except BaseException:
+        free(table)
+        raise
+    return _int32_table(table, n * 256, 256), first_arr[:n], second_arr[:n]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1003,7 +1016,6 @@ cdef class SubsetConstruction:
         cdef Py_ssize_t i = 0, cap = 64
         cdef int32_t* buf = <int32_t*>malloc(cap * 256 * sizeof(int32_t))
         cdef int32_t* grown
-        cdef int32_t[:, ::1] out
         if buf == NULL:
             raise MemoryError()
         try:
@@ -1015,15 +1027,13 @@ cdef class SubsetConstruction:
                     buf = grown
                     cap *= 2
                 if self._row(i, buf + i * 256, max_states) < 0:
+                    free(buf)
                     return None
                 i += 1
-            out_arr = np.empty((i, 256), dtype=np.int32)
-            if i:
-                out = out_arr
-                memcpy(&out[0, 0], buf, i * 256 * sizeof(int32_t))
-            return out_arr
-        finally:
+        except BaseException:
             free(buf)
+            raise
+        return _int32_table(buf, i * 256, 256)  # the buffer itself: a copy was as large again at the peak
 
     cdef Py_ssize_t _row(self, Py_ssize_t i, int32_t* out, Py_ssize_t max_states) except -2:
         """:meth:`row` into ``out`` (256 entries; ``i`` an existing state)."""
