@@ -182,6 +182,11 @@ MAX_SUB_VALUES = 25_000
 each on average: about a second at most). The largest compiled jsonschemabench schema builds
 16,700 (JSON Schema Store's web-types); service-schema built 938,000 in 30 s before its refusal,
 and 100,000 in 3.6 s under the bound before this one."""
+FALLBACK_EAGER_SHARE = 2
+"""A knotted attempt that spent the whole ``max_eager_states`` leaves its fallback (recursion
+cut, no knots) this fraction of the budget, not all of it: a refusal builds at most 1.5
+budgets of automata whole instead of two (Prometheus' config, refused: 1.2 -> 0.8 s). The fallbacks
+that compile after such an attempt build up to 90,000 (MaskBench's oneofpr1 in spec mode)."""
 MAX_NESTING = 100
 """Deepest chain of sub-schemas compiled one inside another (through ``properties``, ``items``,
 ``$ref``, ``allOf``, ...). Deeper schemas raise :class:`SchemaTooComplexError` naming the
@@ -364,6 +369,12 @@ class SchemaCompiler:
         """id of the ``items`` of each schema whose ``uniqueItems`` matchers enforce -> that
         schema (:meth:`leave_unique_items_to`)."""
         self._resources: ResourceIndex | None = None
+        self._made: dict[int, tuple[dict, dict]] = {}
+        """id of a schema this compiler made (not the document's) -> (it, kept so that its id
+        stays its own; the first made schema of the same content): see :meth:`_canonical`."""
+        self._made_by_content: dict[tuple, dict] = {}
+        self._list_contents: dict[int, tuple[list, tuple]] = {}
+        """id of a list inside a made schema -> (it, kept alive; its content, see :meth:`_content`)."""
         self._counted: dict[tuple[bool, int, int], Node] = {}
         self._string_products: dict[tuple[bool, bool, Any, Any, int, int | None, tuple | None], Node] = {}
         """(raw, every writing, pattern, asserted format, minLength, maxLength, the pattern and
@@ -596,7 +607,8 @@ class SchemaCompiler:
                     knots.finish(node, self._block_sizes)
                 return node
             except (knots.KnotsUnusable, SchemaTooComplexError) as exc:
-                if not self._knotted or getattr(exc, "budget", "").startswith("MAX_SUB_VALUES"):
+                budget = getattr(exc, "budget", "")
+                if not self._knotted or budget.startswith("MAX_SUB_VALUES"):
                     # a build with recursion cut would meet the same: without knots it builds
                     # a sub-value per $ref path and at least as many expansions
                     raise
@@ -605,6 +617,9 @@ class SchemaCompiler:
                 self._values, self._shares, self._in_progress = {}, {}, {}
                 self.max_recursion, self._recursed, self._sub_values_built = self.options.max_recursion, False, built
                 if spent is not None:
+                    if budget.startswith("max_eager_states="):  # spent: the fallback has its reserve
+                        spent = max(spent, self.options.max_eager_states - self.options.max_eager_states
+                                    // FALLBACK_EAGER_SHARE)
                     refund_eager_states(spent)
         return self._attempts(schema, pointer, depth, refs)
 
@@ -662,6 +677,8 @@ class SchemaCompiler:
             raise SchemaTooComplexError(f"sub-schemas nest more than {MAX_NESTING} deep "
                                         f"(through {', '.join(r for r, _ in refs[-3:]) or 'no $ref'})", pointer,
                                         f"MAX_NESTING={MAX_NESTING}")
+        if self._resources is not None and type(schema) is dict:
+            schema = self._canonical(schema)
         key = self._value_key(schema, depth, refs)
         hit = self._values.get(key)
         if hit is not None:
@@ -754,6 +771,40 @@ class SchemaCompiler:
             elif isinstance(value, list):
                 stack.extend(value)
         return found
+
+    def _canonical(self, schema: dict) -> dict:
+        """``schema``, or, when the compiler made it (a conjunction of parts, a conditional's
+        union, merged keywords: no schema object of the document), the first schema it made
+        with the same content, so that a combination made again is the same sub-value: its
+        node is built once per depth, and met inside itself it is a knot. Without this a
+        recursion through made schemas never met itself and built a new sub-value per level
+        until ``MAX_SUB_VALUES`` (a ``$ref`` cycle through ``patternProperties`` and ``allOf``:
+        25,000 sub-values in 2.7 s, then refused; now compiled in 0.2 s). Only once a ``$ref``
+        was resolved: without one the document is a tree and nothing recurs. A made schema's
+        ``$ref`` resolves against the root's base whatever it was made from, so equal content
+        is an equal schema. Content: its keys in order, each value's canonical schema (by
+        identity) or, for a list, its members' content, or the scalar with its type. Cost: one
+        pass over a made schema's keys the first time it is met, a lookup after."""
+        hit = self._made.get(id(schema))
+        if hit is not None:
+            return hit[1]
+        if id(schema) in self._resources.based:
+            return schema
+        content = tuple((key, self._content(value)) for key, value in schema.items())
+        canonical = self._made_by_content.setdefault(content, schema)
+        self._made[id(schema)] = (schema, canonical)
+        return canonical
+
+    def _content(self, value: Any) -> Any:
+        """What :meth:`_canonical` compares of a made schema's value."""
+        if type(value) is dict:
+            return id(self._canonical(value))
+        if type(value) is list:
+            hit = self._list_contents.get(id(value))
+            if hit is None:
+                hit = self._list_contents[id(value)] = (value, tuple(self._content(v) for v in value))
+            return hit[1]
+        return type(value), value
 
     def _value_key(self, schema: Any, depth: int, refs: Refs) -> tuple:
         """What a sub-value's node depends on besides the options: with knots, the schema and

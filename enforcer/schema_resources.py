@@ -179,6 +179,11 @@ class ResourceIndex:
                 elif key in SCHEMA_VALUES:
                     stack.append((sub, where, base))
 
+    @property
+    def based(self) -> Mapping[int, str]:
+        """The ids of the schema objects the walk met (the document's own), with their base URIs."""
+        return self._bases
+
     def base_of(self, holder: Any) -> str:
         """The base URI a ``$ref`` in ``holder`` resolves against (the root's for schemas the
         walk did not meet: compiler-made combinations of the document's schemas)."""

@@ -474,3 +474,24 @@ def test_a_whole_build_stops_where_the_eager_budget_runs_out() -> None:
     with eager_budget(10_000) as budget:
         assert compile_node(wide, 500).num_states == 401 and budget.used >= 401
         assert not first.intersect(second).is_empty
+
+
+def test_a_knotted_attempt_that_spent_the_eager_budget_leaves_its_fallback_half(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the attempt with knots is refused on ``max_eager_states``, the fallback with
+    recursion cut begins with half the budget left, not the whole of it: a refusal builds at
+    most 1.5 budgets of automata whole (the intersection here costs 2,957 states: over a
+    budget of 2,000 in both attempts)."""
+    seen: list[tuple[bool, int | None]] = []
+    original = SchemaCompiler._attempts
+
+    def recording(self: SchemaCompiler, *args: Any) -> Any:
+        seen.append((self._knots, eager_states_spent()))
+        return original(self, *args)
+
+    monkeypatch.setattr(SchemaCompiler, "_attempts", recording)
+    both = {"allOf": [{"type": "string", "pattern": "^[a-z]{1,30}$"}, {"type": "string", "pattern": "^.{0,20}x"}]}
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}, "p": both}}
+    with pytest.raises(SchemaTooComplexError, match="max_eager_states=2000"):
+        SchemaCompiler(tree, SchemaOptions(max_eager_states=2_000)).compile()
+    assert seen == [(True, 0), (False, 1_000)]

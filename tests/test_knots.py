@@ -182,3 +182,35 @@ def test_a_knotted_build_past_the_sub_value_budget_is_refused_without_a_second_b
         compiler.compile()
     assert info.value.budget == "MAX_SUB_VALUES=10"
     assert compiler._knots, "the build was not tried again without knots"
+
+
+def _patterns_through_definitions(count: int) -> dict[str, Any]:
+    """Objects of one key whose value, by the key's digits, is one of ``count`` definitions,
+    each all of the pattern map and ``maxProperties``: the recursion runs through schemas the
+    compiler makes (the conjunctions of the patterns a key matches), never through a schema
+    of the document, and a key with two digits is under two definitions at once."""
+    digits = [str(d) for d in range(count)]
+    pattern_map = {"patternProperties": {d: {"$ref": f"#/$defs/d{d}"} for d in digits}}
+    definitions = {f"d{d}": {"allOf": [{"$ref": "#/$defs/pp"}, {"maxProperties": 1}]} for d in digits}
+    return {"$defs": {"pp": pattern_map, **definitions}, "type": "object",
+            "allOf": [{"$ref": "#/$defs/pp"}, {"maxProperties": 1}]}
+
+
+def test_a_recursion_through_made_schemas_meets_itself() -> None:
+    """A schema the compiler makes again with the same content is the same sub-value, so a
+    recursion through made schemas becomes a knot: three definitions build about a hundred
+    sub-values (before, one per made schema and level: 25,000 and refused after 6 s), and the
+    value nests as deep as the text."""
+    schema = _patterns_through_definitions(3)
+    compiler = SchemaCompiler(schema, SchemaOptions())
+    compiler.compile()
+    assert compiler._sub_values_built < 500
+    dfa = compile_schema_dfa(schema, SchemaOptions())
+    value: dict[str, Any] = {}
+    for i in range(30):  # a key of two digits every fifth level (the validator follows both)
+        value = {f"k{i % 3}{(i + 1) % 3}" if i % 5 == 0 else f"k{i % 3}": value}
+    assert jsonschema.Draft202012Validator(schema).is_valid(value)
+    assert dfa.matches(json.dumps(value))
+    two_keys = json.dumps(value).replace('{}', '{"a0": {}, "b1": {}}', 1)
+    assert not jsonschema.Draft202012Validator(schema).is_valid(json.loads(two_keys))
+    assert not dfa.matches(two_keys)
