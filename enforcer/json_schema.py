@@ -599,7 +599,7 @@ class SchemaCompiler:
         if self._nesting:
             return self._sub_value(schema, pointer, depth, refs)
         if self._knots:
-            spent, built = eager_states_spent(), self._sub_values_built
+            spent = eager_states_spent()
             self._knotted = False
             try:
                 node = self._attempts(schema, pointer, depth, refs)
@@ -612,10 +612,11 @@ class SchemaCompiler:
                     # a build with recursion cut would meet the same: without knots it builds
                     # a sub-value per $ref path and at least as many expansions
                     raise
-                # built again as before knots: recursion cut, every path its own nodes
+                # built again as before knots: recursion cut, every path its own nodes (its
+                # sub-values counted on from this attempt's: MAX_SUB_VALUES bounds the compile)
                 self._knots = False
                 self._values, self._shares, self._in_progress = {}, {}, {}
-                self.max_recursion, self._recursed, self._sub_values_built = self.options.max_recursion, False, built
+                self.max_recursion, self._recursed = self.options.max_recursion, False
                 if spent is not None:
                     if budget.startswith("max_eager_states="):  # spent: the fallback has its reserve
                         spent = max(spent, self.options.max_eager_states - self.options.max_eager_states

@@ -481,12 +481,13 @@ def test_a_knotted_attempt_that_spent_the_eager_budget_leaves_its_fallback_half(
     """When the attempt with knots is refused on ``max_eager_states``, the fallback with
     recursion cut begins with half the budget left, not the whole of it: a refusal builds at
     most 1.5 budgets of automata whole (the intersection here costs 2,957 states: over a
-    budget of 2,000 in both attempts)."""
-    seen: list[tuple[bool, int | None]] = []
+    budget of 2,000 in both attempts). Its sub-values are counted on from the first attempt's
+    (``MAX_SUB_VALUES`` bounds the compile, not each attempt)."""
+    seen: list[tuple[bool, int | None, int]] = []
     original = SchemaCompiler._attempts
 
     def recording(self: SchemaCompiler, *args: Any) -> Any:
-        seen.append((self._knots, eager_states_spent()))
+        seen.append((self._knots, eager_states_spent(), self._sub_values_built))
         return original(self, *args)
 
     monkeypatch.setattr(SchemaCompiler, "_attempts", recording)
@@ -494,4 +495,5 @@ def test_a_knotted_attempt_that_spent_the_eager_budget_leaves_its_fallback_half(
     tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}, "p": both}}
     with pytest.raises(SchemaTooComplexError, match="max_eager_states=2000"):
         SchemaCompiler(tree, SchemaOptions(max_eager_states=2_000)).compile()
-    assert seen == [(True, 0), (False, 1_000)]
+    assert [(knotted, spent) for knotted, spent, _ in seen] == [(True, 0), (False, 1_000)]
+    assert seen[0][2] == 0 and seen[1][2] > 0
