@@ -182,11 +182,13 @@ MAX_SUB_VALUES = 25_000
 each on average: about a second at most). The largest compiled jsonschemabench schema builds
 16,700 (JSON Schema Store's web-types); service-schema built 938,000 in 30 s before its refusal,
 and 100,000 in 3.6 s under the bound before this one."""
-FALLBACK_EAGER_SHARE = 2
-"""A knotted attempt that spent the whole ``max_eager_states`` leaves its fallback (recursion
-cut, no knots) this fraction of the budget, not all of it: a refusal builds at most 1.5
-budgets of automata whole instead of two (Prometheus' config, refused: 1.2 -> 0.8 s). The fallbacks
-that compile after such an attempt build up to 90,000 (MaskBench's oneofpr1 in spec mode)."""
+FALLBACK_SHARE = 2
+"""A knotted attempt refused on ``max_eager_states`` leaves its fallback (recursion cut, no
+knots) this fraction of what it left of each budget, eager states and sub-values, not all of
+the eager budget again: a refusal builds at most 1.5 budgets of each (Prometheus' config,
+refused: 1.2 -> 0.8 s; JSON Schema Store's web-types 2.6 -> 1.6 s). The fallbacks that compile
+after such an attempt build up to 90,000 eager states (MaskBench's oneofpr1 in spec mode) and
+a few hundred sub-values."""
 MAX_NESTING = 100
 """Deepest chain of sub-schemas compiled one inside another (through ``properties``, ``items``,
 ``$ref``, ``allOf``, ...). Deeper schemas raise :class:`SchemaTooComplexError` naming the
@@ -364,6 +366,7 @@ class SchemaCompiler:
         """The recursion cut in use (lowered from the option when a value exceeds its budget)."""
         self._recursed = False  # a $ref was expanded inside its own expansion
         self._sub_values_built = 0  # over every attempt of this compile (see MAX_SUB_VALUES)
+        self._sub_values_limit = MAX_SUB_VALUES  # less for a fallback (see FALLBACK_SHARE)
         self._nesting = 0
         self._unique_holders: dict[int, dict] = {}
         """id of the ``items`` of each schema whose ``uniqueItems`` matchers enforce -> that
@@ -618,10 +621,12 @@ class SchemaCompiler:
                 self._values, self._shares, self._in_progress = {}, {}, {}
                 self.max_recursion, self._recursed = self.options.max_recursion, False
                 if spent is not None:
-                    if budget.startswith("max_eager_states="):  # spent: the fallback has its reserve
+                    if budget.startswith("max_eager_states="):  # spent: the fallback has its share
                         spent = max(spent, self.options.max_eager_states - self.options.max_eager_states
-                                    // FALLBACK_EAGER_SHARE)
+                                    // FALLBACK_SHARE)
                     refund_eager_states(spent)
+                if budget.startswith("max_eager_states="):
+                    self._sub_values_limit -= (self._sub_values_limit - self._sub_values_built) // FALLBACK_SHARE
         return self._attempts(schema, pointer, depth, refs)
 
     def _attempts(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
@@ -692,8 +697,10 @@ class SchemaCompiler:
                 self._knotted = True
             return made
         self._sub_values_built += 1
-        if self._sub_values_built > MAX_SUB_VALUES:
-            raise SchemaTooComplexError(f"more than {MAX_SUB_VALUES:,} sub-values built", pointer,
+        if self._sub_values_built > self._sub_values_limit:
+            share = "" if self._sub_values_limit == MAX_SUB_VALUES else \
+                " (a fallback after automata built whole ran out: half of what its first attempt left)"
+            raise SchemaTooComplexError(f"more than {self._sub_values_limit:,} sub-values built{share}", pointer,
                                         f"MAX_SUB_VALUES={MAX_SUB_VALUES}")
         building = self._building
         facts = _SubtreeFacts()

@@ -18,7 +18,7 @@ from enforcer import SchemaTooComplexError, UnsupportedSchemaError, compile_json
 from enforcer import knots
 from enforcer.automaton import (DFA, _NFA, Node, StructureKeys, byte_set, compile_node, eager_budget, eager_states_spent,
                                intersect_nodes, literal, nfa_size, repeat, seq)
-from enforcer.json_schema import SchemaCompiler, SchemaOptions
+from enforcer.json_schema import MAX_SUB_VALUES, SchemaCompiler, SchemaOptions
 from enforcer.matcher import clear_cache, compile_schema_dfa
 from enforcer.tools import compile_tools
 from enforcer.vocabulary import Vocabulary
@@ -482,12 +482,13 @@ def test_a_knotted_attempt_that_spent_the_eager_budget_leaves_its_fallback_half(
     recursion cut begins with half the budget left, not the whole of it: a refusal builds at
     most 1.5 budgets of automata whole (the intersection here costs 2,957 states: over a
     budget of 2,000 in both attempts). Its sub-values are counted on from the first attempt's
-    (``MAX_SUB_VALUES`` bounds the compile, not each attempt)."""
-    seen: list[tuple[bool, int | None, int]] = []
+    (``MAX_SUB_VALUES`` bounds the compile, not each attempt), up to half of what that attempt
+    left."""
+    seen: list[tuple[bool, int | None, int, int]] = []
     original = SchemaCompiler._attempts
 
     def recording(self: SchemaCompiler, *args: Any) -> Any:
-        seen.append((self._knots, eager_states_spent(), self._sub_values_built))
+        seen.append((self._knots, eager_states_spent(), self._sub_values_built, self._sub_values_limit))
         return original(self, *args)
 
     monkeypatch.setattr(SchemaCompiler, "_attempts", recording)
@@ -495,5 +496,7 @@ def test_a_knotted_attempt_that_spent_the_eager_budget_leaves_its_fallback_half(
     tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}, "p": both}}
     with pytest.raises(SchemaTooComplexError, match="max_eager_states=2000"):
         SchemaCompiler(tree, SchemaOptions(max_eager_states=2_000)).compile()
-    assert [(knotted, spent) for knotted, spent, _ in seen] == [(True, 0), (False, 1_000)]
-    assert seen[0][2] == 0 and seen[1][2] > 0
+    assert [(knotted, spent) for knotted, spent, _, _ in seen] == [(True, 0), (False, 1_000)]
+    (_, _, first_built, first_limit), (_, _, built, limit) = seen
+    assert first_built == 0 and first_limit == MAX_SUB_VALUES
+    assert built > 0 and limit == MAX_SUB_VALUES - (MAX_SUB_VALUES - built) // 2
