@@ -620,13 +620,12 @@ class SchemaCompiler:
                 self._knots = False
                 self._values, self._shares, self._in_progress = {}, {}, {}
                 self.max_recursion, self._recursed = self.options.max_recursion, False
-                if spent is not None:
-                    if budget.startswith("max_eager_states="):  # spent: the fallback has its share
-                        spent = max(spent, self.options.max_eager_states - self.options.max_eager_states
-                                    // FALLBACK_SHARE)
-                    refund_eager_states(spent)
-                if budget.startswith("max_eager_states="):
+                if budget.startswith("max_eager_states="):  # spent: the fallback has its share of each budget
+                    limit = self.options.max_eager_states
+                    spent = None if spent is None else max(spent, limit - limit // FALLBACK_SHARE)
                     self._sub_values_limit -= (self._sub_values_limit - self._sub_values_built) // FALLBACK_SHARE
+                if spent is not None:
+                    refund_eager_states(spent)
         return self._attempts(schema, pointer, depth, refs)
 
     def _attempts(self, schema: Any, pointer: str, depth: int, refs: Refs) -> Node:
@@ -793,11 +792,11 @@ class SchemaCompiler:
         is an equal schema. Content: its keys in order, each value's canonical schema (by
         identity) or, for a list, its members' content, or the scalar with its type. Cost: one
         pass over a made schema's keys the first time it is met, a lookup after."""
+        if self._resources.holds(schema):  # the common case first
+            return schema
         hit = self._made.get(id(schema))
         if hit is not None:
             return hit[1]
-        if id(schema) in self._resources.based:
-            return schema
         content = tuple((key, self._content(value)) for key, value in schema.items())
         canonical = self._made_by_content.setdefault(content, schema)
         self._made[id(schema)] = (schema, canonical)

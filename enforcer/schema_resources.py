@@ -179,10 +179,10 @@ class ResourceIndex:
                 elif key in SCHEMA_VALUES:
                     stack.append((sub, where, base))
 
-    @property
-    def based(self) -> Mapping[int, str]:
-        """The ids of the schema objects the walk met (the document's own), with their base URIs."""
-        return self._bases
+    def holds(self, schema: Any) -> bool:
+        """Whether the walk met ``schema``: one of the documents' own schema objects (their ids
+        stay theirs: the walk keeps them alive), not one the compiler made."""
+        return id(schema) in self._bases
 
     def base_of(self, holder: Any) -> str:
         """The base URI a ``$ref`` in ``holder`` resolves against (the root's for schemas the
