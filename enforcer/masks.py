@@ -23,9 +23,11 @@ from .lru import LRU
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, walk_tokens
+    from ._kernels import (TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids,
+                           walk_tokens)
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
-    TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, walk_tokens = 0, None, None, None, None, None
+    TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids, walk_tokens = (
+        0, None, None, None, None, None, None)
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows and id lists)."""
@@ -365,12 +367,14 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
 
 
 _FEW_IDS = 8
-"""Up to this many ids, :func:`pack_ids` sets bits in a plain loop."""
+"""Up to this many ids, :func:`pack_ids` sets bits one by one."""
 
 
 def pack_ids(ids: np.ndarray | Collection[int], words: int) -> np.ndarray:
     """Packed int32 bitmask with the bits of ``ids`` (an int array or a collection of ints) set."""
-    if len(ids) <= _FEW_IDS:  # Python ints through a memoryview: ~1 us, numpy's calls ~5
+    if len(ids) <= _FEW_IDS:  # one by one: ~0.6 us compiled, ~1.4 through a memoryview, numpy's calls ~5
+        if pack_few_ids is not None:
+            return pack_few_ids(ids.tolist() if isinstance(ids, np.ndarray) else ids, words)
         out = np.zeros(words, dtype=np.uint32)
         cells = memoryview(out)
         for i in ids.tolist() if isinstance(ids, np.ndarray) else ids:

@@ -359,7 +359,7 @@ def test_maskbench_masks_match_reference(corpus_dir: Path, kimi_tokenizer, kimi_
     assert checked > 1000
 
 
-def test_pack_ids_sparse_few_and_dense_agree_with_packbits() -> None:
+def test_pack_ids_sparse_few_and_dense_agree_with_packbits(monkeypatch) -> None:
     """pack_ids (a loop for a few ids, per-word sums when sparse, a bool array when dense)
     sets exactly the bits of the ids, the high bit of a word included."""
     rng = np.random.default_rng(2)
@@ -372,7 +372,21 @@ def test_pack_ids_sparse_few_and_dense_agree_with_packbits() -> None:
             ids = np.unique(ids)
         bits = np.zeros(words * 32, dtype=bool)
         bits[ids] = True
-        assert np.array_equal(pack_ids(ids, words), np.packbits(bits, bitorder="little").view("<i4")), n
+        expected = np.packbits(bits, bitorder="little").view("<i4")
+        assert np.array_equal(pack_ids(ids, words), expected), n
+        if n <= 8:  # the few-id loop, compiled and in Python, over every form of collection it is given
+            for form in (ids.tolist(), tuple(ids.tolist()), dict.fromkeys(ids.tolist())):
+                assert np.array_equal(pack_ids(form, words), expected), (n, type(form))
+                with monkeypatch.context() as patched:
+                    patched.setattr(masks, "pack_few_ids", None)
+                    assert np.array_equal(pack_ids(form, words), expected), (n, type(form), "python")
+
+
+def test_compiled_few_id_packing_refuses_an_id_outside_the_mask() -> None:
+    kernels = pytest.importorskip("enforcer._kernels")
+    for bad in (-1, 64):
+        with pytest.raises(ValueError, match=f"id {bad} is not below 64"):
+            kernels.pack_few_ids([3, bad], 2)
 
 
 def test_token_tries_mask_exactly_their_children(kimi_vocab) -> None:
