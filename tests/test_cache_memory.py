@@ -77,3 +77,60 @@ def test_set_cache_limit_rejects_bad_values() -> None:
         enforcer.set_cache_limit(-1)
     with pytest.raises(ValueError, match="non-negative"):
         enforcer.set_cache_limit("1GB")
+
+
+class _Sized:
+    """A cached value whose size the test sets (grows like a compiled object's masks)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _counting_pool(limit: int) -> tuple[enforcer.lru.BytePool, enforcer.lru.LRU, list[int]]:
+    calls = [0]
+
+    def sizeof(value: _Sized) -> int:
+        calls[0] += 1
+        return value.size
+
+    pool = enforcer.lru.BytePool(limit)
+    return pool, enforcer.lru.LRU(10_000, pool, sizeof), calls
+
+
+def test_a_store_measures_a_few_entries_amortised_not_every_cached_one() -> None:
+    """800 stores into one pool: each new entry is measured once and all of them again after
+    every entries / RECOUNT_SHARE stores, about RECOUNT_SHARE measures per store amortised (one
+    per cached entry on every store was 320,000)."""
+    pool, cache, calls = _counting_pool(1 << 40)
+    for i in range(800):
+        cache.put(i, _Sized(10))
+    assert calls[0] <= 800 * (1 + 2 * enforcer.lru.RECOUNT_SHARE), calls[0]
+    assert pool.recorded == 8_000
+    assert pool.size_bytes() == 8_000
+
+
+def test_the_pool_sees_an_entry_grow_after_it_was_stored_within_a_share_of_stores() -> None:
+    """An entry that grows past the limit after it was stored (masks filled lazily) is counted
+    within entries / RECOUNT_SHARE stores, and the least recently used entries go then."""
+    pool, cache, _ = _counting_pool(10_000)
+    grown = _Sized(10)
+    cache.put("grown", grown)
+    for i in range(80):
+        cache.put(i, _Sized(10))
+    grown.size = 20_000  # over the limit alone
+    for i in range(80, 80 + 81 // enforcer.lru.RECOUNT_SHARE + 1):
+        cache.put(i, _Sized(10))
+    assert cache.get("grown") is None  # the oldest, evicted once its growth was counted
+    assert pool.recorded <= 10_000 and pool.size_bytes() == pool.recorded
+
+
+def test_dropped_and_cleared_entries_leave_the_total() -> None:
+    pool = enforcer.lru.BytePool(1 << 40)
+    small = enforcer.lru.LRU(3, pool, lambda value: value.size)
+    other = enforcer.lru.LRU(10, pool, lambda value: value.size)
+    for i in range(5):  # two dropped by the entry cap
+        small.put(i, _Sized(100 + i))
+    other.put("x", _Sized(7))
+    assert pool.recorded == 102 + 103 + 104 + 7 == pool.size_bytes()
+    small.clear()
+    assert pool.recorded == 7 == pool.size_bytes()
