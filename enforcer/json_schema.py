@@ -32,7 +32,7 @@ from .errors import EnforcerError, InvalidSchemaError, SchemaTooComplexError, Un
 from .regex import FORMAT_DOCS, JSON_STRING_CHAR_ANY, UNENFORCED_FORMATS, format_node, json_string_char, pattern_node
 from .schema_check import validator_class
 from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource, holds_key,
-                               holds_reference, normalise_resources, resource_documents)
+                               holds_reference, keys_present, normalise_resources, resource_documents)
 from .schema_resources import escape as _escape
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -63,6 +63,8 @@ REFUSAL_REASONS = {
     "uniqueItems": "an automaton cannot remember the items written; a matcher's item memory takes arrays of strings "
                    "whose place alone says their items must differ (JSON mode, and tool formats with JSON arguments)",
 }
+_WALKED_KEYWORDS = frozenset({"$dynamicRef", *ALWAYS_REFUSED})
+"""Keywords whose presence anywhere in the documents a compiler looks up once, at its start."""
 _TRANSFORMED_FIRST = ("unevaluatedProperties", "unevaluatedItems")
 """Keywords that make ``_value`` rewrite a schema before checking its keywords (as dependent
 schemas do)."""
@@ -414,7 +416,11 @@ class SchemaCompiler:
         """:meth:`_value_key` -> its node: a sub-schema met again (``$ref`` fan-out, a definition
         used by several properties) is one node, built once. A value compiled again with
         recursion cut earlier keeps the nodes that no cut changes."""
-        self._knots = knots and not holds_key([self.root, *self._external.values()], frozenset({"$dynamicRef"}))
+        self.keywords_present = keys_present([self.root, *self._external.values()], _WALKED_KEYWORDS)
+        """Which of ``_WALKED_KEYWORDS`` appear in the documents at all: without a keyword refused
+        wherever it stands, :meth:`_refuse_early` has nothing to look for; without
+        ``uniqueItems``, there is no item memory to plan."""
+        self._knots = knots and "$dynamicRef" not in self.keywords_present
         """Recursion as knots and large repeated sub-values as shares (:mod:`enforcer.knots`):
         sub-values keyed by schema and depth alone. Off where ``$dynamicRef`` makes a value
         depend on its path, and for a value whose knots :func:`~enforcer.knots.finish` refuses
@@ -471,7 +477,8 @@ class SchemaCompiler:
         if isinstance(self.root, dict) and "$schema" in self.root and not _known_metaschema(self.root["$schema"]):
             raise UnsupportedSchemaError("$schema", "", f"unknown meta-schema {str(self.root['$schema']).rstrip('#')!r}: "
                                          "its vocabularies may change what keywords mean")
-        self._refuse_early()
+        if not self.keywords_present.isdisjoint(ALWAYS_REFUSED):
+            self._refuse_early()
         with eager_budget(self.options.max_eager_states):
             return self.value(self.root, "", 0, ())
 

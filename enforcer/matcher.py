@@ -381,7 +381,7 @@ def _schema_node(schema: Any, options: SchemaOptions, checked: bool,
     try:
         compiler = SchemaCompiler(schema, options)
         plan = None
-        if item_memory and holds_unique_items(schema):
+        if item_memory and "uniqueItems" in compiler.keywords_present and holds_unique_items(schema):
             plan = plan_unique_items(compiler)
             compiler.leave_unique_items_to(plan.holders)
         return compiler.compile(), plan

@@ -249,16 +249,25 @@ def holds_reference(schema: Any) -> bool:
 
 def holds_key(value: Any, keys: frozenset[str]) -> bool:
     """Whether an object with one of ``keys`` appears anywhere in the JSON ``value``."""
+    return bool(keys_present(value, keys))
+
+
+def keys_present(value: Any, keys: frozenset[str]) -> frozenset[str]:
+    """Those of ``keys`` that some object anywhere in the JSON ``value`` has. Cost: one walk
+    over ``value``, stopping once every key was found."""
+    found: set[str] = set()
     stack = [value]
     while stack:
         v = stack.pop()
         if isinstance(v, dict):
-            if keys & v.keys():
-                return True
+            if not keys.isdisjoint(v.keys()):
+                found |= keys & v.keys()
+                if len(found) == len(keys):
+                    break
             stack.extend(v.values())
         elif isinstance(v, list):
             stack.extend(v)
-    return False
+    return frozenset(found)
 
 
 def follow_pointer(node: Any, pointer: str) -> tuple[Any, list[str]] | None:
