@@ -744,47 +744,46 @@ class SchemaCompiler:
     def _reference_cycle(self) -> bool:
         """Whether a ``$ref`` of the document can lead back to itself (a superset: references
         anywhere under a target count, resolved where they are written; unresolvable ones do
-        not). Computed once per compile: one walk of each target's sub-tree."""
+        not). Computed once per compile: one depth-first walk of the graph whose edges are the
+        documents' values (object members, array items) and each ``$ref`` to what it names, each
+        value and reference visited once; a cycle there takes a reference (values alone form a
+        tree), so it is a reference that leads back to itself."""
         if self._cyclic is None:
-            edges: dict[int, list[Any]] = {}
+            on_path, done = 1, 2
+            state: dict[int, int] = {}
             stack: list[tuple[Any, bool]] = [(self.root, False)]
-            state: dict[int, int] = {}  # 1: on the depth-first path, 2: done
             self._cyclic = False
-            while stack and not self._cyclic:
-                target, leaving = stack.pop()
+            while stack:
+                value, leaving = stack.pop()
                 if leaving:
-                    state[id(target)] = 2
+                    state[id(value)] = done
                     continue
-                if state.get(id(target)) == 2:
+                if id(value) in state:
                     continue
-                state[id(target)] = 1
-                stack.append((target, True))
-                if id(target) not in edges:
-                    edges[id(target)] = self._targets_under(target)
-                for nxt in edges[id(target)]:
-                    if state.get(id(nxt)) == 1:
+                state[id(value)] = on_path
+                stack.append((value, True))
+                if isinstance(value, dict):
+                    following = list(value.values())
+                    ref = value.get("$ref")
+                    if isinstance(ref, str):
+                        try:
+                            following.append(self.resolve(ref, "", value)[0])
+                        except (InvalidSchemaError, UnsupportedSchemaError):
+                            pass
+                elif isinstance(value, list):
+                    following = value
+                else:
+                    continue
+                for nxt in following:
+                    if not isinstance(nxt, (dict, list)):
+                        continue
+                    seen = state.get(id(nxt))
+                    if seen == on_path:
                         self._cyclic = True
-                    elif id(nxt) not in state:
+                        return True
+                    if seen is None:
                         stack.append((nxt, False))
         return self._cyclic
-
-    def _targets_under(self, schema: Any) -> list[Any]:
-        """What the ``$ref``s anywhere under ``schema`` name (those that resolve)."""
-        found: list[Any] = []
-        stack = [schema]
-        while stack:
-            value = stack.pop()
-            if isinstance(value, dict):
-                ref = value.get("$ref")
-                if isinstance(ref, str):
-                    try:
-                        found.append(self.resolve(ref, "", value)[0])
-                    except (InvalidSchemaError, UnsupportedSchemaError):
-                        pass
-                stack.extend(value.values())
-            elif isinstance(value, list):
-                stack.extend(value)
-        return found
 
     def _canonical(self, schema: dict) -> dict:
         """``schema``, or, when the compiler made it (a conjunction of parts, a conditional's
