@@ -151,6 +151,30 @@ def _random_node(rng: random.Random, depth: int = 0):
     return repeat(_random_node(rng, depth + 1), rng.randint(0, 1), rng.randint(1, 3))
 
 
+def test_seq_sums_the_derived_fields_of_the_flat_concatenation() -> None:
+    """seq sums NFA states, block states, whole states and emptiness from its arguments (a
+    Concat argument's from its own fields): the same as a Concat built over the same flattened
+    parts, with embedded automata (block states), empty parts and nested Concats among them."""
+    from enforcer.automaton import Concat
+
+    rng = random.Random(11)
+    embedded = Embedded(compile_node(literal("xy")))
+    pool = [lambda: _random_node(rng), lambda: embedded, lambda: EPSILON, lambda: byte_chars(b""),
+            lambda: seq(_random_node(rng), embedded)]
+    checked = 0
+    for _ in range(2000):
+        node = seq(*(rng.choice(pool)() for _ in range(rng.randint(0, 4))))
+        for _ in range(rng.randint(0, 2)):
+            node = seq(rng.choice(pool)(), node, rng.choice(pool)())
+        if isinstance(node, Concat):
+            plain = Concat(node.parts)
+            assert not any(isinstance(p, Concat) for p in node.parts)
+            assert (node.nfa_states, node.block_states, node.whole_states, node.empty) == \
+                (plain.nfa_states, plain.block_states, plain.whole_states, plain.empty)
+            checked += 1
+    assert checked > 500
+
+
 def test_compiled_product_is_the_reference_product_state_for_state() -> None:
     # dfa_product (Cython) against the Python walk it replaces: same tables, same accepting
     # states, same refusal past max_states, for intersections and differences
