@@ -98,9 +98,9 @@ def _counting_pool(limit: int) -> tuple[enforcer.lru.BytePool, enforcer.lru.LRU,
 
 
 def test_a_store_measures_a_few_entries_amortised_not_every_cached_one() -> None:
-    """800 stores into one pool: each new entry is measured once and all of them again after
-    every entries / RECOUNT_SHARE stores, about RECOUNT_SHARE measures per store amortised (one
-    per cached entry on every store was 320,000)."""
+    """800 stores into one pool far below its limit: each new entry is measured once and all of
+    them again every max(RECOUNT_MIN_STORES, entries / RECOUNT_SHARE) stores, about
+    RECOUNT_SHARE measures per store amortised (one per cached entry on every store was 320,000)."""
     pool, cache, calls = _counting_pool(1 << 40)
     for i in range(800):
         cache.put(i, _Sized(10))
@@ -111,17 +111,29 @@ def test_a_store_measures_a_few_entries_amortised_not_every_cached_one() -> None
 
 def test_the_pool_sees_an_entry_grow_after_it_was_stored_within_a_share_of_stores() -> None:
     """An entry that grows past the limit after it was stored (masks filled lazily) is counted
-    within entries / RECOUNT_SHARE stores, and the least recently used entries go then."""
+    within max(RECOUNT_MIN_STORES, entries / RECOUNT_SHARE) stores while the recorded total is
+    below half the limit, and the least recently used entries go then."""
+    lru = enforcer.lru
     pool, cache, _ = _counting_pool(10_000)
     grown = _Sized(10)
     cache.put("grown", grown)
-    for i in range(80):
+    for i in range(160):
         cache.put(i, _Sized(10))
     grown.size = 20_000  # over the limit alone
-    for i in range(80, 80 + 81 // enforcer.lru.RECOUNT_SHARE + 1):
+    for i in range(160, 160 + max(lru.RECOUNT_MIN_STORES, 161 // lru.RECOUNT_SHARE) + 1):
         cache.put(i, _Sized(10))
     assert cache.get("grown") is None  # the oldest, evicted once its growth was counted
     assert pool.recorded <= 10_000 and pool.size_bytes() == pool.recorded
+
+
+def test_past_half_its_limit_the_pool_counts_on_every_store() -> None:
+    pool, cache, _ = _counting_pool(10_000)
+    grown = _Sized(6_000)  # over half the limit: every store measures again
+    cache.put("grown", grown)
+    cache.put(0, _Sized(10))
+    grown.size = 20_000
+    cache.put(1, _Sized(10))
+    assert cache.get("grown") is None
 
 
 def test_dropped_and_cleared_entries_leave_the_total() -> None:
