@@ -179,11 +179,12 @@ the object's states: a bound whose copies of the undeclared keys' member alone p
 MAX_KEY_LANGUAGES = 16
 """Most key languages of undeclared keys per object: one per set of ``patternProperties``
 patterns some key matches exactly (disjoint patterns: one each, and one for none)."""
-MAX_SUB_VALUES = 25_000
-"""Most sub-values one compile builds, over all its fallback attempts (about 36 microseconds
-each on average: about a second at most). The largest compiled jsonschemabench schema builds
-16,700 (JSON Schema Store's web-types); service-schema built 938,000 in 30 s before its refusal,
-and 100,000 in 3.6 s under the bound before this one."""
+MAX_SUB_VALUES = 20_000
+"""Most sub-values one compile builds, over all its fallback attempts (about 40 microseconds
+each on average: under a second at most). The largest compiled jsonschemabench schema builds
+13,535 (Kubernetes kb_1161, 0.7 s); JSON Schema Store's service-schema built 938,000 in 30 s
+before its refusal, 100,000 in 3.6 s under the first bound, and 25,000 in 1.0 s under the one
+before this."""
 FALLBACK_SHARE = 2
 """A knotted attempt refused on ``max_eager_states`` leaves its fallback (recursion cut, no
 knots) this fraction of what it left of each budget, eager states and sub-values, not all of
@@ -191,6 +192,11 @@ the eager budget again: a refusal builds at most 1.5 budgets of each (Prometheus
 refused: 1.2 -> 0.8 s; JSON Schema Store's web-types 2.6 -> 1.6 s). The fallbacks that compile
 after such an attempt build up to 90,000 eager states (MaskBench's oneofpr1 in spec mode) and
 a few hundred sub-values."""
+FALLBACK_SUB_VALUES = 2_500
+"""Most sub-values the fallback after a knotted attempt (recursion cut, no knots) builds on top of
+that attempt's. Fallbacks that compile build a few hundred (866 at most over jsonschemabench and
+MaskBench, strict and spec: JSON Schema Store's discovery); those that went on to 9,000 (web-types,
+circleciconfig) were refused in the end, after 0.8 s of it."""
 MAX_NESTING = 100
 """Deepest chain of sub-schemas compiled one inside another (through ``properties``, ``items``,
 ``$ref``, ``allOf``, ...). Deeper schemas raise :class:`SchemaTooComplexError` naming the
@@ -368,7 +374,7 @@ class SchemaCompiler:
         """The recursion cut in use (lowered from the option when a value exceeds its budget)."""
         self._recursed = False  # a $ref was expanded inside its own expansion
         self._sub_values_built = 0  # over every attempt of this compile (see MAX_SUB_VALUES)
-        self._sub_values_limit = MAX_SUB_VALUES  # less for a fallback (see FALLBACK_SHARE)
+        self._sub_values_limit = MAX_SUB_VALUES  # less for a fallback (FALLBACK_SUB_VALUES, FALLBACK_SHARE)
         self._nesting = 0
         self._unique_holders: dict[int, dict] = {}
         """id of the ``items`` of each schema whose ``uniqueItems`` matchers enforce -> that
@@ -627,10 +633,13 @@ class SchemaCompiler:
                 self._knots = False
                 self._values, self._shares, self._in_progress = {}, {}, {}
                 self.max_recursion, self._recursed = self.options.max_recursion, False
+                share = self._sub_values_built + FALLBACK_SUB_VALUES
                 if budget.startswith("max_eager_states="):  # spent: the fallback has its share of each budget
                     limit = self.options.max_eager_states
                     spent = None if spent is None else max(spent, limit - limit // FALLBACK_SHARE)
-                    self._sub_values_limit -= (self._sub_values_limit - self._sub_values_built) // FALLBACK_SHARE
+                    share = min(share, self._sub_values_limit
+                                - (self._sub_values_limit - self._sub_values_built) // FALLBACK_SHARE)
+                self._sub_values_limit = min(self._sub_values_limit, share)
                 if spent is not None:
                     refund_eager_states(spent)
         return self._attempts(schema, pointer, depth, refs)
@@ -705,7 +714,8 @@ class SchemaCompiler:
         self._sub_values_built += 1
         if self._sub_values_built > self._sub_values_limit:
             share = "" if self._sub_values_limit == MAX_SUB_VALUES else \
-                " (a fallback after automata built whole ran out: half of what its first attempt left)"
+                (f" (the fallback after a knotted attempt: {FALLBACK_SUB_VALUES:,} more at most, and half of what "
+                 "that attempt left once automata built whole ran out)")
             raise SchemaTooComplexError(f"more than {self._sub_values_limit:,} sub-values built{share}", pointer,
                                         f"MAX_SUB_VALUES={MAX_SUB_VALUES}")
         building = self._building

@@ -18,7 +18,7 @@ from enforcer import SchemaTooComplexError, UnsupportedSchemaError, compile_json
 from enforcer import knots
 from enforcer.automaton import (DFA, _NFA, Node, StructureKeys, byte_set, compile_node, eager_budget, eager_states_spent,
                                intersect_nodes, literal, nfa_size, repeat, seq)
-from enforcer.json_schema import MAX_SUB_VALUES, SchemaCompiler, SchemaOptions
+from enforcer.json_schema import FALLBACK_SUB_VALUES, MAX_SUB_VALUES, SchemaCompiler, SchemaOptions
 from enforcer.matcher import clear_cache, compile_schema_dfa
 from enforcer.tools import compile_tools
 from enforcer.vocabulary import Vocabulary
@@ -483,7 +483,18 @@ def test_a_knotted_attempt_that_spent_the_eager_budget_leaves_its_fallback_half(
     most 1.5 budgets of automata whole (the intersection here costs 2,957 states: over a
     budget of 2,000 in both attempts). Its sub-values are counted on from the first attempt's
     (``MAX_SUB_VALUES`` bounds the compile, not each attempt), up to half of what that attempt
-    left."""
+    left (here below ``FALLBACK_SUB_VALUES`` more, set high), and ``FALLBACK_SUB_VALUES`` more at
+    most (its default, lower here)."""
+    for cap in (10**9, FALLBACK_SUB_VALUES):
+        monkeypatch.setattr("enforcer.json_schema.FALLBACK_SUB_VALUES", cap)
+        built, limit = _fallback_after_eager_refusal(monkeypatch)
+        assert limit == min(built + cap, MAX_SUB_VALUES - (MAX_SUB_VALUES - built) // 2)
+        assert limit == (MAX_SUB_VALUES - (MAX_SUB_VALUES - built) // 2 if cap > MAX_SUB_VALUES else built + cap)
+
+
+def _fallback_after_eager_refusal(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """(sub-values built, sub-value limit) at the start of the fallback of a knotted attempt
+    refused on ``max_eager_states``."""
     seen: list[tuple[bool, int | None, int, int]] = []
     original = SchemaCompiler._attempts
 
@@ -498,5 +509,37 @@ def test_a_knotted_attempt_that_spent_the_eager_budget_leaves_its_fallback_half(
         SchemaCompiler(tree, SchemaOptions(max_eager_states=2_000)).compile()
     assert [(knotted, spent) for knotted, spent, _, _ in seen] == [(True, 0), (False, 1_000)]
     (_, _, first_built, first_limit), (_, _, built, limit) = seen
-    assert first_built == 0 and first_limit == MAX_SUB_VALUES
-    assert built > 0 and limit == MAX_SUB_VALUES - (MAX_SUB_VALUES - built) // 2
+    assert first_built == 0 and first_limit == MAX_SUB_VALUES and built > 0
+    return built, limit
+
+
+def test_the_fallback_after_any_knotted_refusal_builds_a_bounded_share_of_sub_values(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A knotted attempt whose knots cannot be used (definitions that require one another, as
+    in jsonschemabench's Github o74424) leaves its fallback ``FALLBACK_SUB_VALUES`` more
+    sub-values, not the rest of ``MAX_SUB_VALUES``: with the default the fallback compiles (it
+    needs a few), with 3 it is refused, and the refusal says it was the fallback's share."""
+    def node(*refs: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {f"p{i}": {"$ref": f"#/$defs/{r}"} for i, r in enumerate(refs)},
+                "required": [f"p{i}" for i in range(len(refs))], "additionalProperties": False}
+
+    schema = {"$defs": {"a": node("a", "a", "b", "c"), "b": {**node("c"), "properties": {
+        "n": {"type": "number"}, "p0": {"$ref": "#/$defs/c"}}}, "c": node("b", "a")},
+        "properties": {"a": {"$ref": "#/$defs/a"}, "b": {"$ref": "#/$defs/b"}, "c": {"$ref": "#/$defs/c"}}}
+    limits: list[tuple[bool, int, int]] = []
+    original = SchemaCompiler._attempts
+
+    def recording(self: SchemaCompiler, *args: Any) -> Any:
+        limits.append((self._knots, self._sub_values_built, self._sub_values_limit))
+        return original(self, *args)
+
+    monkeypatch.setattr(SchemaCompiler, "_attempts", recording)
+    SchemaCompiler(schema, SchemaOptions()).compile()
+    assert [knotted for knotted, _, _ in limits] == [True, False], limits
+    (_, _, first_limit), (_, built, limit) = limits
+    assert first_limit == MAX_SUB_VALUES and limit == built + FALLBACK_SUB_VALUES
+    monkeypatch.setattr("enforcer.json_schema.FALLBACK_SUB_VALUES", 3)
+    with pytest.raises(SchemaTooComplexError) as info:
+        SchemaCompiler(schema, SchemaOptions()).compile()
+    assert "the fallback after a knotted attempt" in str(info.value)
+    assert info.value.budget == f"MAX_SUB_VALUES={MAX_SUB_VALUES}"
