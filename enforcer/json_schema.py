@@ -440,7 +440,7 @@ class SchemaCompiler:
         self._shares: dict[int, tuple[Node, Node]] = {}
         """id of a node met again -> (that node, kept so its id stays its own; what each use holds:
         a share, or the node itself when it is small or holds a block too large to copy)."""
-        self._block_sizes: dict[int, int] = {}  # knots.largest_block's memo
+        self._block_sizes: dict[int, tuple[Node, int]] = {}  # knots.largest_block's memo
         self._cyclic: bool | None = None  # see _reference_cycle
         self._knotted = False
         """The attempt with knots made a knot or a share, or expanded a ``$ref`` inside its own

@@ -60,27 +60,29 @@ def level_of(node: Node) -> Level | None:
     return node.level if isinstance(node, Deferred) and isinstance(node.level, Level) else None
 
 
-def largest_block(node: Node, memo: dict[int, int]) -> int:
+def largest_block(node: Node, memo: dict[int, tuple[Node, int]]) -> int:
     """The most states of an embedded automaton in ``node`` outside its placeholders (what its
-    level template writes out), memoised by node identity in ``memo``. Iterative."""
+    level template writes out), memoised by node identity in ``memo``, whose entries keep their
+    node: a node the compile drops (an abandoned attempt's) cannot lend its identity, and its
+    size, to a later one. Iterative."""
     stack: list[tuple[Node, bool]] = [(node, False)]
     while stack:
         part, visited = stack.pop()
         if id(part) in memo:
             continue
         if part.block_states == 0 or isinstance(part, Deferred):
-            memo[id(part)] = 0
+            memo[id(part)] = (part, 0)
         elif isinstance(part, Embedded):
-            memo[id(part)] = part.dfa.num_states
+            memo[id(part)] = (part, part.dfa.num_states)
         elif not visited:
             stack.append((part, True))
             stack.extend((sub, False) for sub in sub_expressions(part) if id(sub) not in memo)
         else:
-            memo[id(part)] = max((memo[id(sub)] for sub in sub_expressions(part)), default=0)
-    return memo[id(node)]
+            memo[id(part)] = (part, max((memo[id(sub)][1] for sub in sub_expressions(part)), default=0))
+    return memo[id(node)][1]
 
 
-def finish(node: Node, sizes: dict[int, int] | None = None) -> None:
+def finish(node: Node, sizes: dict[int, tuple[Node, int]] | None = None) -> None:
     """Check the knots and shares ``node`` reaches (see the module's docstring); raise
     :class:`KnotsUnusable` naming what fails. ``sizes``: :func:`largest_block`'s memo, when the
     caller kept one (the compiler's, filled where it made shares). Cost: a few passes over the

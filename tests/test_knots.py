@@ -214,3 +214,20 @@ def test_a_recursion_through_made_schemas_meets_itself() -> None:
     two_keys = json.dumps(value).replace('{}', '{"a0": {}, "b1": {}}', 1)
     assert not jsonschema.Draft202012Validator(schema).is_valid(json.loads(two_keys))
     assert not dfa.matches(two_keys)
+
+
+def test_the_block_size_memo_keeps_its_nodes() -> None:
+    """``largest_block``'s memo is keyed by node identity: each entry keeps its node, so that a
+    node dropped by the compile (an abandoned attempt's) cannot hand its identity, and its size,
+    to a node made later. The sizes are right: the largest embedded automaton of each part."""
+    import gc
+
+    from enforcer.automaton import Embedded, alt, seq
+    from enforcer.knots import largest_block
+
+    small, large = Embedded(compile_node(literal("ab"))), Embedded(compile_node(repeat(literal("xyz"), 0, 5)))
+    memo: dict = {}
+    assert largest_block(seq(literal("q"), alt(small, seq(large, literal("z")))), memo) == large.dfa.num_states
+    assert largest_block(seq(small, literal("r")), memo) == small.dfa.num_states
+    gc.collect()
+    assert memo and all(id(node) == key for key, (node, _) in memo.items())
