@@ -713,10 +713,10 @@ class SchemaCompiler:
             return made
         self._sub_values_built += 1
         if self._sub_values_built > self._sub_values_limit:
-            share = "" if self._sub_values_limit == MAX_SUB_VALUES else \
+            reason = "" if self._sub_values_limit == MAX_SUB_VALUES else \
                 (f" (the fallback after a knotted attempt: {FALLBACK_SUB_VALUES:,} more at most, and half of what "
                  "that attempt left once automata built whole ran out)")
-            raise SchemaTooComplexError(f"more than {self._sub_values_limit:,} sub-values built{share}", pointer,
+            raise SchemaTooComplexError(f"more than {self._sub_values_limit:,} sub-values built{reason}", pointer,
                                         f"MAX_SUB_VALUES={MAX_SUB_VALUES}")
         building = self._building
         facts = _SubtreeFacts()

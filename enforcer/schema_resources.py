@@ -248,21 +248,23 @@ def holds_reference(schema: Any) -> bool:
 
 
 def holds_key(value: Any, keys: frozenset[str]) -> bool:
-    """Whether an object with one of ``keys`` appears anywhere in the JSON ``value``."""
-    return bool(keys_present(value, keys))
+    """Whether an object with one of ``keys`` appears anywhere in the JSON ``value`` (the walk
+    stops at the first)."""
+    return bool(keys_present(value, keys, enough=1))
 
 
-def keys_present(value: Any, keys: frozenset[str]) -> frozenset[str]:
+def keys_present(value: Any, keys: frozenset[str], enough: int | None = None) -> frozenset[str]:
     """Those of ``keys`` that some object anywhere in the JSON ``value`` has. Cost: one walk
-    over ``value``, stopping once every key was found."""
+    over ``value``, stopping once every key (or ``enough`` of them) was found."""
     found: set[str] = set()
+    wanted = len(keys) if enough is None else enough
     stack = [value]
     while stack:
         v = stack.pop()
         if isinstance(v, dict):
             if not keys.isdisjoint(v.keys()):
                 found |= keys & v.keys()
-                if len(found) == len(keys):
+                if len(found) >= wanted:
                     break
             stack.extend(v.values())
         elif isinstance(v, list):
