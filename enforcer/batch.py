@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .matcher import Matcher, check_bitmask, write_bitmask_row
+from .matcher import Matcher, check_bitmask, write_bitmask_ids, write_bitmask_row
 
 MAX_WORKERS = max(1, min(8, os.cpu_count() or 1))
 """Threads that compute new masks for different rows at once."""
@@ -51,18 +51,27 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[i
     """Write the allowed tokens of ``matchers[k]`` into row ``indices[k]`` (default ``k``) of a
     packed int32 bitmask (numpy array or CPU/GPU torch tensor of shape ``(batch, words)``).
     Same result and same checks (:func:`~enforcer.matcher.check_bitmask`, ``ValueError`` before
-    anything is written) as calling ``fill_bitmask`` per row."""
+    anything is written) as calling ``fill_bitmask`` per row: rows whose matcher lists its few
+    allowed ids are written from them, the others from their mask words."""
     rows = list(range(len(matchers))) if indices is None else [int(i) for i in indices]
     if len(rows) != len(matchers):
         raise ValueError(f"{len(matchers)} matchers but {len(rows)} row indices")
     if not rows:
         return
-    words = batch_mask_words(matchers)
-    rows = [check_bitmask(bitmask, row, w.shape[0]) for row, w in zip(rows, words)]
+    few = [m.few_allowed_ids() for m in matchers]
+    dense = [k for k, ids in enumerate(few) if ids is None]
+    words: list[np.ndarray | None] = [None] * len(matchers)
+    for k, w in zip(dense, batch_mask_words([matchers[k] for k in dense])):
+        words[k] = w
+    rows = [check_bitmask(bitmask, row, m.words_per_row if w is None else w.shape[0])
+            for row, m, w in zip(rows, matchers, words)]
+    # a numpy array, or a CPU tensor through its numpy view; a tensor on another device gets one
+    # host-to-device copy per row
     target = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy() if bitmask.is_cpu else None
-    if target is None:  # a tensor on another device: one host-to-device copy per row
-        for row, w in zip(rows, words):
+    for row, m, ids, w in zip(rows, matchers, few, words):
+        if w is None:
+            write_bitmask_ids(bitmask, row, ids, m.words_per_row)
+        elif target is None:
             write_bitmask_row(bitmask, row, w)
-        return
-    for row, w in zip(rows, words):  # a numpy array, or a CPU tensor through its numpy view
-        target[row] = w
+        else:
+            target[row] = w

@@ -18,7 +18,7 @@ from .automaton import DEAD
 from .formats.base import call_id
 from .ids import as_token_id
 from .item_memory import START, Scan, remembered_words, scan
-from .matcher import Matcher, write_bitmask_row
+from .matcher import Matcher
 from .text_rules import DfaRule
 
 if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this module, not the reverse
@@ -239,13 +239,14 @@ class ToolCallMatcher(Matcher):
         self._masked = (remembered, frame, text_state, words)
         return words
 
-    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
-        """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array
-        or torch tensor of shape ``(batch, ceil(vocab_size / 32))``); bit ``i % 32`` of word
-        ``i // 32`` is set iff ``accept_token(i)`` would return True (after the stop token: no
-        bit). ``ValueError`` before writing for another dtype or shape, or an ``index`` that is
-        not a row (:func:`~enforcer.matcher.check_bitmask`)."""
-        write_bitmask_row(bitmask, index, self.mask_words())
+    def few_allowed_ids(self) -> tuple[int, ...] | None:
+        if self._scans[-1] is not None:  # the item memory may refuse some of them
+            return None
+        return self._tools.few_ids(*self._stack[-1])
+
+    @property
+    def words_per_row(self) -> int:
+        return self._tools.words
 
     def allowed_token_ids(self) -> list[int]:
         """The ids ``accept_token`` would accept now, ascending (empty after the stop token)."""

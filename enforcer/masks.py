@@ -24,10 +24,11 @@ from .vocabulary import Vocabulary
 
 try:
     from ._kernels import (TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids,
-                           walk_tokens)
+                           walk_tokens, write_row_ids)
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
     TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids, walk_tokens = (
         0, None, None, None, None, None, None)
+    write_row_ids = None
 
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows and id lists)."""

@@ -21,7 +21,7 @@ from .ids import as_token_id
 from .item_memory import START, Scan, remembered_words, scan
 from .json_schema import SchemaCompiler, SchemaOptions
 from .lru import COMPILED, LRU
-from .masks import MaskTable, clear_shared_masks, pack_ids, token_index
+from .masks import MaskTable, clear_shared_masks, pack_ids, token_index, write_row_ids
 from .schema_check import check_document, check_schema
 from .unique_items import UniqueItemsPlan, holds_unique_items, plan_unique_items
 from .vocabulary import Vocabulary
@@ -54,13 +54,15 @@ def check_bitmask(bitmask: Any, index: Any, words: int) -> int:
 
 
 class _CheckedBitmask(NamedTuple):
-    """The last bitmask :func:`write_bitmask_row` checked, and the numpy array its rows are
-    written to (the array itself, or a CPU tensor's view)."""
+    """The last bitmask :func:`host_rows` checked, and the numpy array its rows are written to
+    (the array itself, or a CPU tensor's view; ``ids_rows``: that array when
+    :func:`~enforcer._kernels.write_row_ids` can write its rows, else None)."""
 
     owner: weakref.ref
     data_ptr: int
     shape: tuple
-    rows: np.ndarray
+    rows: np.ndarray | None
+    ids_rows: np.ndarray | None
 
 
 _last_checked: _CheckedBitmask | None = None
@@ -77,28 +79,49 @@ def _forget(owner: weakref.ref) -> None:
         _last_checked = None
 
 
+def _checked(bitmask: Any, index: Any, words: int) -> tuple[_CheckedBitmask, int]:
+    """``bitmask`` checked for rows of ``words`` words (:func:`check_bitmask`; remembered for
+    the next call) and ``index`` as a row number."""
+    global _last_checked
+    last = _last_checked
+    if last is not None and last.owner() is bitmask and type(index) is int and 0 <= index < last.shape[0] \
+            and last.shape[1] == words and bitmask.shape == last.shape \
+            and (last.data_ptr < 0 or bitmask.data_ptr() == last.data_ptr):
+        return last, index
+    index = check_bitmask(bitmask, index, words)
+    if isinstance(bitmask, np.ndarray):
+        rows, data_ptr = bitmask, -1  # an array keeps its buffer while its shape stays
+    elif bitmask.is_cpu:
+        rows, data_ptr = bitmask.numpy(), bitmask.data_ptr()
+    else:  # another device: written by a host-to-device copy, checked again each time
+        return _CheckedBitmask(weakref.ref(bitmask), 0, tuple(bitmask.shape), None, None), index
+    ids_rows = rows if write_row_ids is not None and rows.strides[1] == 4 and rows.flags.writeable else None
+    _last_checked = _CheckedBitmask(weakref.ref(bitmask, _forget), data_ptr, tuple(bitmask.shape), rows, ids_rows)
+    return _last_checked, index
+
+
 def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray) -> None:
     """Copy packed ``words`` into row ``index`` of a numpy or torch int32 bitmask of
     ``words.shape[0]`` columns (checked by :func:`check_bitmask`). A CPU tensor is written
     through its numpy view (about a microsecond for 150k ids); a tensor on another device gets
     one host-to-device copy."""
-    global _last_checked
-    last = _last_checked
-    if last is not None and last.owner() is bitmask and type(index) is int and 0 <= index < last.shape[0] \
-            and last.shape[1] == words.shape[0] and bitmask.shape == last.shape \
-            and (last.data_ptr < 0 or bitmask.data_ptr() == last.data_ptr):
-        last.rows[index] = words
-        return
-    index = check_bitmask(bitmask, index, words.shape[0])
-    if isinstance(bitmask, np.ndarray):
-        rows, data_ptr = bitmask, -1  # an array keeps its buffer while its shape stays
-    elif bitmask.is_cpu:
-        rows, data_ptr = bitmask.numpy(), bitmask.data_ptr()
-    else:
+    checked, index = _checked(bitmask, index, words.shape[0])
+    if checked.rows is None:
         bitmask[index].copy_(sys.modules["torch"].from_numpy(np.array(words)))
-        return
-    rows[index] = words
-    _last_checked = _CheckedBitmask(weakref.ref(bitmask, _forget), data_ptr, tuple(bitmask.shape), rows)
+    else:
+        checked.rows[index] = words
+
+
+def write_bitmask_ids(bitmask: Any, index: int, ids: Sequence[int], words: int) -> None:
+    """Set row ``index`` of a numpy or torch int32 bitmask of ``words`` columns (checked by
+    :func:`check_bitmask`) to exactly the bits of ``ids`` (ints in ``[0, 32 * words)``): a row
+    cleared and a bit set per id (:func:`~enforcer._kernels.write_row_ids`, about 0.4 us for
+    150k ids, where packing a mask and copying it costs 1.3), or the packed mask copied."""
+    checked, index = _checked(bitmask, index, words)
+    if checked.ids_rows is not None:
+        write_row_ids(checked.ids_rows, index, ids)
+    else:
+        write_bitmask_row(bitmask, index, pack_ids(ids, words))
 
 
 class CompiledSchema:
@@ -156,6 +179,29 @@ class Matcher:
         """The packed int32 row of the allowed tokens; with ``compute=False``, None when it is
         not computed yet (what :func:`enforcer.batch.fill_bitmasks` hands to worker threads)."""
         raise NotImplementedError
+
+    @property
+    def words_per_row(self) -> int:  # pragma: no cover - abstract
+        """Packed int32 words of a mask row: ``ceil(vocab_size / 32)``."""
+        raise NotImplementedError
+
+    def few_allowed_ids(self) -> tuple[int, ...] | None:
+        """The allowed ids when the matcher knows them as a short tuple without a mask (a tag's
+        next tokens, a place's delimiters), which :meth:`fill_bitmask` writes bit by bit; None
+        (the default): only :meth:`mask_words` has them."""
+        return None
+
+    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array or
+        torch tensor of shape ``(batch, ceil(vocab_size / 32))``); bit ``i % 32`` of word
+        ``i // 32`` is set iff ``accept_token(i)`` would return True (after the stop token: no
+        bit). ``ValueError`` before writing for another dtype or shape, or an ``index`` that is
+        not a row (:func:`check_bitmask`)."""
+        ids = self.few_allowed_ids()
+        if ids is None:
+            write_bitmask_row(bitmask, index, self.mask_words())
+        else:
+            write_bitmask_ids(bitmask, index, ids, self.words_per_row)
 
     def accept_tokens(self, token_ids: Sequence[int]) -> bool:
         """Accept tokens in order; on the first refusal undo them all and return False."""
@@ -277,13 +323,9 @@ class JsonMatcher(Matcher):
         self._masked = (current, state, words)
         return words
 
-    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
-        """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array or
-        torch tensor of shape ``(batch, ceil(vocab_size / 32))``); bit ``i % 32`` of word
-        ``i // 32`` is set iff ``accept_token(i)`` would return True (after the stop token: no
-        bit). ``ValueError`` before writing for another dtype or shape, or an ``index`` that is
-        not a row (:func:`check_bitmask`)."""
-        write_bitmask_row(bitmask, index, self.mask_words())
+    @property
+    def words_per_row(self) -> int:
+        return self._compiled.masks.index.words
 
     def allowed_token_ids(self) -> list[int]:
         """The ids ``accept_token`` would accept now, ascending (empty after the stop token)."""

@@ -172,6 +172,10 @@ class TokenTrie:
     def accepting(self, state: int) -> bool:
         return self._payloads[state] is not None
 
+    def next_ids(self, state: int) -> tuple[int, ...]:
+        """The ids of the node's children (the tokens allowed there; a new tuple)."""
+        return tuple(self._children[state])
+
     def mask(self, state: int) -> np.ndarray:
         """The ids of the node's children (:meth:`TokenIndex.ids_mask`), made once per node."""
         hit = self._masks.get(state)

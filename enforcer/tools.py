@@ -10,6 +10,7 @@ canonical key in a bounded LRU; the masks it fills lazily are shared by every ma
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import unicodedata
 from functools import lru_cache
@@ -35,6 +36,11 @@ from .text_rules import ChoiceRule, DfaRule, FreeRule, TokenTrie, TrieWithFreeTe
 from .vocabulary import Vocabulary
 
 TOOL_CHOICES = ("auto", "none", "required")
+MAX_FEW_IDS = 64
+"""A frame that knows its allowed ids as a list (no text: its exits; a token trie: a node's next
+tokens, and the exits where it may end) hands up to this many to the matcher as ids
+(:meth:`CompiledTools.few_ids`); more go through the packed mask."""
+_UNSEEN = object()
 
 
 def normalize_tools(tools: Any) -> list[tuple[str, dict]]:
@@ -165,6 +171,7 @@ class CompiledTools:
         self._rules: dict[tuple, Any] = {}
         self._masks: dict[tuple, np.ndarray] = {}
         self._exit_masks: dict[tuple, np.ndarray | None] = {}
+        self._few: dict[tuple, tuple[int, ...] | None] = {}
         self._value_index: dict[tuple[int, Argument], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
@@ -422,6 +429,27 @@ class CompiledTools:
         schema = self.schemas[frame.tool]
         return schema.unique_plan if schema is not None else None
 
+    def few_ids(self, frame: Frame, tstate: int) -> tuple[int, ...] | None:
+        """The ids allowed at ``frame`` and text state ``tstate`` when the frame lists them
+        without a mask (see :data:`MAX_FEW_IDS`; the same set as :meth:`mask`), else None;
+        cached per (frame, text state)."""
+        key = (frame.mask_key, tstate)
+        hit = self._few.get(key, _UNSEEN)
+        if hit is _UNSEEN:
+            rule = frame.rule
+            if rule is None:
+                hit = tuple(frame.exits)
+            elif type(rule) is TokenTrie:
+                hit = rule.next_ids(tstate)
+                if frame.exits and rule.accepting(tstate):
+                    hit += tuple(frame.exits)
+            else:
+                hit = None
+            if hit is not None and len(hit) > MAX_FEW_IDS:
+                hit = None
+            self._few[key] = hit
+        return hit
+
     def cached_mask(self, frame: Frame, tstate: int) -> np.ndarray | None:
         """The mask at ``frame`` and text state ``tstate`` if it was computed already (no work)."""
         return self._masks.get((frame.mask_key, tstate))
@@ -460,7 +488,8 @@ class CompiledTools:
         """Bytes held: the masks of its states, its text rules (automata, tries, masks) and the
         argument automata it uses (each counted once). Grows as new states are reached."""
         own = sum(m.nbytes for m in self._masks.values()) \
-            + sum(m.nbytes for m in self._exit_masks.values() if m is not None)
+            + sum(m.nbytes for m in self._exit_masks.values() if m is not None) \
+            + sum(sys.getsizeof(ids) for ids in self._few.values() if ids is not None)
         seen: set[int] = set()
         parts = [r for r in self._rules.values()] + [s for s in self.schemas if s is not None] \
             + list(self._value_index.values())

@@ -1,0 +1,157 @@
+"""Masks written as ids: where a frame lists its allowed tokens (a K3 tag's next pieces, a place's
+delimiters), ``fill_bitmask`` and ``fill_bitmasks`` write the row from those ids instead of a
+packed mask. The oracle is the packed mask itself (``mask_words``), at every position of real
+turns of each format; the compiled writer and the fallback write the same rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from enforcer import clear_cache, compile_tools
+from enforcer.batch import fill_bitmasks
+from enforcer.formats import kimi_k3
+from enforcer.matcher import write_bitmask_ids
+from enforcer.tools import MAX_FEW_IDS
+
+try:
+    from enforcer._kernels import write_row_ids
+except ImportError:  # a source tree without the built extension
+    write_row_ids = None
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]},
+                                            "days": {"type": "integer"}},
+           "required": ["city"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "parameters": {
+             "type": "object", "properties": {"tz": {"type": "string"}}}}}]
+
+
+def _k3_turn(vocab: Any) -> tuple[list[int], list[int]]:
+    """(prompt, turn) ids of a K3 turn with two calls: control tokens by id, tag text piece by
+    piece as the format writes it."""
+    open_id, close_id, sep_id, end_id = (vocab.token_id(n) for n in (kimi_k3.OPEN, kimi_k3.CLOSE, kimi_k3.SEP,
+                                                                      kimi_k3.END_OF_MSG))
+
+    def tag(opener: int, word: str, attributes: list[tuple[str, str]] = ()) -> list[int]:
+        pieces = [t for p in kimi_k3.tag_pieces(word, attributes) for t in vocab.encode_text(p)]
+        return [opener, *pieces, sep_id]
+
+    def argument(key: str, json_type: str, value: str) -> list[int]:
+        return tag(open_id, "argument", [("key", key), ("type", json_type)]) + vocab.encode_text(value) \
+            + tag(close_id, "argument")
+
+    prompt = tag(open_id, "message", [("role", "assistant")]) + tag(open_id, "think")
+    turn = vocab.encode_text("Checking.") + tag(close_id, "think") + tag(open_id, "response") \
+        + vocab.encode_text("Sure.") + tag(close_id, "response") + tag(open_id, "tools") \
+        + tag(open_id, "call", [("tool", "get_weather"), ("index", "1")]) + argument("city", "string", "Paris") \
+        + argument("days", "number", "3") + tag(close_id, "call") \
+        + tag(open_id, "call", [("tool", "get_time"), ("index", "2")]) + argument("tz", "string", "UTC") \
+        + tag(close_id, "call") + tag(close_id, "tools") + tag(close_id, "message") + [end_id]
+    return prompt, turn
+
+
+def _k2_turn(vocab: Any) -> list[int]:
+    """A K2 section with one call: markers by id, the rest as text."""
+    def marker(name: str) -> int:
+        return vocab.token_id(name)
+
+    return (vocab.encode_text("Let me check.") + [marker("<|tool_calls_section_begin|>"), marker("<|tool_call_begin|>")]
+            + vocab.encode_text("functions.get_weather:0") + [marker("<|tool_call_argument_begin|>")]
+            + vocab.encode_text('{"city": "Paris", "unit": "c"}')
+            + [marker("<|tool_call_end|>"), marker("<|tool_calls_section_end|>"), marker("<|im_end|>")])
+
+
+def _walk_checking_rows(matcher: Any, ids: list[int]) -> int:
+    """Accept ``ids`` one by one; before each, the row ``fill_bitmask`` writes (into a bitmask
+    full of ones, so a missed clear shows) must be ``mask_words()``, and listed ids must be
+    exactly the row's bits. Returns how many positions listed their ids."""
+    words = matcher.words_per_row
+    listed = 0
+    for position, token in enumerate(ids + [None]):
+        expected = matcher.mask_words()
+        few = matcher.few_allowed_ids()
+        for bitmask in (np.full((3, words), -1, dtype=np.int32), torch.full((3, words), -1, dtype=torch.int32)):
+            matcher.fill_bitmask(bitmask, 1)
+            row = bitmask[1].numpy() if isinstance(bitmask, torch.Tensor) else bitmask[1]
+            assert np.array_equal(row, expected), f"row differs from the packed mask at position {position}"
+            assert (np.asarray(bitmask[0]) == -1).all() and (np.asarray(bitmask[2]) == -1).all()
+        if few is not None:
+            listed += 1
+            assert len(few) <= MAX_FEW_IDS
+            assert sorted(set(few)) == matcher.allowed_token_ids()
+        if token is not None:
+            assert matcher.accept_token(token), f"token {token} refused at position {position}"
+    return listed
+
+
+def test_k3_turn_rows_from_ids_are_the_packed_masks(kimi_k3_vocab: Any) -> None:
+    clear_cache()
+    prompt, turn = _k3_turn(kimi_k3_vocab)
+    matcher = compile_tools(TOOLS, kimi_k3_vocab, format="kimi_k3").matcher(prompt_ids=prompt)
+    listed = _walk_checking_rows(matcher, turn)
+    assert matcher.is_finished
+    # every tag piece and every control-token place lists its ids: most of the turn
+    assert listed >= len(turn) // 2, f"only {listed} of {len(turn)} positions listed their ids"
+
+
+def test_k2_section_rows_from_ids_are_the_packed_masks(kimi_vocab: Any) -> None:
+    clear_cache()
+    turn = _k2_turn(kimi_vocab)
+    matcher = compile_tools(TOOLS, kimi_vocab, format="kimi_k2").matcher()
+    assert _walk_checking_rows(matcher, turn) >= 2  # the places between markers
+    assert matcher.is_finished and [c["function"]["name"] for c in matcher.calls] == ["get_weather"]
+
+
+def test_batch_writes_listed_and_packed_rows(kimi_k3_vocab: Any) -> None:
+    clear_cache()
+    prompt, turn = _k3_turn(kimi_k3_vocab)
+    compiled = compile_tools(TOOLS, kimi_k3_vocab, format="kimi_k3")
+    matchers = []
+    for stop in range(0, len(turn), 3):  # a matcher at every third position: tags, text, JSON
+        matcher = compiled.matcher(prompt_ids=prompt)
+        assert matcher.accept_tokens(turn[:stop])
+        matchers.append(matcher)
+    assert any(m.few_allowed_ids() is not None for m in matchers)
+    assert any(m.few_allowed_ids() is None for m in matchers)
+    words = matchers[0].words_per_row
+    rows = list(range(len(matchers)))[::-1]
+    for bitmask in (np.full((len(matchers), words), -1, dtype=np.int32),
+                    torch.full((len(matchers), words), -1, dtype=torch.int32)):
+        fill_bitmasks(matchers, bitmask, rows)
+        got = bitmask.numpy() if isinstance(bitmask, torch.Tensor) else bitmask
+        for matcher, row in zip(matchers, rows):
+            assert np.array_equal(got[row], matcher.mask_words())
+
+
+def test_strided_and_read_only_bitmasks_take_the_packed_path() -> None:
+    words = 8
+    wide = np.full((2, 2 * words), -1, dtype=np.int32)
+    strided = wide[:, ::2]  # rows not contiguous inside: written from a packed mask
+    write_bitmask_ids(strided, 1, (0, 33, 255), words)
+    assert strided[1].tolist() == [1, 2, 0, 0, 0, 0, 0, np.int32(np.uint32(1 << 31)).item()]
+    assert (strided[0] == -1).all() and (wide[:, 1::2] == -1).all()
+    frozen = np.zeros((1, words), dtype=np.int32)
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError):
+        write_bitmask_ids(frozen, 0, (1,), words)
+    with pytest.raises(ValueError, match="shape"):
+        write_bitmask_ids(np.zeros((1, words + 1), dtype=np.int32), 0, (1,), words)
+
+
+@pytest.mark.skipif(write_row_ids is None, reason="needs the compiled extension")
+def test_write_row_ids_checks_ids_and_rows() -> None:
+    rows = np.full((2, 4), -1, dtype=np.int32)
+    write_row_ids(rows, 0, [3, 40, 127])
+    assert rows[0].tolist() == [8, 1 << 8, 0, np.int32(np.uint32(1 << 31)).item()] and (rows[1] == -1).all()
+    with pytest.raises(ValueError, match="id 128"):
+        write_row_ids(rows, 1, [5, 128])
+    assert (rows[1] == 0).all()  # cleared, not half written
+    with pytest.raises(ValueError, match="id -1"):
+        write_row_ids(rows, 1, [-1])
+    with pytest.raises(ValueError, match="row 2"):
+        write_row_ids(rows, 2, [1])
