@@ -2270,22 +2270,29 @@ cdef struct _TrieNode:
 cdef class TrieWalk:
     """The arrays of one token trie (:func:`build_trie`) and the token ids of its positions,
     held once (per vocabulary) so that each walk passes only its automaton; the walk reads
-    each node as one 32-byte record (its fields side by side: one cache line per child
-    visited). Lifetime: that of the token index."""
+    each node it enters as one 32-byte record (its fields side by side), and a node's children
+    as two side-by-side arrays (their bytes, their nodes): a child whose byte is dead costs a
+    byte read and a table lookup, not a record far away in the preorder (about 9 bytes more
+    per node). Lifetime: that of the token index."""
 
     cdef _TrieNode* nodes
     cdef Py_ssize_t n_nodes
     cdef const int64_t[::1] ids
     cdef Py_ssize_t max_depth
-    cdef int32_t root_child[256]  # the root's child reading each byte (-1: none)
+    cdef int32_t* kid_start  # per node and one more: where its children start in kid_byte / kid_node
+    cdef uint8_t* kid_byte  # the children's bytes, node by node, in byte order
+    cdef int32_t* kid_node  # the children's nodes, alongside
 
     def __cinit__(self):
         self.nodes = NULL
+        self.kid_start = NULL
+        self.kid_byte = NULL
+        self.kid_node = NULL
 
     def __init__(self, const uint8_t[::1] node_byte, const int32_t[::1] node_end, const int32_t[::1] node_first,
                  const int32_t[::1] node_last, const int64_t[::1] ids, Py_ssize_t max_depth):
         cdef const uint64_t[:, ::1] below = subtree_bytes(node_byte, node_end)
-        cdef Py_ssize_t n = node_byte.shape[0], c, k
+        cdef Py_ssize_t n = node_byte.shape[0], c, k, total
         self.nodes = <_TrieNode*>malloc(max(n, 1) * sizeof(_TrieNode))
         if self.nodes == NULL:
             raise MemoryError()
@@ -2305,15 +2312,27 @@ cdef class TrieWalk:
         self.n_nodes = n
         self.ids = ids
         self.max_depth = max_depth
-        for k in range(256):
-            self.root_child[k] = -1
-        c = 1
-        while c < n:
-            self.root_child[node_byte[c]] = <int32_t>c
-            c = node_end[c]
+        self.kid_start = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+        self.kid_byte = <uint8_t*>malloc(max(n, 1) * sizeof(uint8_t))
+        self.kid_node = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        if self.kid_start == NULL or self.kid_byte == NULL or self.kid_node == NULL:
+            raise MemoryError()
+        total = 0
+        for c in range(n):  # every node but the root is the child of one node
+            self.kid_start[c] = <int32_t>total
+            k = c + 1
+            while k < node_end[c]:
+                self.kid_byte[total] = node_byte[k]
+                self.kid_node[total] = <int32_t>k
+                total += 1
+                k = node_end[k]
+        self.kid_start[n] = <int32_t>total
 
     def __dealloc__(self):
         free(self.nodes)
+        free(self.kid_start)
+        free(self.kid_byte)
+        free(self.kid_node)
 
     def walk(self, const int32_t[:, ::1] table, const uint8_t[::1] built, int32_t state, uint32_t[::1] mask,
              SubsetConstruction builder=None, Py_ssize_t max_rows=0, const int32_t[::1] start_nodes=None,
@@ -2343,7 +2362,7 @@ cdef class TrieWalk:
         cdef bint whole
         cdef Py_ssize_t num_states = table.shape[0], k, top, pending = 0, f, rows_built = 0
         cdef Py_ssize_t n_starts = 1 if start_nodes is None else start_nodes.shape[0]
-        cdef int32_t c, t, q, q_end, node
+        cdef int32_t c, t, q, q_end, node, kid
         cdef int64_t tid
         cdef int32_t* frame_state = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
         cdef int32_t* frame_next = <int32_t*>malloc((self.max_depth + 2) * sizeof(int32_t))
@@ -2354,7 +2373,10 @@ cdef class TrieWalk:
         cdef uint8_t* flags = NULL
         cdef _ByteClasses* run_cache = NULL
         cdef Py_ssize_t pend_cap = 0, pend_cap2 = 0
-        cdef bint failed = False, building = builder is not None, rooted
+        cdef bint failed = False, building = builder is not None
+        cdef const int32_t* kid_start = self.kid_start
+        cdef const uint8_t* kid_byte = self.kid_byte
+        cdef const int32_t* kid_node = self.kid_node
         if start_nodes is not None and (start_states is None or start_states.shape[0] != n_starts):
             raise ValueError("start_nodes and start_states go together")
         if building:  # the lazy automaton's own arrays, allocated writable
@@ -2374,34 +2396,23 @@ cdef class TrieWalk:
                     else:
                         node = start_nodes[k]
                         frame_state[0] = start_states[k]
-                    # the root's children are found by byte, live bytes first (a state
-                    # reads few of the ~250 first bytes); other nodes' by sibling order
-                    rooted = node == 0
-                    frame_next[0] = 0 if rooted else node + 1
-                    frame_stop[0] = 256 if rooted else nodes[node].end
+                    # a frame runs through its node's children (kid_start ranges); a dead
+                    # byte costs one lookup, and only a live child's record is read
+                    frame_next[0] = kid_start[node]
+                    frame_stop[0] = kid_start[node + 1]
                     top = 1
                     while top:
                         f = top - 1
-                        c = frame_next[f]
-                        if c >= frame_stop[f]:
+                        kid = frame_next[f]
+                        if kid >= frame_stop[f]:
                             top -= 1
                             continue
-                        if f == 0 and rooted:  # c: the next byte to try
-                            while c < 256 and (table[frame_state[0], c] < 0 or self.root_child[c] < 0):
-                                c += 1
-                            if c == 256:
-                                top -= 1
-                                continue
-                            frame_next[0] = c + 1
-                            t = table[frame_state[0], c]
-                            c = self.root_child[c]
-                            child = &nodes[c]
-                        else:
-                            child = &nodes[c]
-                            frame_next[f] = child.end
-                            t = table[frame_state[f], child.byte]
-                            if t < 0:
-                                continue
+                        frame_next[f] = kid + 1
+                        t = table[frame_state[f], kid_byte[kid]]
+                        if t < 0:
+                            continue
+                        c = kid_node[kid]
+                        child = &nodes[c]
                         q_end = child.last
                         q = child.first
                         while q < q_end:
@@ -2459,8 +2470,8 @@ cdef class TrieWalk:
                                     q += 1
                                 continue
                             frame_state[top] = t
-                            frame_next[top] = c + 1
-                            frame_stop[top] = child.end
+                            frame_next[top] = kid_start[c]
+                            frame_stop[top] = kid_start[c + 1]
                             top += 1
                             continue
                         if pending == pend_cap:
