@@ -185,6 +185,8 @@ class TokenIndex:
         self.text_words = pack_ids(self.all_text_ids, self.words)
         """Packed mask of every text token (read-only): the free text of every format."""
         self.text_words.setflags(write=False)
+        self._special_ids = tuple(sorted(i for i in vocabulary.special_ids if i < self.vocab_size))
+        self._free_words: dict[frozenset[int], np.ndarray] = {}
         # tokens whose first byte outside a string body is a quote or a backslash: the only
         # ones whose fate from inside a free string depends on what follows the string (a
         # control byte first kills the token inside any string)
@@ -219,6 +221,18 @@ class TokenIndex:
         self.large_safe_parts: WeakKeyDictionary[DFA, dict[int, np.ndarray]] = WeakKeyDictionary()
         """:func:`safe_part` of embedded tables too large to key by content, per automaton
         (they live as long as it does) and state."""
+
+    def free_text_words(self, controlled: frozenset[int]) -> np.ndarray:
+        """Packed mask of every text token and every special token not in ``controlled``
+        (read-only): a format's free text, whatever the tools. Kept per controlled set for the
+        index's lifetime (a few formats; ~20 KB each for 150k ids)."""
+        hit = self._free_words.get(controlled)
+        if hit is None:
+            specials = np.array([i for i in self._special_ids if i not in controlled], dtype=np.int64)
+            hit = self.text_words | pack_ids(specials, self.words)
+            hit.setflags(write=False)
+            self._free_words[controlled] = hit
+        return hit
 
     def _raw_body_positions(self) -> np.ndarray:
         """Positions of the tokens a raw string body reads from a character boundary (computed
@@ -673,7 +687,8 @@ class MaskTable:
         than a map: a lazy DFA is not minimised, so the string loop may span several equivalent
         states; bounded by depth, a long ``maxLength`` string, one state per position, is a body
         too.) Checked by :meth:`_body_embeds`."""
-        if self.dfa.row(state)[0x61] < 0:  # quick reject: a string body takes "a"
+        row = self.dfa.row(state)
+        if row[0x61] < 0 or row[0x20] < 0 or row[0x7E] < 0 or row[0x30] < 0:  # quick reject: a body takes "a", " ", "~", "0"
             return False
         return self._body_embeds(state, _RAW_STRING_DFA.transitions)
 

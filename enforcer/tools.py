@@ -26,7 +26,7 @@ from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, Unsup
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
                       Separator, Word, get_format)
 from .lru import COMPILED, LRU
-from .masks import MaskTable, pack_ids, token_index
+from .masks import MaskTable, token_index
 from .matcher import CompiledSchema, compiled_schema, schema_node, schema_options
 from .unique_items import UniqueItemsPlan
 from .matcher import clear_cache as clear_schema_cache
@@ -411,15 +411,14 @@ class CompiledTools:
     # ---- masks ---------------------------------------------------------------------------
 
     def _free_words(self, text: FreeText) -> np.ndarray:
-        """Free text: every text token and every special token the format does not control;
-        when a call is forced, text tokens only (``when_forced="text"``) or nothing."""
+        """Free text: every text token and every special token the format does not control
+        (:meth:`~enforcer.masks.TokenIndex.free_text_words`); when a call is forced, text tokens
+        only (``when_forced="text"``) or nothing."""
         if self._forced:
             if text.when_forced == "none":
                 return np.zeros(self.words, dtype=np.int32)
             return self.index.text_words
-        specials = [i for i in self.vocabulary.special_ids
-                    if i not in self.controlled_ids and i < self.vocabulary.vocab_size]
-        return self.index.text_words | pack_ids(np.array(specials, dtype=np.int64), self.words)
+        return self.index.free_text_words(self.controlled_ids)
 
     def unique_plan(self, frame: Frame) -> UniqueItemsPlan | None:
         """Where the JSON arguments written at ``frame`` keep an item memory (None: they do

@@ -22,7 +22,7 @@ import enforcer
 from enforcer import compile_tools
 from enforcer.declarations import render_chat
 from enforcer.errors import InvalidToolsError, TokenizerError, UnsupportedSchemaError
-from enforcer.formats import kimi_k2
+from enforcer.formats import get_format, kimi_k2
 from enforcer.parser import parse_tool_calls
 from enforcer.testing.tokenizers import encode_as_text
 from enforcer.text_rules import ChoiceRule
@@ -448,6 +448,21 @@ def test_eos_is_not_the_stop(weather: Any, T: Any, kimi_vocab: Any) -> None:
         assert not m.is_finished
     t = T().mark(SECTION_BEGIN).call("get_weather", 0, json.dumps(WEATHER_ARGS)).mark(SECTION_END).mark(EOS, "eos")
     assert feed(weather.matcher(), t.ids, kimi_vocab) == t.at["eos"]
+
+
+def test_free_text_allows_every_token_the_format_does_not_control(kimi_vocab: Any) -> None:
+    """Before a call, any text token and any special token but the format's own markers and
+    the stop; the mask is one per vocabulary and controlled set, whatever the tools."""
+    first = compile_tools(load_tools("weather"), kimi_vocab).matcher()
+    second = compile_tools([fn("other", {"a": {"type": "string"}})], kimi_vocab).matcher()
+    controlled = {kimi_vocab.token_id(name) for name in get_format("kimi_k2").controlled} | {kimi_vocab.token_id(IM_END)}
+    allowed = set(first.allowed_token_ids())
+    specials = {i for i in kimi_vocab.special_ids if i < kimi_vocab.vocab_size}
+    text = {i for i in range(kimi_vocab.vocab_size) if kimi_vocab.byte_tokens[i]}
+    assert specials - controlled and allowed - controlled == text | (specials - controlled)
+    exits = {kimi_vocab.token_id(name) for name in (SECTION_BEGIN, THINK, IM_END)}
+    assert kimi_vocab.token_id(SECTION_BEGIN) in allowed and allowed & controlled <= exits
+    assert first.state.frame.rule.words is second.state.frame.rule.words  # one array, made once
 
 
 # ---- compile_tools errors and names ---------------------------------------------------------------
