@@ -2255,7 +2255,9 @@ class LazyDFA(_Reading):
         self._built = np.zeros(capacity, dtype=bool)
         self._built_flags = self._built.view(np.uint8)  # the form compiled walks take
         self._num_built = 0
-        self._flat: memoryview | None = None  # the table as one int sequence, sliced into rows
+        self._view: tuple[memoryview, memoryview] | None = None
+        """The table as one int sequence (sliced into rows) and the built flags, of one table:
+        replaced together when the table grows, so one read of the pair is consistent."""
         self._retired_bytes = 0  # former tables that rows handed out still view
         self._lock = threading.RLock()
 
@@ -2315,16 +2317,23 @@ class LazyDFA(_Reading):
         first read, the row itself built on demand)."""
         r = self.rows[state]
         if r is None:
-            if not self._built[state]:
-                self._build_rows((state,))
-            with self._lock:
-                flat = self._flat
-                if flat is None:
-                    flat = self._flat = memoryview(self._table).cast("B").cast("i")
-                # a view, not a copy (~0.1 us against ~0.6): a built row never changes, and a
-                # table that grows is copied, so the view stays right (its buffer is retired)
-                r = self.rows[state] = flat[state * 256:(state + 1) * 256]
+            # without the lock when the row is built in the table the pair was read with: a
+            # built row never changes, and a table that grows is copied, so a view of it stays
+            # right (its buffer is retired); a view, not a copy (~0.1 us against ~0.6)
+            view = self._view
+            if view is None or not view[1][state]:
+                view = self._built_view(state)
+            r = self.rows[state] = view[0][state * 256:(state + 1) * 256]
         return r
+
+    def _built_view(self, state: int) -> tuple[memoryview, memoryview]:
+        """:attr:`_view` (made if missing) once the row of ``state`` is built."""
+        if not self._built[state]:
+            self._build_rows((state,))
+        with self._lock:
+            if self._view is None:
+                self._view = (memoryview(self._table).cast("B").cast("i"), memoryview(self._built_flags))
+            return self._view
 
     def array_row(self, state: int) -> np.ndarray:
         """The row of ``state`` as a numpy view (built on demand)."""
@@ -2360,9 +2369,9 @@ class LazyDFA(_Reading):
             table[:known] = self._table[:known]
             built = np.zeros(size, dtype=bool)
             built[: self._built.shape[0]] = self._built
-            if self._flat is not None:  # rows handed out keep viewing the former table
+            if self._view is not None:  # rows handed out keep viewing the former table
                 self._retired_bytes += self._table.nbytes
-                self._flat = None
+                self._view = None
             self._table, self._built, self._built_flags = table, built, built.view(np.uint8)
 
     def _rows_added(self) -> None:

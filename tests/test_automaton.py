@@ -789,3 +789,52 @@ def test_dfa_rows_are_built_as_walks_read_them():
     assert list(dfa.row(0)) == dfa.transitions[0].tolist()
     rows = dfa.all_rows()
     assert None not in rows and all(list(r) == t.tolist() for r, t in zip(rows, dfa.transitions))
+
+
+def test_rows_read_by_threads_while_the_table_grows() -> None:
+    """Threads reading rows of one lazy automaton while others build rows and grow its table
+    (what ``fill_bitmasks``' workers and the matchers do) see the rows a single-threaded,
+    fully built automaton has: a row view is made without the lock from one consistent read
+    of the table and its built flags."""
+    import sys
+    import threading
+
+    from enforcer.json_schema import SchemaOptions
+    from enforcer.matcher import schema_node
+
+    node = alt(schema_node({"type": "object", "properties": {f"key{i}": {"type": "string", "maxLength": 12}
+                                                             for i in range(40)}}, SchemaOptions()),
+               repeat(byte_chars(b"ab"), 0, 600))
+    whole = compile_node(node)
+    lazy = LazyDFA(node)
+    rng = random.Random(5)
+    texts = [b'{"key%d":"%s"}' % (rng.randrange(40), bytes(rng.choice(b"xyz\\\"") for _ in range(rng.randrange(14))))
+             for _ in range(150)] + [bytes(rng.choice(b"ab") for _ in range(rng.randrange(600))) for _ in range(40)]
+    failures: list[str] = []
+
+    def trace(dfa: object, text: bytes) -> list[tuple[bool, bool]]:
+        state, out = 0, []
+        for b in text:
+            state = dfa.row(state)[b]
+            out.append((state >= 0, state >= 0 and bool(dfa.accepting_list[state])))
+            if state < 0:
+                break
+        return out
+
+    def reader(chunk: list[bytes]) -> None:
+        for text in chunk:
+            if trace(lazy, text) != trace(whole, text):
+                failures.append(repr(text))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=reader, args=(texts[k::4],)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[:3]
+    assert lazy.num_states > 256  # the table grew past its first capacity while read
