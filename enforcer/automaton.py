@@ -15,6 +15,7 @@ import bisect
 import contextlib
 import contextvars
 import hashlib
+import itertools
 from array import array
 import threading
 from dataclasses import dataclass, field
@@ -908,23 +909,23 @@ def _blocks_last(n: int, edges: np.ndarray, eps: np.ndarray, blocks: list[Block]
     reference). Cost: a binary search over the bases per edge end, nothing per block state."""
     if not blocks:
         return _BlocksLast(edges, eps, blocks, list(states), n)
-    bases = np.array([b.base for b in blocks], dtype=np.int64)
-    before = np.concatenate(([0], np.cumsum([b.dfa.num_states for b in blocks]))).astype(np.int64)
-    r = n - int(before[-1])
+    bases = [b.base for b in blocks]
+    before = [0, *itertools.accumulate(b.dfa.num_states for b in blocks)]
+    r = n - before[-1]
 
-    def renumber(ids: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(bases, ids, side="right")
-        entering = (k > 0) & (bases[np.maximum(k - 1, 0)] == ids)
-        return np.where(entering, r + before[np.maximum(k - 1, 0)], ids - before[k])
+    def renumbered(state: int) -> int:
+        k = bisect.bisect_right(bases, state)
+        if k and bases[k - 1] == state:  # entering a block at its base
+            return r + before[k - 1]
+        return state - before[k]
 
     if compiled and blocks_last is not None:
-        blocks_last(edges, eps, bases, before, r)
+        blocks_last(edges, eps, np.array(bases, dtype=np.int64), np.array(before, dtype=np.int64), r)
     else:
         for column in (edges[:, 0], edges[:, 3], eps[:, 0], eps[:, 1]):
-            column[...] = renumber(column)
-    ends = renumber(np.array([b.end for b in blocks], dtype=np.int64)).tolist()
-    laid = [Block(r + int(before[j]), b.dfa, int(ends[j])) for j, b in enumerate(blocks)]
-    return _BlocksLast(edges, eps, laid, [int(x) for x in renumber(np.asarray(states, dtype=np.int64))], r)
+            column[...] = [renumbered(x) for x in column.tolist()]
+    laid = [Block(r + before[j], b.dfa, renumbered(b.end)) for j, b in enumerate(blocks)]
+    return _BlocksLast(edges, eps, laid, [renumbered(x) for x in states], r)
 
 
 def new_nfa(compiled: bool = True, deferred: bool = False) -> "_NFA":

@@ -838,3 +838,25 @@ def test_rows_read_by_threads_while_the_table_grows() -> None:
         sys.setswitchinterval(interval)
     assert not failures, failures[:3]
     assert lazy.num_states > 256  # the table grew past its first capacity while read
+
+
+def test_scratch_arrays_of_a_large_nfa_grow_as_levels_are_added(kimi_vocab) -> None:
+    """The per-NFA-state scratch arrays of the compiled construction (zeroed pages from the
+    system past 1 MB, grown with the states that free-form levels add while a text is read):
+    a value nested ten levels deep, read where a 70,000-character bound makes 1.4 million NFA
+    states, is accepted exactly, and a wrong closing bracket is refused."""
+    import json
+
+    from enforcer import compile_json_schema
+
+    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 70000}, "any": {}},
+              "required": ["s"], "additionalProperties": False}
+    compiled = compile_json_schema(schema, kimi_vocab)
+    good = json.dumps({"s": "x", "any": [[[[[[[[[[{"a": [1, {"b": [[["c"]]]}]}]]]]]]]]]]})
+    matcher = compiled.matcher()
+    assert all(matcher.accept_token(t) for t in kimi_vocab.encode_text(good)) and matcher.is_accepting()
+    det = compiled.dfa._det
+    assert det.num_nfa_states * 4 > 1 << 20 and det.kernel.num_nfa_states > det.num_nfa_states  # levels added
+    bad = kimi_vocab.encode_text(good[:good.index("]]]}")] + "}")
+    matcher = compiled.matcher()
+    assert not all(matcher.accept_token(t) for t in bad)
