@@ -2214,6 +2214,10 @@ def nfa_budget_size(node: Node) -> int:
 
 
 ROWS_PER_WALK = 1024
+MEMORY_CHECK_ROWS = 64
+"""Rows a lazy automaton builds between two sums of its bytes against ``max_automaton_bytes``
+(summed at every growth of its table too): the budget is overshot by what that many rows add at
+most (their views and the subsets of the states they create), and not summed at 0.4 us a walk."""
 """Rows a compiled walk builds before it hands back to the automaton's budget check."""
 
 
@@ -2256,6 +2260,7 @@ class LazyDFA(_Reading):
         self._built = np.zeros(capacity, dtype=bool)
         self._built_flags = self._built.view(np.uint8)  # the form compiled walks take
         self._num_built = 0
+        self._next_memory_check = 0  # rows built when the bytes are summed next
         self._view: tuple[memoryview, memoryview] | None = None
         """The table as one int sequence (sliced into rows) and the built flags, of one table:
         replaced together when the table grows, so one read of the pair is consistent."""
@@ -2376,19 +2381,24 @@ class LazyDFA(_Reading):
             self._table, self._built, self._built_flags = table, built, built.view(np.uint8)
 
     def _rows_added(self) -> None:
-        """After rows were built: room for the states they created, and the budget checked."""
+        """After rows were built: room for the states they created, and the budget checked
+        (the bytes, a sum over the parts, once ``MEMORY_CHECK_ROWS`` rows were built since the
+        last sum or once the table grew: a compiled walk builds a few rows per mask)."""
         n = self._det.num_states
-        if n > self._table.shape[0]:
+        grown = n > self._table.shape[0]
+        if grown:
             self._grow(n)
         if n > len(self.rows):
             self.rows.extend([None] * (n - len(self.rows)))
         if self.exhausted is None:
-                if n > self.max_states:
-                    self.exhausted = f"{self.max_states:,} states (max_states)"
-                elif self.memory_size_bytes() > self.max_bytes:
+            if n > self.max_states:
+                self.exhausted = f"{self.max_states:,} states (max_states)"
+            elif grown or self._num_built >= self._next_memory_check:
+                self._next_memory_check = self._num_built + MEMORY_CHECK_ROWS
+                if self.memory_size_bytes() > self.max_bytes:
                     self.exhausted = f"{self.max_bytes >> 20:,} MiB (max_automaton_bytes)"
-                if self.exhausted is not None:
-                    self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
+            if self.exhausted is not None:
+                self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
 
     def memory_size_bytes(self) -> int:
         """Bytes held (estimate for the Python parts): the table as allocated (and former

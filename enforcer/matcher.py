@@ -54,7 +54,7 @@ def check_bitmask(bitmask: Any, index: Any, words: int) -> int:
 
 
 class _CheckedBitmask(NamedTuple):
-    """The last bitmask :func:`host_rows` checked, and the numpy array its rows are written to
+    """The last bitmask :func:`_checked` checked, and the numpy array its rows are written to
     (the array itself, or a CPU tensor's view; ``ids_rows``: that array when
     :func:`~enforcer._kernels.write_row_ids` can write its rows, else None)."""
 
