@@ -58,7 +58,7 @@ def fill_bitmasks(matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[i
         raise ValueError(f"{len(matchers)} matchers but {len(rows)} row indices")
     if not rows:
         return
-    few = [m.few_allowed_ids() for m in matchers]
+    few = [m.few_allowed_ids(compute=False) for m in matchers]  # new masks: computed by the workers
     dense = [k for k, ids in enumerate(few) if ids is None]
     words: list[np.ndarray | None] = [None] * len(matchers)
     for k, w in zip(dense, batch_mask_words([matchers[k] for k in dense])):

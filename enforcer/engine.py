@@ -19,7 +19,7 @@ from .formats.base import call_id
 from .ids import as_token_id
 from .item_memory import START, Scan, remembered_words, scan
 from .matcher import Matcher
-from .text_rules import DfaRule, TokenTrie
+from .text_rules import DfaRule
 
 if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this module, not the reverse
     from .tools import CompiledTools
@@ -239,14 +239,11 @@ class ToolCallMatcher(Matcher):
         self._masked = (remembered, frame, text_state, words)
         return words
 
-    def few_allowed_ids(self) -> tuple[int, ...] | None:
-        frame, text_state = self._stack[-1]
-        rule = frame.rule
-        if rule is not None and type(rule) is not TokenTrie:  # text under an automaton: a mask
-            return None
+    def few_allowed_ids(self, compute: bool = True) -> tuple[int, ...] | None:
         if self._scans[-1] is not None:  # the item memory may refuse some of them
             return None
-        return self._tools.few_ids(frame, text_state)
+        frame, text_state = self._stack[-1]
+        return self._tools.few_ids(frame, text_state, compute)
 
     @property
     def words_per_row(self) -> int:

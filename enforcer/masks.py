@@ -12,6 +12,8 @@ token lives; later lookups are a dict hit.
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Collection, NamedTuple
 from weakref import WeakKeyDictionary
 
@@ -24,18 +26,22 @@ from .vocabulary import Vocabulary
 
 try:
     from ._kernels import (TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids,
-                           walk_tokens, write_row_ids)
+                           take_few_ids, walk_tokens, write_row_ids)
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
     TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids, walk_tokens = (
         0, None, None, None, None, None, None)
-    write_row_ids = None
+    take_few_ids = write_row_ids = None
 
+MAX_FEW_IDS = 64
+"""A mask of at most this many ids that a walk finds (a key's next pieces, a delimiter) is kept
+and written as its ids (:meth:`MaskTable.few_ids`), not as a packed array of 20 KB."""
 DEFAULT_MAX_MASK_BYTES = 256 << 20
 """Masks one :class:`MaskTable` keeps (its packed rows and id lists)."""
 PRECOMPUTED_LEVELS = 4
 """How deep in free-form values ``precompute`` builds states and masks (as deep as automata
 built whole take them); deeper states are built when a text first reaches them."""
 
+_UNSEEN = object()
 _WIDE = 64  # states with more live first bytes than this use whole first-byte groups
 
 # Raw (unescaped) characters of a JSON string: the body of every free string.
@@ -187,6 +193,7 @@ class TokenIndex:
         self.text_words.setflags(write=False)
         self._special_ids = tuple(sorted(i for i in vocabulary.special_ids if i < self.vocab_size))
         self._free_words: dict[frozenset[int], np.ndarray] = {}
+        self._scratch = threading.local()
         # tokens whose first byte outside a string body is a quote or a backslash: the only
         # ones whose fate from inside a free string depends on what follows the string (a
         # control byte first kills the token inside any string)
@@ -221,6 +228,13 @@ class TokenIndex:
         self.large_safe_parts: WeakKeyDictionary[DFA, dict[int, np.ndarray]] = WeakKeyDictionary()
         """:func:`safe_part` of embedded tables too large to key by content, per automaton
         (they live as long as it does) and state."""
+
+    def scratch(self) -> np.ndarray:
+        """This thread's zeroed packed uint32 mask to walk into (its user leaves it zeroed)."""
+        words = getattr(self._scratch, "words", None)
+        if words is None:
+            words = self._scratch.words = np.zeros(self.words, dtype=np.uint32)
+        return words
 
     def free_text_words(self, controlled: frozenset[int]) -> np.ndarray:
         """Packed mask of every text token and every special token not in ``controlled``
@@ -536,6 +550,7 @@ class MaskTable:
         self.index = index
         self.max_bytes = max_bytes
         self._masks: dict[int, np.ndarray] = {}
+        self._few: dict[int, tuple[int, ...] | None] = {}
         self._allowed: dict[int, np.ndarray] = {}
         self._bytes = 0
         self.cut: set[int] = set()
@@ -557,16 +572,69 @@ class MaskTable:
         return hit
 
     def mask(self, state: int) -> np.ndarray:
-        """Packed int32 bitmask of the tokens allowed from ``state``."""
+        """Packed int32 bitmask of the tokens allowed from ``state`` (packed from its ids when
+        :meth:`few_ids` found them)."""
         hit = self._masks.get(state)
         if hit is None:
-            hit = self._compute(state)
-            hit.setflags(write=False)
-            if self._bytes + hit.nbytes <= self.max_bytes:
-                if state not in self._masks:
-                    self._bytes += hit.nbytes
-                self._masks[state] = hit
+            ids = self._few.get(state)
+            hit = pack_ids(ids, self.index.words) if ids is not None else self._compute(state)
+            self._keep(state, hit)
         return hit
+
+    def few_ids(self, state: int, compute: bool = True) -> tuple[int, ...] | None:
+        """The ids allowed from ``state``, ascending, when a walk of the token trie finds at
+        most ``MAX_FEW_IDS`` of them (kept so: about 100 bytes instead of a 20 KB array, and a
+        bitmask row written from them, not copied); None when the mask is packed (a string
+        body or any shared-work state, more ids, a mask computed packed before). Computed on
+        first call (with ``compute``; else None until then), into this thread's scratch mask."""
+        hit = self._few.get(state, _UNSEEN)
+        if hit is _UNSEEN:
+            if not compute:
+                return None
+            hit = None
+            if state not in self._masks and take_few_ids is not None and self.index.trie is not None:
+                hit = self._walk_few(state)
+                if hit is not None:
+                    self._bytes += sys.getsizeof(hit)
+            self._few[state] = hit
+        return hit
+
+    def _walk_few(self, state: int) -> tuple[int, ...] | None:
+        """:meth:`few_ids`' work: a shared-work mask or a walk past ``MAX_FEW_IDS`` ids is kept
+        packed (None); a state the automaton's budget cut allows nothing."""
+        dfa = self.dfa
+        try:
+            if dfa.exhausted is not None:
+                raise AutomatonBudgetError(dfa.exhausted)
+            shared = self._shared_work_mask(state)
+            if shared is not None:
+                self._keep(state, shared)
+                return None
+            scratch = self.index.scratch()
+            ids = None
+            try:
+                dfa.walk_trie(self.index.trie.kernel, state, scratch)
+                if dfa.exhausted is None:
+                    ids = take_few_ids(scratch, MAX_FEW_IDS)
+                    if ids is None:
+                        self._keep(state, scratch.view(np.int32).copy())
+            finally:
+                if ids is None:
+                    scratch.fill(0)
+            if dfa.exhausted is not None:
+                raise AutomatonBudgetError(dfa.exhausted)
+            return ids
+        except AutomatonBudgetError:
+            self.cut.add(state)
+            return ()
+
+    def _keep(self, state: int, mask: np.ndarray) -> None:
+        """Keep ``mask`` (made read-only) as the packed mask of ``state``, within ``max_bytes``."""
+        mask.setflags(write=False)
+        if self._bytes + mask.nbytes <= self.max_bytes:
+            if state not in self._masks:
+                self._bytes += mask.nbytes
+            self._masks[state] = mask
 
     def cached(self, state: int) -> np.ndarray | None:
         """The mask of ``state`` if it was computed already (no work)."""

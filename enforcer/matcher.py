@@ -185,11 +185,13 @@ class Matcher:
         """Packed int32 words of a mask row: ``ceil(vocab_size / 32)``."""
         raise NotImplementedError
 
-    def few_allowed_ids(self) -> tuple[int, ...] | None:
-        """The allowed ids when the matcher knows them as a short tuple without a mask (a tag's
-        next tokens, a place's delimiters), which :meth:`fill_bitmask` writes bit by bit; None
-        (the default): only :meth:`mask_words` has them."""
-        return None
+    def few_allowed_ids(self, compute: bool = True) -> tuple[int, ...] | None:  # pragma: no cover - abstract
+        """The allowed ids when they are few and known as ids (a key's next pieces, a tag's,
+        a place's delimiters: see :data:`~enforcer.masks.MAX_FEW_IDS`), which
+        :meth:`fill_bitmask` writes bit by bit; None: only :meth:`mask_words` has them. With
+        ``compute`` False, None unless found before (no walk: what
+        :func:`enforcer.batch.fill_bitmasks` asks before handing new masks to its workers)."""
+        raise NotImplementedError
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into row ``index`` of a packed int32 bitmask (numpy array or
@@ -217,7 +219,7 @@ class Matcher:
 class JsonMatcher(Matcher):
     """Per-sequence cursor over a :class:`CompiledSchema`. Not thread-safe; one per sequence."""
 
-    __slots__ = ("_compiled", "_rows", "_accepting", "_tokens", "_stop", "_states", "_finished",
+    __slots__ = ("_compiled", "_rows", "_accepting", "_tokens", "_stop", "_stop_ids", "_states", "_finished",
                  "_stop_words", "_cut", "_plan", "_scans", "_masked")
 
     def __init__(self, compiled: CompiledSchema, stop_token_ids: tuple[int, ...] = ()) -> None:
@@ -232,6 +234,7 @@ class JsonMatcher(Matcher):
             if token is None or not 0 <= token < size:
                 raise ValueError(f"stop token ids must be ints in [0, {size}), got {given!r}")
         self._stop = frozenset(stop)
+        self._stop_ids = tuple(sorted(self._stop))
         self._stop_words = pack_ids(np.array(sorted(self._stop), dtype=np.int64),
                                     compiled.masks.index.words) if self._stop else None
         self._states: list[int] = [0]
@@ -326,6 +329,17 @@ class JsonMatcher(Matcher):
     @property
     def words_per_row(self) -> int:
         return self._compiled.masks.index.words
+
+    def few_allowed_ids(self, compute: bool = True) -> tuple[int, ...] | None:
+        if self._finished:  # nothing may follow the stop token
+            return ()
+        if self._plan is not None:  # the item memory may refuse some of them
+            return None
+        state = self._states[-1]
+        ids = self._compiled.masks.few_ids(state, compute)
+        if ids is not None and self._stop and self._accepting[state]:
+            ids += self._stop_ids
+        return ids
 
     def allowed_token_ids(self) -> list[int]:
         """The ids ``accept_token`` would accept now, ascending (empty after the stop token)."""

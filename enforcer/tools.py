@@ -26,7 +26,7 @@ from .errors import InvalidSchemaError, InvalidToolsError, TokenizerError, Unsup
 from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpec, FreeText, JsonArguments, NamedJson,
                       Separator, Word, get_format)
 from .lru import COMPILED, LRU
-from .masks import MaskTable, token_index
+from .masks import MAX_FEW_IDS, MaskTable, token_index
 from .matcher import CompiledSchema, compiled_schema, schema_node, schema_options
 from .unique_items import UniqueItemsPlan
 from .matcher import clear_cache as clear_schema_cache
@@ -36,10 +36,6 @@ from .text_rules import ChoiceRule, DfaRule, FreeRule, TokenTrie, TrieWithFreeTe
 from .vocabulary import Vocabulary
 
 TOOL_CHOICES = ("auto", "none", "required")
-MAX_FEW_IDS = 64
-"""A frame that knows its allowed ids as a list (no text: its exits; a token trie: a node's next
-tokens, and the exits where it may end) hands up to this many to the matcher as ids
-(:meth:`CompiledTools.few_ids`); more go through the packed mask."""
 _UNSEEN = object()
 
 
@@ -428,14 +424,22 @@ class CompiledTools:
         schema = self.schemas[frame.tool]
         return schema.unique_plan if schema is not None else None
 
-    def few_ids(self, frame: Frame, tstate: int) -> tuple[int, ...] | None:
-        """The ids allowed at ``frame`` and text state ``tstate`` when the frame lists them
-        without a mask (see :data:`MAX_FEW_IDS`; the same set as :meth:`mask`), else None;
-        cached per (frame, text state)."""
+    def few_ids(self, frame: Frame, tstate: int, compute: bool = True) -> tuple[int, ...] | None:
+        """The ids allowed at ``frame`` and text state ``tstate`` when they are few (at most
+        :data:`~enforcer.masks.MAX_FEW_IDS`; the same set as :meth:`mask`), else None: no text
+        (the exits), a token trie's node (its next tokens, and the exits where it may end), text
+        under an automaton whose walk found few (:meth:`~enforcer.masks.MaskTable.few_ids`, and
+        the exits where it may end; with ``compute`` False only one walked before). Cached per
+        (frame, text state), an automaton's by its mask table."""
+        rule = frame.rule
+        if isinstance(rule, DfaRule):
+            ids = rule.table.few_ids(tstate, compute)
+            if ids is not None and frame.exits and rule.accepting(tstate):
+                ids += tuple(frame.exits)
+            return ids
         key = (frame.mask_key, tstate)
         hit = self._few.get(key, _UNSEEN)
         if hit is _UNSEEN:
-            rule = frame.rule
             if rule is None:
                 hit = tuple(frame.exits)
             elif type(rule) is TokenTrie:

@@ -155,3 +155,73 @@ def test_write_row_ids_checks_ids_and_rows() -> None:
         write_row_ids(rows, 1, [-1])
     with pytest.raises(ValueError, match="row 2"):
         write_row_ids(rows, 2, [1])
+
+
+ORDER = {"type": "object", "properties": {
+    "id": {"type": "integer"}, "status": {"enum": ["open", "paid", "shipped"]},
+    "note": {"type": "string", "maxLength": 40}, "lines": {"type": "array", "items": {
+        "type": "object", "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
+                                         "qty": {"type": "integer", "minimum": 1}},
+        "required": ["sku", "qty"], "additionalProperties": False}}},
+    "required": ["id", "status"], "additionalProperties": False}
+
+
+def test_json_rows_from_walked_ids_are_the_packed_masks(kimi_vocab: Any) -> None:
+    """Plain JSON: a state whose walk finds few ids keeps them (a key's next pieces, a
+    delimiter); at every position of an instance the row written from them, or from the packed
+    mask, is the packed mask of a fresh table (a second compile after clearing the caches),
+    the stop token included where the value may end."""
+    import json
+
+    from enforcer import compile_json_schema
+
+    text = json.dumps({"id": 7, "status": "paid", "note": "leave at the door", "lines": [{"sku": "ABC-12", "qty": 2}]})
+    stop = kimi_vocab.vocab_size - 1
+    clear_cache()
+    matcher = compile_json_schema(ORDER, kimi_vocab).matcher(stop_token_ids=[stop])
+    ids = kimi_vocab.encode_text(text)
+    rows = []
+    listed = 0
+    for token in ids + [stop]:
+        bitmask = np.full((1, matcher.words_per_row), -1, dtype=np.int32)
+        matcher.fill_bitmask(bitmask, 0)
+        rows.append(bitmask[0].copy())
+        listed += matcher.few_allowed_ids() is not None
+        assert matcher.accept_token(token)
+    assert matcher.is_finished and listed >= len(ids) // 2
+    clear_cache()  # the oracle: packed masks only, computed afresh
+    oracle = compile_json_schema(ORDER, kimi_vocab).matcher(stop_token_ids=[stop])
+    for position, (token, row) in enumerate(zip(ids + [stop], rows)):
+        assert np.array_equal(row, oracle.mask_words()), f"position {position}"
+        assert oracle.accept_token(token)
+
+
+def test_few_ids_and_packed_masks_of_one_table_agree(kimi_vocab: Any) -> None:
+    """A state listed first packs the same ids; a state packed first lists none afterwards; a
+    walk past MAX_FEW_IDS (a number's digits) and a shared-work state (a string body) stay
+    packed; the thread's scratch mask is zero again after every walk, listed or not."""
+    from enforcer import compile_json_schema
+    from enforcer.masks import MAX_FEW_IDS, reference_mask, token_index
+
+    clear_cache()
+    compiled = compile_json_schema(ORDER, kimi_vocab)
+    table, index = compiled.masks, token_index(kimi_vocab)
+
+    def state_after(text: str) -> int:
+        matcher = compiled.matcher()
+        assert matcher.accept_tokens(kimi_vocab.encode_text(text))
+        return matcher._states[-1]
+
+    key, body, colon = (state_after(t) for t in ('{"', '{"id": 7, "status": "paid", "note": "x', '{"id": 7, "status"'))
+    listed = table.few_ids(key)
+    assert listed is not None and 0 < len(listed) <= MAX_FEW_IDS and not index.scratch().any()
+    assert np.array_equal(table.mask(key), reference_mask(index, table.dfa, key))
+    free = compile_json_schema({"type": "object", "properties": {"any": {}}}, kimi_vocab)
+    matcher = free.matcher()
+    assert matcher.accept_tokens(kimi_vocab.encode_text('{"any":'))
+    value = matcher._states[-1]  # any JSON value may start: thousands of ids
+    assert free.masks.few_ids(value) is None and not index.scratch().any()  # over MAX_FEW_IDS: packed
+    assert np.array_equal(free.masks.mask(value), reference_mask(index, free.dfa, value))
+    assert table.few_ids(body) is None and not index.scratch().any()  # a string body: shared work, packed
+    table.mask(colon)  # packed first
+    assert table.few_ids(colon) is None

@@ -148,10 +148,14 @@ def test_trie_of_prefixes_and_equal_tokens() -> None:
 
 
 def assert_table_matches_reference(table: MaskTable) -> int:
-    """Every mask the table computed equals the plain walk, and the compiled string-body test
-    and class-body tests agree with their Python reference there; returns how many were checked."""
+    """Every mask the table computed, packed or kept as its few ids, equals the plain walk, and
+    the compiled string-body test and class-body tests agree with their Python reference there;
+    returns how many were checked."""
     raw = masks._RAW_STRING_DFA.transitions
-    for state, mask in list(table._masks.items()):
+    few = {state: pack_ids(ids, table.index.words) for state, ids in table._few.items() if ids is not None}
+    assert all(list(ids) == sorted(set(ids)) and len(ids) <= masks.MAX_FEW_IDS
+               for ids in table._few.values() if ids is not None)
+    for state, mask in list(table._masks.items()) + list(few.items()):
         assert table._is_string_body(state) == (table.dfa.row(state)[0x61] >= 0
                                                 and table._body_embeds_reference(state, raw)), f"state {state}"
         inside = table._class_body(state)
@@ -161,7 +165,7 @@ def assert_table_matches_reference(table: MaskTable) -> int:
         if not np.array_equal(mask, expected):
             diff = np.flatnonzero(np.unpackbits((mask ^ expected).view(np.uint8), bitorder="little"))
             raise AssertionError(f"state {state}: mask differs from the reference on ids {diff[:10].tolist()}")
-    return len(table._masks)
+    return len(table._masks) + len(few)
 
 
 def random_walk(matcher, vocab, rng: random.Random, steps: int) -> None:
