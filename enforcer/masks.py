@@ -25,12 +25,12 @@ from .lru import LRU
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import (TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids,
-                           take_few_ids, walk_tokens, write_row_ids)
+    from ._kernels import (TOKEN_BYTES_LIMIT, RowWriter, TrieWalk, ascii_body_bytes, build_trie, embeds_within,
+                           pack_few_ids, take_few_ids, walk_tokens)
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
     TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids, walk_tokens = (
         0, None, None, None, None, None, None)
-    take_few_ids = write_row_ids = None
+    RowWriter = take_few_ids = None
 
 MAX_FEW_IDS = 64
 """A mask of at most this many ids that a walk finds (a key's next pieces, a delimiter) is kept

@@ -21,7 +21,7 @@ from .ids import as_token_id
 from .item_memory import START, Scan, remembered_words, scan
 from .json_schema import SchemaCompiler, SchemaOptions
 from .lru import COMPILED, LRU
-from .masks import MaskTable, clear_shared_masks, pack_ids, token_index, write_row_ids
+from .masks import MaskTable, RowWriter, clear_shared_masks, pack_ids, token_index
 from .schema_check import check_document, check_schema
 from .unique_items import UniqueItemsPlan, holds_unique_items, plan_unique_items
 from .vocabulary import Vocabulary
@@ -55,14 +55,14 @@ def check_bitmask(bitmask: Any, index: Any, words: int) -> int:
 
 class _CheckedBitmask(NamedTuple):
     """The last bitmask :func:`_checked` checked, and the numpy array its rows are written to
-    (the array itself, or a CPU tensor's view; ``ids_rows``: that array when
-    :func:`~enforcer._kernels.write_row_ids` can write its rows, else None)."""
+    (the array itself, or a CPU tensor's view; ``writer``: the compiled writer of its rows from
+    ids, when built and its rows are contiguous inside and writable, else None)."""
 
     owner: weakref.ref
     data_ptr: int
     shape: tuple
     rows: np.ndarray | None
-    ids_rows: np.ndarray | None
+    writer: RowWriter | None
 
 
 _last_checked: _CheckedBitmask | None = None
@@ -95,8 +95,8 @@ def _checked(bitmask: Any, index: Any, words: int) -> tuple[_CheckedBitmask, int
         rows, data_ptr = bitmask.numpy(), bitmask.data_ptr()
     else:  # another device: written by a host-to-device copy, checked again each time
         return _CheckedBitmask(weakref.ref(bitmask), 0, tuple(bitmask.shape), None, None), index
-    ids_rows = rows if write_row_ids is not None and rows.strides[1] == 4 and rows.flags.writeable else None
-    _last_checked = _CheckedBitmask(weakref.ref(bitmask, _forget), data_ptr, tuple(bitmask.shape), rows, ids_rows)
+    writer = RowWriter(rows) if RowWriter is not None and rows.strides[1] == 4 and rows.flags.writeable else None
+    _last_checked = _CheckedBitmask(weakref.ref(bitmask, _forget), data_ptr, tuple(bitmask.shape), rows, writer)
     return _last_checked, index
 
 
@@ -115,11 +115,11 @@ def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray) -> None:
 def write_bitmask_ids(bitmask: Any, index: int, ids: Sequence[int], words: int) -> None:
     """Set row ``index`` of a numpy or torch int32 bitmask of ``words`` columns (checked by
     :func:`check_bitmask`) to exactly the bits of ``ids`` (ints in ``[0, 32 * words)``): a row
-    cleared and a bit set per id (:func:`~enforcer._kernels.write_row_ids`, about 0.4 us for
-    150k ids, where packing a mask and copying it costs 1.3), or the packed mask copied."""
+    cleared and a bit set per id (:class:`~enforcer._kernels.RowWriter`, about 0.3 us for 150k
+    ids, where packing a mask and copying it costs 1.3), or the packed mask copied."""
     checked, index = _checked(bitmask, index, words)
-    if checked.ids_rows is not None:
-        write_row_ids(checked.ids_rows, index, ids)
+    if checked.writer is not None:
+        checked.writer.write_ids(index, ids)
     else:
         write_bitmask_row(bitmask, index, pack_ids(ids, words))
 

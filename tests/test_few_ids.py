@@ -19,9 +19,9 @@ from enforcer.matcher import write_bitmask_ids
 from enforcer.tools import MAX_FEW_IDS
 
 try:
-    from enforcer._kernels import write_row_ids
+    from enforcer._kernels import RowWriter
 except ImportError:  # a source tree without the built extension
-    write_row_ids = None
+    RowWriter = None
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]},
                                             "days": {"type": "integer"}},
@@ -143,18 +143,21 @@ def test_strided_and_read_only_bitmasks_take_the_packed_path() -> None:
         write_bitmask_ids(np.zeros((1, words + 1), dtype=np.int32), 0, (1,), words)
 
 
-@pytest.mark.skipif(write_row_ids is None, reason="needs the compiled extension")
-def test_write_row_ids_checks_ids_and_rows() -> None:
+@pytest.mark.skipif(RowWriter is None, reason="needs the compiled extension")
+def test_row_writer_checks_ids_and_rows() -> None:
     rows = np.full((2, 4), -1, dtype=np.int32)
-    write_row_ids(rows, 0, [3, 40, 127])
+    writer = RowWriter(rows)
+    writer.write_ids(0, [3, 40, 127])
     assert rows[0].tolist() == [8, 1 << 8, 0, np.int32(np.uint32(1 << 31)).item()] and (rows[1] == -1).all()
     with pytest.raises(ValueError, match="id 128"):
-        write_row_ids(rows, 1, [5, 128])
+        writer.write_ids(1, [5, 128])
     assert (rows[1] == 0).all()  # cleared, not half written
     with pytest.raises(ValueError, match="id -1"):
-        write_row_ids(rows, 1, [-1])
+        writer.write_ids(1, [-1])
     with pytest.raises(ValueError, match="row 2"):
-        write_row_ids(rows, 2, [1])
+        writer.write_ids(2, [1])
+    with pytest.raises(ValueError):  # rows not contiguous inside: refused when made
+        RowWriter(np.zeros((2, 8), dtype=np.int32)[:, ::2])
 
 
 ORDER = {"type": "object", "properties": {
