@@ -63,58 +63,6 @@ cdef extern from *:
     void enforcer_stream_copy(int32_t* dst, const int32_t* src, Py_ssize_t n) nogil
     void enforcer_stream_fence() nogil
 
-cdef extern from *:
-    """
-    #include <stdlib.h>
-    #include <string.h>
-    #if defined(__unix__) || defined(__APPLE__)
-    #include <sys/mman.h>
-    #define ENFORCER_MMAP 1
-    #endif
-    /* Zeroed scratch memory of which a kernel touches a few pages: a large block comes straight
-       from the system's zero pages, cleared page by page as touched. (calloc clears the whole
-       block when the allocator recycles one: glibc's heap, once a large free has raised its
-       mmap threshold, spends ~0.3 ms clearing 14 MB of per-NFA-state arrays a lazy automaton of
-       500k states reads a few hundred entries of.) A 16-byte header keeps the size. */
-    typedef struct { size_t size; size_t mapped; } enforcer_zhead;
-    static void* enforcer_zalloc(size_t size) {
-        enforcer_zhead* h;
-    #ifdef ENFORCER_MMAP
-        if (size >= ((size_t)1 << 20)) {
-            void* p = mmap(NULL, size + sizeof(enforcer_zhead), PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p == MAP_FAILED) return NULL;
-            h = (enforcer_zhead*)p; h->size = size; h->mapped = 1;
-            return h + 1;
-        }
-    #endif
-        h = (enforcer_zhead*)calloc(1, size + sizeof(enforcer_zhead));
-        if (h == NULL) return NULL;
-        h->size = size; h->mapped = 0;
-        return h + 1;
-    }
-    static void enforcer_zfree(void* p) {
-        if (p == NULL) return;
-        enforcer_zhead* h = (enforcer_zhead*)p - 1;
-    #ifdef ENFORCER_MMAP
-        if (h->mapped) { munmap(h, h->size + sizeof(enforcer_zhead)); return; }
-    #endif
-        free(h);
-    }
-    static void* enforcer_zresize(void* p, size_t size) {  /* contents kept, the rest zeroed */
-        enforcer_zhead* h = (enforcer_zhead*)p - 1;
-        if (size <= h->size) return p;
-        void* q = enforcer_zalloc(size);
-        if (q == NULL) return NULL;
-        memcpy(q, p, h->size);
-        enforcer_zfree(p);
-        return q;
-    }
-    """
-    void* enforcer_zalloc(size_t size) nogil
-    void enforcer_zfree(void* p) nogil
-    void* enforcer_zresize(void* p, size_t size) nogil
-
 cdef enum:
     MAX_TOKEN_BYTES = 4096
     DEFERRED = -1  # the period of a placeholder block (see SubsetConstruction)
@@ -347,12 +295,12 @@ cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize
     return out
 
 
-cdef void* _zresized(void* buffer, size_t size) except NULL:
-    """A block of :c:func:`enforcer_zalloc` grown to ``size`` bytes, the new ones zeroed (the
-    old block freed; on failure kept, and ``MemoryError``)."""
-    cdef void* out = enforcer_zresize(buffer, size)
+cdef void* _resized(void* buffer, Py_ssize_t old, Py_ssize_t size, Py_ssize_t item_size) except NULL:
+    """``buffer`` of ``old`` items reallocated to ``size`` items, the new ones zeroed."""
+    cdef void* out = realloc(buffer, size * item_size)
     if out == NULL:
         raise MemoryError()
+    memset(<char*>out + old * item_size, 0, (size - old) * item_size)
     return out
 
 
@@ -521,10 +469,9 @@ cdef class SubsetConstruction:
         free(self.level_continuation); free(self.level_start); free(self.level_depth); free(self.x_depth)
         free(self.x_edge_start); free(self.x_eps_start); free(self.x_keep); free(self.x_level)
         free(self.x_edge_lo); free(self.x_edge_hi); free(self.x_edge_dst); free(self.x_eps_dst)
-        enforcer_zfree(self.closure_at); enforcer_zfree(self.closure_len); free(self.closure_buf)
+        free(self.closure_at); free(self.closure_len); free(self.closure_buf)
         free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
-        free(self.slots); enforcer_zfree(self.stamp); enforcer_zfree(self.visit)
-        enforcer_zfree(self.gather); enforcer_zfree(self.stack)
+        free(self.slots); free(self.stamp); free(self.visit); free(self.gather); free(self.stack)
         free(self.e_lo); free(self.e_hi); free(self.e_dst); free(self.piece_items)
 
     def __init__(self, Py_ssize_t num_nfa_states, int32_t start, int32_t end,
@@ -557,13 +504,12 @@ cdef class SubsetConstruction:
         self.keep = blocks
         self.n_blocks = self.blocks_cap = 0
         self.expanded = []
-        # per NFA state, of which a construction touches the few its subsets reach
-        self.stamp = <int32_t*>enforcer_zalloc(max(n, 1) * sizeof(int32_t))
-        self.visit = <int32_t*>enforcer_zalloc(max(n, 1) * sizeof(int32_t))
-        self.gather = <int32_t*>enforcer_zalloc(max(n, 1) * sizeof(int32_t))
-        self.stack = <int32_t*>enforcer_zalloc(max(n, 1) * sizeof(int32_t))
-        self.closure_at = <int64_t*>enforcer_zalloc(max(n, 1) * sizeof(int64_t))
-        self.closure_len = <int32_t*>enforcer_zalloc(max(n, 1) * sizeof(int32_t))
+        self.stamp = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+        self.visit = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+        self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.stack = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.closure_at = <int64_t*>calloc(max(n, 1), sizeof(int64_t))
+        self.closure_len = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
         self.states_cap = max(n, 1)
         self.n_initial = n
         self.template = template
@@ -785,17 +731,17 @@ cdef class SubsetConstruction:
     cdef int _room(self, Py_ssize_t n) except -1:
         """The per-state scratch arrays grown to hold ``n`` states (capacity doubles; new
         entries zeroed where a zero means "not seen")."""
-        cdef Py_ssize_t cap = self.states_cap
+        cdef Py_ssize_t cap = self.states_cap, old = self.states_cap
         if n <= cap:
             return 0
         while cap < n:
             cap *= 2
-        self.stamp = <int32_t*>_zresized(self.stamp, cap * sizeof(int32_t))
-        self.visit = <int32_t*>_zresized(self.visit, cap * sizeof(int32_t))
-        self.closure_at = <int64_t*>_zresized(self.closure_at, cap * sizeof(int64_t))
-        self.closure_len = <int32_t*>_zresized(self.closure_len, cap * sizeof(int32_t))
-        self.gather = <int32_t*>_zresized(self.gather, cap * sizeof(int32_t))
-        self.stack = <int32_t*>_zresized(self.stack, cap * sizeof(int32_t))
+        self.stamp = <int32_t*>_resized(self.stamp, old, cap, sizeof(int32_t))
+        self.visit = <int32_t*>_resized(self.visit, old, cap, sizeof(int32_t))
+        self.closure_at = <int64_t*>_resized(self.closure_at, old, cap, sizeof(int64_t))
+        self.closure_len = <int32_t*>_resized(self.closure_len, old, cap, sizeof(int32_t))
+        self.gather = <int32_t*>_resized(self.gather, old, cap, sizeof(int32_t))
+        self.stack = <int32_t*>_resized(self.stack, old, cap, sizeof(int32_t))
         self.states_cap = cap
         return 0
 

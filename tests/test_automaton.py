@@ -841,10 +841,10 @@ def test_rows_read_by_threads_while_the_table_grows() -> None:
 
 
 def test_scratch_arrays_of_a_large_nfa_grow_as_levels_are_added(kimi_vocab) -> None:
-    """The per-NFA-state scratch arrays of the compiled construction (zeroed pages from the
-    system past 1 MB, grown with the states that free-form levels add while a text is read):
-    a value nested ten levels deep, read where a 70,000-character bound makes 1.4 million NFA
-    states, is accepted exactly, and a wrong closing bracket is refused."""
+    """The per-NFA-state scratch arrays of the compiled construction, grown with the states
+    that free-form levels add while a text is read: a value nested ten levels deep, read where
+    a 70,000-character bound makes 1.4 million NFA states, is accepted exactly, and a wrong
+    closing bracket is refused."""
     import json
 
     from enforcer import compile_json_schema
