@@ -230,11 +230,16 @@ class TokenIndex:
         (they live as long as it does) and state."""
 
     def scratch(self) -> np.ndarray:
-        """This thread's zeroed packed uint32 mask to walk into (its user leaves it zeroed)."""
+        """This thread's zeroed packed uint32 mask to walk into: its user leaves it zeroed, or
+        keeps it and calls :meth:`release_scratch`."""
         words = getattr(self._scratch, "words", None)
         if words is None:
             words = self._scratch.words = np.zeros(self.words, dtype=np.uint32)
         return words
+
+    def release_scratch(self) -> None:
+        """This thread's scratch mask is kept by its user: the next call makes a new one."""
+        self._scratch.words = None
 
     def free_text_words(self, controlled: frozenset[int]) -> np.ndarray:
         """Packed mask of every text token and every special token not in ``controlled``
@@ -611,18 +616,17 @@ class MaskTable:
                 self._keep(state, shared)
                 return None
             scratch = self.index.scratch()
-            ids = None
             try:
                 dfa.walk_trie(self.index.trie.kernel, state, scratch)
-                if dfa.exhausted is None:
-                    ids = take_few_ids(scratch, MAX_FEW_IDS)
-                    if ids is None:
-                        self._keep(state, scratch.view(np.int32).copy())
-            finally:
-                if ids is None:
-                    scratch.fill(0)
-            if dfa.exhausted is not None:
-                raise AutomatonBudgetError(dfa.exhausted)
+                if dfa.exhausted is not None:
+                    raise AutomatonBudgetError(dfa.exhausted)
+            except BaseException:
+                scratch.fill(0)
+                raise
+            ids = take_few_ids(scratch, MAX_FEW_IDS)
+            if ids is None:  # the scratch becomes this state's packed mask; the thread takes a new one
+                self.index.release_scratch()
+                self._keep(state, scratch.view(np.int32))
             return ids
         except AutomatonBudgetError:
             self.cut.add(state)
