@@ -760,7 +760,7 @@ class MaskTable:
         states; bounded by depth, a long ``maxLength`` string, one state per position, is a body
         too.) Checked by :meth:`_body_embeds`."""
         row = self.dfa.row(state)
-        if row[0x61] < 0 or row[0x20] < 0 or row[0x7E] < 0 or row[0x30] < 0:  # quick reject: a body takes "a", " ", "~", "0"
+        if row[0x61] < 0 or row[0x20] < 0 or row[0x7E] < 0 or row[0x30] < 0:  # quick reject: a body takes these
             return False
         return self._body_embeds(state, _RAW_STRING_DFA.transitions)
 
