@@ -2214,11 +2214,11 @@ def nfa_budget_size(node: Node) -> int:
 
 
 ROWS_PER_WALK = 1024
+"""Rows a compiled walk builds before it hands back to the automaton's budget check."""
 MEMORY_CHECK_ROWS = 64
 """Rows a lazy automaton builds between two sums of its bytes against ``max_automaton_bytes``
 (summed at every growth of its table too): the budget is overshot by what that many rows add at
 most (their views and the subsets of the states they create), and not summed at 0.4 us a walk."""
-"""Rows a compiled walk builds before it hands back to the automaton's budget check."""
 
 
 class LazyDFA(_Reading):

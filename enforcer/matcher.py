@@ -106,6 +106,11 @@ def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray) -> None:
     through its numpy view (about a microsecond for 150k ids); a tensor on another device gets
     one host-to-device copy."""
     checked, index = _checked(bitmask, index, words.shape[0])
+    _copy_row(bitmask, checked, index, words)
+
+
+def _copy_row(bitmask: Any, checked: _CheckedBitmask, index: int, words: np.ndarray) -> None:
+    """Copy ``words`` into row ``index`` of the checked ``bitmask``."""
     if checked.rows is None:
         bitmask[index].copy_(sys.modules["torch"].from_numpy(np.array(words)))
     else:
@@ -121,7 +126,7 @@ def write_bitmask_ids(bitmask: Any, index: int, ids: Sequence[int], words: int) 
     if checked.writer is not None:
         checked.writer.write_ids(index, ids)
     else:
-        write_bitmask_row(bitmask, index, pack_ids(ids, words))
+        _copy_row(bitmask, checked, index, pack_ids(ids, words))
 
 
 class CompiledSchema:
