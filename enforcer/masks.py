@@ -22,6 +22,7 @@ import numpy as np
 from .automaton import (DFA, AutomatonBudgetError, Block, CountedDFA, CountedProduct, LazyDFA, codepoints, compile_node,
                         concat_ranges, counted_repeat, star)
 from .lru import LRU
+from .regex import is_format_table
 from .vocabulary import Vocabulary
 
 try:
@@ -228,6 +229,9 @@ class TokenIndex:
         self.large_safe_parts: WeakKeyDictionary[DFA, dict[int, np.ndarray]] = WeakKeyDictionary()
         """:func:`safe_part` of embedded tables too large to key by content, per automaton
         (they live as long as it does) and state."""
+        self.format_parts: LRU[np.ndarray] = LRU(FORMAT_PARTS)
+        """:func:`safe_part` of the ``format`` automata (constants of the library) per automaton
+        and state: kept as long as this index, whatever :func:`clear_shared_masks` drops."""
 
     def scratch(self) -> np.ndarray:
         """This thread's zeroed packed uint32 mask to walk into: its user leaves it zeroed, or
@@ -379,7 +383,8 @@ _INDEX_CACHE: LRU[TokenIndex] = LRU(8)
 
 def clear_shared_masks() -> None:
     """Forget the masks every vocabulary shares between compiled objects (per-length string
-    bodies, embedded automata); the vocabularies' token tables themselves stay."""
+    bodies, embedded automata); the vocabularies' token tables and the masks of the library's
+    ``format`` automata (:data:`FORMAT_PARTS`) stay."""
     for index in _INDEX_CACHE.values():
         index.shared.clear()
         index.large_safe_parts.clear()
@@ -493,7 +498,7 @@ def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: 
     (``maxLength``), the per-vocabulary mask of its remaining length; otherwise walked once per
     (automaton content, state) and shared by every compiled object of the vocabulary (a
     counted repeat's state through its :func:`counted_window`), or per automaton and state for a
-    table past :data:`CONTENT_KEYED_MAX_BYTES`."""
+    table past :data:`CONTENT_KEYED_MAX_BYTES` and for a ``format``'s (:data:`FORMAT_PARTS`)."""
     if isinstance(dfa, CountedProduct):  # away from the bounds (:func:`_shares_safe_part`)
         dfa, state = dfa.loop, state % dfa.period
     elif isinstance(dfa, CountedDFA):
@@ -501,6 +506,12 @@ def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: 
         if remaining >= 0 and _is_raw_char_unit(dfa.unit):
             return index.bounded_body_mask(remaining)
         dfa, state = counted_window(index, dfa, state)
+    if is_format_table(dfa):
+        key = (id(dfa), state)
+        hit = index.format_parts.get(key)
+        if hit is None:
+            hit = index.format_parts.put(key, _safe_walk(index, dfa, state))
+        return hit
     if dfa.transitions.nbytes > CONTENT_KEYED_MAX_BYTES:
         own = index.large_safe_parts.setdefault(dfa, {})
         hit = own.get(state)
@@ -513,6 +524,11 @@ def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: 
         hit = index.shared.put(key, _safe_walk(index, dfa, state))
     return hit
 
+
+FORMAT_PARTS = 1024
+"""The ``format`` automata's :func:`safe_part` masks each vocabulary keeps (most recent first):
+19 MB for 151,899 ids. A state's first mask walks every safe token (0.5 ms for an email's);
+the tables are the library's, so every schema of the process shares them, cold or not."""
 
 CONTENT_KEYED_MAX_BYTES = 1 << 20
 """Largest table whose :func:`safe_part` masks are kept by content (a digest of the table, ~1.3 ms

@@ -1135,6 +1135,10 @@ def shipped_format_dfa(tables: Path, fmt: str, escapes: Escapes) -> DFA | None:
     return DFA(np.take(columns.astype(np.int32), classes, axis=1), accepting)
 
 
+_FORMAT_TABLE_IDS: set[int] = set()
+"""``id()`` of every format DFA :func:`_format` made (each lives as long as the process)."""
+
+
 @lru_cache(maxsize=None)
 def _format(fmt: str, escapes: Escapes) -> Node:
     """The format's minimal DFA as an embedded block, once per process: read from
@@ -1143,7 +1147,16 @@ def _format(fmt: str, escapes: Escapes) -> Node:
     determinising the format's bounded repeats (hostname labels: a subset per position) in
     every schema, and its states' masks share the per-vocabulary work of embedded automata."""
     dfa = shipped_format_dfa(FORMAT_TABLES, fmt, escapes)
-    return Embedded(dfa if dfa is not None else build_format_dfa(fmt, escapes))
+    if dfa is None:
+        dfa = build_format_dfa(fmt, escapes)
+    _FORMAT_TABLE_IDS.add(id(dfa))
+    return Embedded(dfa)
+
+
+def is_format_table(dfa: DFA) -> bool:
+    """Whether ``dfa`` is a ``format``'s automaton: a constant of the library, as long-lived as
+    the process, whatever schema embeds it."""
+    return id(dfa) in _FORMAT_TABLE_IDS
 
 
 def format_node(fmt: str, pointer: str, *, escapes: Escapes = "all") -> Node | None:

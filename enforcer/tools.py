@@ -585,7 +585,7 @@ _MARKERS: LRU[dict[str, list[str]]] = LRU(16)
 
 def clear_cache() -> None:
     """Forget every cached :class:`CompiledTools` and :class:`CompiledSchema` (the automata of
-    formats' fixed texts stay: they depend on no request)."""
+    formats' fixed texts and of JSON ``format`` values stay: they depend on no request)."""
     _CACHE.clear()
     clear_schema_cache()
     clear_arguments_cache()

@@ -437,3 +437,37 @@ def test_a_large_embedded_table_keeps_its_safe_parts_itself(kimi_vocab) -> None:
     assert block.dfa._content_key is None  # never digested
     assert inner in compiled.masks.index.large_safe_parts[block.dfa]
     assert assert_table_matches_reference(compiled.masks) >= 1
+
+
+def test_format_masks_outlive_clear_cache(kimi_vocab, monkeypatch) -> None:
+    """A ``format`` automaton is a constant of the library: its states' safe parts are kept per
+    vocabulary across clear_cache() (a new schema embedding it walks nothing again), while an
+    embedded pattern's are dropped; masks equal the plain walk either way."""
+    from enforcer.regex import is_format_table
+
+    schema = {"type": "object", "properties": {"to": {"type": "string", "format": "email"},
+                                               "code": {"type": "string", "not": {"pattern": "a[ab]{3}$"}}},
+              "required": ["to", "code"], "additionalProperties": False}
+    walks: list[int] = []
+    walk = masks._safe_walk
+    monkeypatch.setattr(masks, "_safe_walk", lambda index, dfa, state: walks.append(state) or walk(index, dfa, state))
+
+    def fill(prefix: bytes) -> tuple[object, np.ndarray]:
+        compiled = compile_json_schema(schema, kimi_vocab, strict=False)
+        state = compiled.dfa.walk(0, prefix)
+        block, inner, _ = compiled.dfa.embedding(state)
+        mask = compiled.masks.mask(state)
+        assert np.array_equal(mask, reference_mask(compiled.masks.index, compiled.dfa, state))
+        return block.dfa, mask
+
+    clear_cache()
+    email, first = fill(b'{"to": "ann@exa')
+    assert is_format_table(email) and len(walks) == 1
+    clear_cache()
+    again, second = fill(b'{"to": "ann@exa')
+    assert again is email and np.array_equal(first, second) and len(walks) == 1  # kept: no walk
+    pattern, _ = fill(b'{"to": "a@b.c", "code": "ab')
+    assert not is_format_table(pattern) and len(walks) == 2
+    clear_cache()
+    fill(b'{"to": "a@b.c", "code": "ab')
+    assert len(walks) == 3  # dropped with the shared masks: walked again
