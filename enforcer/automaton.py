@@ -2371,15 +2371,18 @@ class LazyDFA(_Reading):
     def row(self, state: int) -> Sequence[int]:
         """The row of ``state`` as an int array (the form byte-by-byte walks read; made on
         first read, the row itself built on demand)."""
-        r = self.rows[state]
+        rows = self.rows
+        r = rows[state] if state < len(rows) else None
         if r is None:
             # without the lock when the row is built in the table the pair was read with: a
             # built row never changes, and a table that grows is copied, so a view of it stays
-            # right (its buffer is retired); a view, not a copy (~0.1 us against ~0.6)
+            # right (its buffer is retired); a view, not a copy (~0.1 us against ~0.6). A state
+            # that ``rows`` does not list yet was created by a build still under way (another
+            # thread's, whose rows and flags a reader may see first): the lock waits for it.
             view = self._view
-            if view is None or not view[1][state]:
+            if view is None or state >= len(rows) or not view[1][state]:
                 view = self._built_view(state)
-            r = self.rows[state] = view[0][state * 256:(state + 1) * 256]
+            r = rows[state] = view[0][state * 256:(state + 1) * 256]
         return r
 
     def _built_view(self, state: int) -> tuple[memoryview, memoryview]:
