@@ -18,8 +18,6 @@ import hashlib
 import itertools
 from array import array
 import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
@@ -76,82 +74,34 @@ path visits one state per byte whether or not equivalent states were merged (mas
 lazily per visited state), so minimising them buys little and costs most of a compile."""
 
 
-KEPT_BUILT_BYTES = 64 << 20
-"""Tables of the automata one compile built whole that it keeps for reuse when nothing else
-holds them any more, most recently used first (:class:`EagerBudget`)."""
-
-
-class _Built(NamedTuple):
-    """An automaton a compile built whole, held weakly, with weak references to the operands
-    whose identities its key holds (a key is valid while they are the same objects)."""
-
-    operands: tuple[weakref.ref, ...]
-    automaton: weakref.ref
-
-
 class EagerBudget:
     """States one compile may build whole (subset tables and products, summed), and the
-    automata it built, by what they were built from: see :func:`eager_budget`.
+    automata it built, by what they were built from: see :func:`eager_budget`."""
 
-    An automaton built once is found again by its key while anything holds it, and the most
-    recently used ones (:data:`KEPT_BUILT_BYTES` of tables) are held here too; the others
-    are freed as soon as the compile stops using them, and built again if it asks for them
-    later. Keeping all of them held every intermediate product and negation until the compile
-    ended: 221 MB for JSON Schema Store's discovery (142 MB now), up to 334 MB for a refusal."""
-
-    __slots__ = ("limit", "used", "keys", "built", "kept", "kept_bytes")
+    __slots__ = ("limit", "used", "keys", "built")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
         self.keys = StructureKeys()
-        self.built: dict[tuple, _Built] = {}
-        """Each automaton built, by its operands' keys (:meth:`StructureKeys.key`, or the
-        identities of the automata a product multiplies)."""
-        self.kept: OrderedDict[tuple, DFA] = OrderedDict()
-        """The most recently used of them, held (least recent first)."""
-        self.kept_bytes = 0
-
-    def find(self, key: tuple, operands: tuple) -> DFA | None:
-        """The automaton built before for ``key`` from the same ``operands``, if it lives."""
-        entry = self.built.get(key)
-        if entry is None:
-            return None
-        dfa = entry.automaton()
-        if dfa is None or any(ref() is not op for ref, op in zip(entry.operands, operands)):
-            return None
-        self._keep(key, dfa)
-        return dfa
-
-    def store(self, key: tuple, operands: tuple, dfa: DFA) -> None:
-        """Record ``dfa``, built for ``key`` from ``operands``."""
-        self.built[key] = _Built(tuple(weakref.ref(op) for op in operands), weakref.ref(dfa))
-        self._keep(key, dfa)
-
-    def _keep(self, key: tuple, dfa: DFA) -> None:
-        held = self.kept.pop(key, None)
-        if held is not None:
-            self.kept_bytes -= held.transitions.nbytes
-        self.kept[key] = dfa
-        self.kept_bytes += dfa.transitions.nbytes
-        while self.kept_bytes > KEPT_BUILT_BYTES and len(self.kept) > 1:
-            _, dropped = self.kept.popitem(last=False)
-            self.kept_bytes -= dropped.transitions.nbytes
+        self.built: dict[tuple, tuple] = {}
+        """A built automaton by its operands' keys (:meth:`StructureKeys.key`, or the identities
+        of the automata a product multiplies), with the operands it keeps alive: the last
+        element of each entry."""
 
 
 def _built_once(key: Callable[[StructureKeys], tuple], build: Callable[[], "DFA"], operands: tuple = ()) -> "DFA":
     """``build()``, or inside an :func:`eager_budget` the automaton this compile built before
-    from the same ``key`` (made from its structure keys) if it still lives, which spends
-    nothing; ``operands`` are the automata whose identities the key holds."""
+    from the same ``key`` (made from its structure keys), which spends nothing; ``operands``
+    are kept alive with it where the key holds their identities."""
     budget = _EAGER_BUDGET.get()
     if budget is None:
         return build()
     k = key(budget.keys)
-    dfa = budget.find(k, operands)
-    if dfa is None:
-        dfa = build()
-        budget.store(k, operands, dfa)
-    return dfa
+    hit = budget.built.get(k)
+    if hit is None:
+        hit = budget.built[k] = (*operands, build())
+    return hit[-1]
 
 
 _EAGER_BUDGET: contextvars.ContextVar[EagerBudget | None] = contextvars.ContextVar("eager_budget", default=None)

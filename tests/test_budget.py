@@ -543,39 +543,3 @@ def test_the_fallback_after_any_knotted_refusal_builds_a_bounded_share_of_sub_va
         SchemaCompiler(schema, SchemaOptions()).compile()
     assert "the fallback after a knotted attempt" in str(info.value)
     assert info.value.budget == f"MAX_SUB_VALUES={MAX_SUB_VALUES}"
-
-
-def test_a_compile_frees_the_automata_it_no_longer_uses(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An automaton built whole is found again while anything holds it, and the compile holds
-    the most recently used ones (KEPT_BUILT_BYTES of tables); past those, one that nothing
-    holds is freed at once and built again, spending again, if asked for. This fails where a
-    compile holds every automaton it built until it ends (221 MB for JSON Schema Store's
-    discovery, up to 334 MB for a refusal)."""
-    import weakref
-
-    from enforcer import automaton
-
-    with eager_budget(100_000) as budget:
-        first = compile_node(_word(20))
-        monkeypatch.setattr(automaton, "KEPT_BUILT_BYTES", 2 * first.transitions.nbytes)
-        freed = weakref.ref(first)
-        del first
-        assert compile_node(_word(20)) is freed()  # held by the compile: found, nothing spent
-        spent = budget.used
-        others = [compile_node(_word(n)) for n in (21, 22, 23)]  # the newest fill what is kept
-        assert freed() is None and budget.used > spent
-        spent = budget.used
-        again = compile_node(_word(20))
-        assert budget.used == spent + again.num_states  # built again
-        product = others[0].intersect(others[1])
-        assert others[0].intersect(others[1]) is product  # held by the test: found
-
-
-def test_a_compile_finds_an_automaton_only_for_its_own_operands() -> None:
-    """A product's key holds its operands' identities: an entry whose operands are other
-    objects (a freed operand's identity reused) is not found."""
-    with eager_budget(100_000) as budget:
-        a, b = compile_node(_word(20)), compile_node(_word(21))
-        budget.store(("product", 1), (a,), b)
-        assert budget.find(("product", 1), (a,)) is b
-        assert budget.find(("product", 1), (b,)) is None
