@@ -12,6 +12,7 @@ tables and the results file. Nothing here is imported by ``enforcer``.
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import json
 import os
 import platform
@@ -340,7 +341,14 @@ def measure(
     over the first compiled object. Once ``budget_s`` is spent (slow compilers, slow matchers),
     no further repetition starts and no further later pass runs past the first; the summary
     says how many ran. A compile error or a refused token ends the measurement and is recorded.
+
+    One full collection first: each library starts with the collector's young generations
+    empty, not holding what the library measured before left (llguidance's warm-up left ~5,000
+    young objects, whose gen-1 collection, 1-2 ms, landed in our order schema's second cold
+    compile). Not before each compile: a collection right before one leaves the CPU caches cold
+    (1.6-1.8x slower compiles for ours and llguidance's alike).
     """
+    gc.collect()
     result = Measurement(adapter.name, len(ids))
     bitmask = new_bitmask(vocab_size)
     clock = time.perf_counter
