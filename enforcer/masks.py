@@ -508,22 +508,19 @@ def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: 
         if remaining >= 0 and _is_raw_char_unit(dfa.unit):
             return index.bounded_body_mask(remaining)
         dfa, state = counted_window(index, dfa, state)
-    if is_format_table(dfa):
-        key = (id(dfa), state)
-        hit = index.format_parts.get(key)
-        if hit is None:
-            hit = index.format_parts.put(key, _safe_walk(index, dfa, state))
-        return hit
-    if dfa.transitions.nbytes > CONTENT_KEYED_MAX_BYTES:
+    if is_format_table(dfa):  # a constant of the library (lives as long as the process)
+        kept, key = index.format_parts, (id(dfa), state)
+    elif dfa.transitions.nbytes > CONTENT_KEYED_MAX_BYTES:
         own = index.large_safe_parts.setdefault(dfa, {})
         hit = own.get(state)
         if hit is None:
             hit = own[state] = _safe_walk(index, dfa, state)
         return hit
-    key = ("embedded", dfa.content_key, state)
-    hit = index.shared.get(key)
+    else:
+        kept, key = index.shared, ("embedded", dfa.content_key, state)
+    hit = kept.get(key)
     if hit is None:
-        hit = index.shared.put(key, _safe_walk(index, dfa, state))
+        hit = kept.put(key, _safe_walk(index, dfa, state))
     return hit
 
 
