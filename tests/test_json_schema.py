@@ -75,6 +75,8 @@ def check(schema, extra=(), **options):
     {"oneOf": [{"type": "string"}, {"type": "array"}]},
     {"allOf": [{"type": "integer"}, {"minimum": 2}, {"maximum": 10}]},
     {"not": {"type": "string"}}, {"type": "string", "not": {"enum": ["a", "abc"]}},
+    {"not": {"enum": ["a", None, True]}}, {"type": ["string", "integer"], "not": {"const": "a"}},
+    {"type": "integer", "not": {"enum": ["a"]}},
     {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
     {"type": ["integer", "null"], "nullable": True},
 ])
