@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import json
 import math
+from array import array
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
@@ -34,6 +35,11 @@ from .schema_check import validator_class
 from .schema_resources import (SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUES, ResourceIndex, check_resource, holds_key,
                                holds_reference, keys_present, normalise_resources, resource_documents)
 from .schema_resources import escape as _escape
+
+try:
+    from ._kernels import minimal_acyclic
+except ImportError:  # a source tree without the built extension: the Python construction
+    minimal_acyclic = None
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -3729,9 +3735,42 @@ def _common_prefix(a: str, b: str) -> int:
 def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[Any], Node]) -> Graph:
     """The distinct ``sequences`` of symbols as their minimal acyclic automaton (shared prefixes
     and shared suffixes written once: ``value-0`` .. ``value-99999`` is a few dozen states), each
-    symbol edge the node ``form`` gives it. Built in one pass over the sorted sequences (Daciuk
-    et al.'s incremental construction: a finished branch is replaced by an equal one already
-    registered), so linear in the total length, one Python step per symbol."""
+    symbol edge the node ``form`` gives it: built by the compiled
+    :func:`enforcer._kernels.minimal_acyclic` when built (its symbols as int32 arrays: a
+    string's code points, else an id per distinct symbol), else :func:`_acyclic_reference`.
+    Linear in the total length: a few C operations per symbol, then one edge tuple per edge
+    (the five string enums of jsonschemabench's o20453, 62 names of 1,164 characters: 0.23 ms,
+    against 0.67 ms in Python)."""
+    distinct = sorted(set(sequences))
+    if minimal_acyclic is None:
+        num_states, finals, rows = _acyclic_reference(distinct)
+    else:
+        if all(isinstance(value, str) for value in distinct):
+            coded = [array("i", value.encode("utf-32-le")) for value in distinct]
+            symbol_of: Callable[[int], Any] = chr
+        else:
+            ids: dict[Hashable, int] = {}
+            coded = [array("i", [ids.setdefault(x, len(ids)) for x in value]) for value in distinct]
+            symbol_of = list(ids).__getitem__
+        num_states, final, table = minimal_acyclic(coded)
+        finals = np.flatnonzero(final).tolist()
+        rows = [(src, symbol_of(symbol), dst) for src, symbol, dst in table.tolist()]
+    forms: dict[Any, Node] = {}
+    edges: list[tuple[int, Node, int]] = []
+    for src, symbol, dst in rows:
+        node = forms.get(symbol)
+        if node is None:
+            node = forms[symbol] = form(symbol)
+        edges.append((src, node, dst))
+    return Graph.of_trim(num_states, 0, frozenset(finals), tuple(edges))
+
+
+def _acyclic_reference(distinct: list[Sequence[Hashable]]) -> tuple[int, list[int], list[tuple[int, Any, int]]]:
+    """:func:`enforcer._kernels.minimal_acyclic` in Python (without the compiled kernels, and
+    the oracle of its differential test): Daciuk et al.'s incremental construction over the
+    sorted ``distinct`` sequences (a finished branch is replaced by an equal one already
+    registered), numbered breadth first. Returns (states, the final ones, (from, symbol, to)
+    edges state by state). One Python step per symbol."""
     children: list[dict[Any, int]] = [{}]
     final = [False]
     register: dict[tuple, int] = {}
@@ -3746,7 +3785,7 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
                 children[parent][symbol] = kept
 
     previous: Sequence[Hashable] = ()
-    for value in sorted(set(sequences)):
+    for value in distinct:
         shared = _common_prefix(previous, value)
         register_down_to(shared)
         state = unchecked[-1][2] if unchecked else 0
@@ -3767,15 +3806,8 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
             if child not in number:
                 number[child] = len(order)
                 order.append(child)
-    forms: dict[Any, Node] = {}
-    edges: list[tuple[int, Node, int]] = []
-    for state in order:
-        for symbol, child in children[state].items():
-            node = forms.get(symbol)
-            if node is None:
-                node = forms[symbol] = form(symbol)
-            edges.append((number[state], node, number[child]))
-    return Graph(len(order), 0, frozenset(number[s] for s in order if final[s]), tuple(edges))
+    rows = [(number[state], symbol, number[child]) for state in order for symbol, child in children[state].items()]
+    return len(order), [number[s] for s in order if final[s]], rows
 
 
 _PLAIN_TYPE_NAMES = frozenset({"string", "boolean", "null", "object", "array"})

@@ -5,6 +5,9 @@ import itertools
 import json
 import random
 
+import pytest
+
+from enforcer import json_schema
 from enforcer.automaton import Graph, LazyDFA
 from enforcer.json_schema import SchemaCompiler, SchemaOptions, _minimal_acyclic, _string_trie
 from enforcer.automaton import literal
@@ -39,6 +42,43 @@ def test_minimal_acyclic_is_exact_on_random_sets():
             for letters in itertools.product("ab", repeat=n):
                 word = "".join(letters)
                 assert dfa.matches(word.encode()) == (word in words), (sorted(words), word)
+
+
+def test_compiled_minimal_acyclic_is_the_reference_state_for_state(monkeypatch):
+    """The compiled construction (strings as code points, other symbols as ids) against the
+    Python one it replaces: the same states, finals and edges in the same order, on random
+    sets of strings (the empty one, characters outside the BMP, shared suffixes) and of symbol
+    tuples; and the graph built from it carries the plain constructor's derived fields."""
+    from array import array
+
+    from enforcer.json_schema import _acyclic_reference, minimal_acyclic
+
+    if minimal_acyclic is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(11)
+    for _ in range(2_000):
+        alphabet = rng.choice(["ab", "abc", "xy\u00e9\U0001F600", "0123456789"])
+        words = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+                        for _ in range(rng.randint(1, 40))})
+        states, final, table = minimal_acyclic([array("i", w.encode("utf-32-le")) for w in words])
+        got = (states, final.nonzero()[0].tolist(), [(a, chr(b), c) for a, b, c in table.tolist()])
+        assert got == _acyclic_reference(words), words
+        tuples = sorted({tuple(rng.choice(["x", "\x04key", "\x00true"]) for _ in range(rng.randint(0, 5)))
+                         for _ in range(rng.randint(1, 20))})
+        ids = {}
+        states, final, table = minimal_acyclic([array("i", [ids.setdefault(x, len(ids)) for x in t]) for t in tuples])
+        names = list(ids)
+        got = (states, final.nonzero()[0].tolist(), [(a, names[b], c) for a, b, c in table.tolist()])
+        assert got == _acyclic_reference(tuples), tuples
+        graph = _minimal_acyclic(words, literal)
+        plain = Graph(graph.num_states, graph.start, graph.accepting, graph.edges)
+        assert (graph.nfa_states, graph.empty, graph.block_states, graph.whole_states, graph.trim) == \
+            (plain.nfa_states, plain.empty, plain.block_states, plain.whole_states, plain.trim)
+        with monkeypatch.context() as patched:  # the path without the compiled kernels: the same graph
+            patched.setattr(json_schema, "minimal_acyclic", None)
+            python_graph = _minimal_acyclic(words, literal)
+        assert (python_graph.num_states, python_graph.accepting, python_graph.edges) == \
+            (graph.num_states, graph.accepting, graph.edges)
 
 
 def _dfa(schema, **options):
