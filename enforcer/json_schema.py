@@ -2385,7 +2385,12 @@ class SchemaCompiler:
                 key = (text, depth) if text is not None else None
                 if key is not None and key in self._negated_constants:  # failures of tagged conditions repeat it
                     return self._negated_constants[key]
-                node = self._without_constants(rest, values, pointer, depth, refs)
+                with self._eager(pointer, "not"):
+                    base = compile_node(self.value(rest, pointer, depth, refs), self.options.max_states)
+                    excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)),
+                                            self.options.max_states)
+                    dfa = base.difference(excluded, self.options.max_states)
+                node = Embedded(dfa) if not dfa.is_empty else NOTHING
                 if key is not None:
                     self._negated_constants[key] = node
                 return node
@@ -2409,24 +2414,6 @@ class SchemaCompiler:
         return self.value({"anyOf": [_all_of_schema([rest, failure]) for failure in self._opened(failures, [rest],
                                                                                                   pointer)]},
                           pointer, depth, refs)
-
-    def _without_constants(self, rest: dict, values: list, pointer: str, depth: int, refs: Refs) -> Node:
-        """The values of ``rest`` other than ``values`` (strings, booleans, null). Only ``rest``'s
-        values of those types are built whole and the constants taken out; its values of the
-        other types are its own nodes, so a free-form ``rest`` keeps its levels lazy (a secure
-        meta-schema of jsonschemabench, Github_medium o39217, negated one enum at 45 depths:
-        5,600 states built whole each time, where its strings take a dozen). ``rest`` whole
-        where it does not split by type exactly (a ``$ref``, OpenAPI's ``nullable``)."""
-        hit_types = sorted({"null" if v is None else "boolean" if isinstance(v, bool) else "string" for v in values})
-        hits = merge(rest, {"type": hit_types})
-        others = merge(rest, {"type": [t for t in TYPES if t not in hit_types]})
-        split = hits is not None and others is not None and "nullable" not in rest
-        with self._eager(pointer, "not"):
-            base = compile_node(self.value(hits if split else rest, pointer, depth, refs), self.options.max_states)
-            excluded = compile_node(alt(*(self.literal_value(v, depth) for v in values)), self.options.max_states)
-            dfa = base.difference(excluded, self.options.max_states)
-        node = Embedded(dfa) if not dfa.is_empty else NOTHING
-        return alt(node, self.value(others, pointer, depth, refs)) if split else node
 
     @staticmethod
     def _only(rest: dict, json_type: str, pointer: str) -> dict | None:
