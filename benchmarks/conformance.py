@@ -17,6 +17,9 @@ jsonschema calls invalid). A token whose mask bit disagrees with ``accept_token`
 whatever the instance. A valid instance that is refused is excluded, not failed, when the
 compile options rule it out on purpose: undeclared keys under ``strict=True`` ("strictX") or a
 bad ``format`` while formats are asserted ("formatX", the Test-Suite's annotation-only cases).
+An instance refused once the compiled automaton has passed its decode budget
+(``max_automaton_bytes``) is counted apart ("DEC_BUD"), neither rejected nor accepted: the
+refusal is no verdict on it (every later instance of that schema stops there too).
 
 Run: ``python -m benchmarks.conformance --corpus ../shared/corpus [--tokenizer kimi|deepseek|both]
 [--limit N] [--source maskbench|testsuite|both] [--strict|--spec] [--mutants N] [--jobs N]
@@ -519,6 +522,7 @@ class CaseResult:
     mutant_accepted: int = 0
     unserialisable: int = 0
     untokenizable: int = 0
+    decode_budget: int = 0
     failures: list[dict] = field(default_factory=list)
 
 
@@ -755,6 +759,11 @@ class Runner:
         for style, text, ids, outcome in outcomes:
             if outcome.reason == "mask_mismatch":
                 result.failures.append(self._failure(case, "mask_mismatch", instance, "", style, text, ids, outcome))
+        exhausted = getattr(getattr(compiled, "dfa", None), "exhausted", None)
+        if exhausted and not all(o[3].accepted for o in outcomes):  # a refusal that is no verdict
+            result.decode_budget += 1
+            result.failures.append(self._failure(case, "decode_budget", instance, exhausted))
+            return
         if instance.valid:
             bad = [o for o in outcomes if not o[3].accepted]
             if not bad:
@@ -893,6 +902,7 @@ COUNTERS = (
     "mutant_accepted",
     "unserialisable",
     "untokenizable",
+    "decode_budget",
 )
 
 
@@ -978,6 +988,7 @@ def format_table(summary: Summary, title: str) -> str:
         ("formatX", "valid_format_excluded"),
         ("inv_rej", "invalid_rejected"), ("INV_ACC", "invalid_accepted"),
         ("mut_rej", "mutant_rejected"), ("MUT_ACC", "mutant_accepted"), ("skip", "unserialisable"),
+        ("DEC_BUD", "decode_budget"),
     ]
     order = [s for s in (*MASKBENCH_SUBSETS, *JSONSCHEMABENCH_SUBSETS) if s in summary.rows]
     order += ["TestSuite"] if "TestSuite" in summary.rows else []
