@@ -489,7 +489,7 @@ cdef class SubsetConstruction:
         target state whose flag is 0 dropped; with period ``DEFERRED`` (no rows, size 1) a
         placeholder, whose node is ``levels[k]`` (None for the others) and whose level
         ``template(node)`` gives (a :class:`~enforcer.automaton.LevelTemplate`)."""
-        cdef Py_ssize_t n = num_nfa_states, k, cap
+        cdef Py_ssize_t n = num_nfa_states, k
         cdef const int32_t[:, ::1] table
         cdef const uint8_t[::1] acc
         cdef const uint8_t[::1] live
@@ -504,18 +504,13 @@ cdef class SubsetConstruction:
         self.keep = blocks
         self.n_blocks = self.blocks_cap = 0
         self.expanded = []
-        # the per-state scratch arrays cover the states outside blocks at first and grow as
-        # closures reach block states (:meth:`_room`): blocks numbered last may hold hundreds of
-        # thousands (a maxLength 8192 string's counted block, 164,000), and zeroing arrays for
-        # all of them took 0.5-0.7 ms at every first matcher
-        cap = max(min(n, self.n_regular + 64), 1)
-        self.stamp = <int32_t*>calloc(cap, sizeof(int32_t))
-        self.visit = <int32_t*>calloc(cap, sizeof(int32_t))
-        self.gather = <int32_t*>malloc(cap * sizeof(int32_t))
-        self.stack = <int32_t*>malloc(cap * sizeof(int32_t))
-        self.closure_at = <int64_t*>calloc(cap, sizeof(int64_t))
-        self.closure_len = <int32_t*>calloc(cap, sizeof(int32_t))
-        self.states_cap = cap
+        self.stamp = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+        self.visit = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+        self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.stack = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.closure_at = <int64_t*>calloc(max(n, 1), sizeof(int64_t))
+        self.closure_len = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+        self.states_cap = max(n, 1)
         self.n_initial = n
         self.template = template
         self.level_node = []
@@ -642,19 +637,16 @@ cdef class SubsetConstruction:
     cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
         """The important states of the epsilon closure of ``state`` (cached); ``out`` points
         at them. Expands the placeholders it meets (see :meth:`_expansion`)."""
-        cdef int64_t at
+        cdef int64_t at = self.closure_at[state] - 1
         cdef Py_ssize_t top, count = 0, k, j
-        cdef int32_t s, blk, local, level
+        cdef int32_t s, t, blk, local, level
         cdef int64_t a = 0, b = 0
         cdef const int32_t* given_eps = &self.eps_dst[0] if self.eps_dst.shape[0] else NULL
         cdef const int32_t* dst = NULL
         cdef bint keep
-        if state >= self.states_cap:
-            self._room(state + 1)
-        at = self.closure_at[state] - 1
         if at < 0:
             if self.current_visit == INT32_MAX:
-                memset(self.visit, 0, self.states_cap * sizeof(int32_t))
+                memset(self.visit, 0, self.n_nfa * sizeof(int32_t))
                 self.current_visit = 0
             self.current_visit += 1
             self.visit[state] = self.current_visit
@@ -687,33 +679,34 @@ cdef class SubsetConstruction:
                     self.closure_buf[at + count] = s
                     count += 1
                 if level >= 0:  # a placeholder: on into its level, appended now if new
-                    top = self._pushed(self._expansion(level), top)
+                    t = self._expansion(level)
+                    if self.visit[t] != self.current_visit:
+                        self.visit[t] = self.current_visit
+                        self.stack[top] = t
+                        top += 1
                     if blk >= 0:
                         continue
                 elif blk >= 0:
                     local = s - self.block_base[blk]
                     if self.block_acc[blk][local]:
-                        top = self._pushed(self.block_end[blk], top)
+                        t = self.block_end[blk]
+                        if self.visit[t] != self.current_visit:
+                            self.visit[t] = self.current_visit
+                            self.stack[top] = t
+                            top += 1
                     continue
                 while a < b:
-                    top = self._pushed(dst[a], top)
+                    t = dst[a]
+                    if self.visit[t] != self.current_visit:
+                        self.visit[t] = self.current_visit
+                        self.stack[top] = t
+                        top += 1
                     a += 1
             self.closure_used = at + count
             self.closure_at[state] = at + 1
             self.closure_len[state] = <int32_t>count
         out[0] = self.closure_buf + self.closure_at[state] - 1
         return self.closure_len[state]
-
-    cdef inline Py_ssize_t _pushed(self, int32_t t, Py_ssize_t top) except -1:
-        """``top`` after ``t`` is pushed on the closure's stack, unless this closure visited it
-        already (the scratch arrays grown to hold it first)."""
-        if t >= self.states_cap:
-            self._room(t + 1)
-        if self.visit[t] != self.current_visit:
-            self.visit[t] = self.current_visit
-            self.stack[top] = t
-            top += 1
-        return top
 
     cdef int32_t _new_level(self, object node, int32_t continuation, int32_t depth) except -1:
         """A record for a placeholder of ``node`` leading to ``continuation``, ``depth`` levels
@@ -1127,7 +1120,7 @@ cdef class SubsetConstruction:
             if piece_start[p] == piece_start[p + 1]:
                 continue
             if self.current_stamp == INT32_MAX:
-                memset(self.stamp, 0, self.states_cap * sizeof(int32_t))
+                memset(self.stamp, 0, self.n_nfa * sizeof(int32_t))
                 self.current_stamp = 0
             self.current_stamp += 1
             stamp_now = self.current_stamp
