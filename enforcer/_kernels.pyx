@@ -2108,75 +2108,66 @@ cdef class RowWriter:
 # Minimal acyclic automata of finite sets of sequences
 
 
+cdef struct _AcyclicState:
+    uint64_t hash  # once registered
+    int32_t head  # first and last child edge (-1: none)
+    int32_t tail
+    uint8_t final
+
+
+cdef struct _AcyclicEdge:
+    int32_t symbol
+    int32_t child
+    int32_t next  # the parent's next edge (-1: its last)
+
+
+cdef struct _AcyclicStep:  # a step of the last sequence's path not registered yet
+    int32_t edge
+    int32_t child
+
+
 cdef struct _Acyclic:
-    # per state: final flag, first and last child edge (-1: none), hash once registered
-    uint8_t* final
-    int32_t* head
-    int32_t* tail
-    uint64_t* hashes
+    _AcyclicState* states
     Py_ssize_t n_states, states_cap
-    # per edge: symbol, child, the parent's next edge (-1: its last)
-    int32_t* e_sym
-    int32_t* e_child
-    int32_t* e_next
+    _AcyclicEdge* edges
     Py_ssize_t n_edges, edges_cap
-    # the last sequence's path not registered yet: (parent, edge, child) per step
-    int32_t* p_parent
-    int32_t* p_edge
-    int32_t* p_child
+    _AcyclicStep* path
     Py_ssize_t path_len, path_cap
-    # the register: registered states by hash, open addressing (-1: empty)
-    int32_t* slots
+    int32_t* slots  # the register: registered states by hash, open addressing (-1: empty)
     Py_ssize_t slot_cap, registered
 
 
 cdef int32_t _acyclic_state(_Acyclic* a) except -1:
-    cdef Py_ssize_t cap = a.states_cap
-    if a.n_states == cap:
-        a.final = <uint8_t*>_grow(a.final, &cap, a.n_states + 1, sizeof(uint8_t))
-        cap = a.states_cap
-        a.head = <int32_t*>_grow(a.head, &cap, a.n_states + 1, sizeof(int32_t))
-        cap = a.states_cap
-        a.tail = <int32_t*>_grow(a.tail, &cap, a.n_states + 1, sizeof(int32_t))
-        cap = a.states_cap
-        a.hashes = <uint64_t*>_grow(a.hashes, &cap, a.n_states + 1, sizeof(uint64_t))
-        a.states_cap = cap
-    a.final[a.n_states] = 0
-    a.head[a.n_states] = a.tail[a.n_states] = -1
+    a.states = <_AcyclicState*>_grow(a.states, &a.states_cap, a.n_states + 1, sizeof(_AcyclicState))
+    a.states[a.n_states].final = 0
+    a.states[a.n_states].head = a.states[a.n_states].tail = -1
     a.n_states += 1
     return <int32_t>(a.n_states - 1)
 
 
 cdef int32_t _acyclic_edge(_Acyclic* a, int32_t parent, int32_t symbol, int32_t child) except -1:
     """A child edge appended to ``parent``'s (after its others)."""
-    cdef Py_ssize_t cap = a.edges_cap
     cdef int32_t e = <int32_t>a.n_edges
-    if a.n_edges == cap:
-        a.e_sym = <int32_t*>_grow(a.e_sym, &cap, a.n_edges + 1, sizeof(int32_t))
-        cap = a.edges_cap
-        a.e_child = <int32_t*>_grow(a.e_child, &cap, a.n_edges + 1, sizeof(int32_t))
-        cap = a.edges_cap
-        a.e_next = <int32_t*>_grow(a.e_next, &cap, a.n_edges + 1, sizeof(int32_t))
-        a.edges_cap = cap
-    a.e_sym[e] = symbol
-    a.e_child[e] = child
-    a.e_next[e] = -1
-    if a.tail[parent] >= 0:
-        a.e_next[a.tail[parent]] = e
+    a.edges = <_AcyclicEdge*>_grow(a.edges, &a.edges_cap, a.n_edges + 1, sizeof(_AcyclicEdge))
+    a.edges[e].symbol = symbol
+    a.edges[e].child = child
+    a.edges[e].next = -1
+    if a.states[parent].tail >= 0:
+        a.edges[a.states[parent].tail].next = e
     else:
-        a.head[parent] = e
-    a.tail[parent] = e
+        a.states[parent].head = e
+    a.states[parent].tail = e
     a.n_edges += 1
     return e
 
 
 cdef uint64_t _acyclic_hash(const _Acyclic* a, int32_t s) noexcept nogil:
-    cdef uint64_t h = (<uint64_t>0xCBF29CE4 << 32 | <uint64_t>0x84222325) ^ a.final[s]
-    cdef int32_t e = a.head[s]
+    cdef uint64_t h = (<uint64_t>0xCBF29CE4 << 32 | <uint64_t>0x84222325) ^ a.states[s].final
+    cdef int32_t e = a.states[s].head
     while e >= 0:
-        h = (h ^ <uint32_t>a.e_sym[e]) * <uint64_t>0x100000001B3
-        h = (h ^ <uint32_t>a.e_child[e]) * <uint64_t>0x100000001B3
-        e = a.e_next[e]
+        h = (h ^ <uint32_t>a.edges[e].symbol) * <uint64_t>0x100000001B3
+        h = (h ^ <uint32_t>a.edges[e].child) * <uint64_t>0x100000001B3
+        e = a.edges[e].next
     h ^= h >> 33
     h *= (<uint64_t>0xFF51AFD7 << 32 | <uint64_t>0xED558CCD)
     h ^= h >> 33
@@ -2185,42 +2176,41 @@ cdef uint64_t _acyclic_hash(const _Acyclic* a, int32_t s) noexcept nogil:
 
 cdef bint _acyclic_same(const _Acyclic* a, int32_t s, int32_t t) noexcept nogil:
     """Whether states ``s`` and ``t`` are equal: same finality, same edges in the same order."""
-    if a.final[s] != a.final[t]:
+    if a.states[s].final != a.states[t].final:
         return False
-    cdef int32_t e = a.head[s], f = a.head[t]
+    cdef int32_t e = a.states[s].head, f = a.states[t].head
     while e >= 0 and f >= 0:
-        if a.e_sym[e] != a.e_sym[f] or a.e_child[e] != a.e_child[f]:
+        if a.edges[e].symbol != a.edges[f].symbol or a.edges[e].child != a.edges[f].child:
             return False
-        e = a.e_next[e]
-        f = a.e_next[f]
+        e = a.edges[e].next
+        f = a.edges[f].next
     return e < 0 and f < 0
 
 
 cdef int _acyclic_register_down_to(_Acyclic* a, Py_ssize_t length) except -1:
     """The path's states below ``length`` steps, deepest first: each replaced in its parent's
     edge by an equal state registered before, or registered."""
-    cdef int32_t e, child, s
+    cdef int32_t child, s
     cdef uint64_t h
     cdef Py_ssize_t idx, k, old_cap
     cdef int32_t* old
     while a.path_len > length:
         a.path_len -= 1
-        e = a.p_edge[a.path_len]
-        child = a.p_child[a.path_len]
+        child = a.path[a.path_len].child
         h = _acyclic_hash(a, child)
         idx = <Py_ssize_t>(h & <uint64_t>(a.slot_cap - 1))
         while True:
             s = a.slots[idx]
             if s < 0:
                 break
-            if a.hashes[s] == h and _acyclic_same(a, s, child):
+            if a.states[s].hash == h and _acyclic_same(a, s, child):
                 break
             idx = (idx + 1) & (a.slot_cap - 1)
         if s >= 0:
-            a.e_child[e] = s
+            a.edges[a.path[a.path_len].edge].child = s
             continue
         a.slots[idx] = child
-        a.hashes[child] = h
+        a.states[child].hash = h
         a.registered += 1
         if 2 * a.registered > a.slot_cap:  # rehash into twice the slots
             old, old_cap = a.slots, a.slot_cap
@@ -2233,7 +2223,7 @@ cdef int _acyclic_register_down_to(_Acyclic* a, Py_ssize_t length) except -1:
             for k in range(old_cap):
                 s = old[k]
                 if s >= 0:
-                    idx = <Py_ssize_t>(a.hashes[s] & <uint64_t>(a.slot_cap - 1))
+                    idx = <Py_ssize_t>(a.states[s].hash & <uint64_t>(a.slot_cap - 1))
                     while a.slots[idx] >= 0:
                         idx = (idx + 1) & (a.slot_cap - 1)
                     a.slots[idx] = s
@@ -2259,7 +2249,6 @@ def minimal_acyclic(list sequences):
     cdef object prev_obj = None
     cdef Py_ssize_t prev_len = 0, length, shared, k, n, i, count
     cdef int32_t state, new, e, c
-    cdef Py_ssize_t cap
     cdef int32_t* number = NULL
     cdef int32_t* order = NULL
     cdef uint8_t[::1] fin
@@ -2278,24 +2267,16 @@ def minimal_acyclic(list sequences):
             while shared < length and shared < prev_len and seq[shared] == prev[shared]:
                 shared += 1
             _acyclic_register_down_to(&a, shared)
-            state = a.p_child[a.path_len - 1] if a.path_len else 0
+            state = a.path[a.path_len - 1].child if a.path_len else 0
             for k in range(shared, length):
                 new = _acyclic_state(&a)
                 e = _acyclic_edge(&a, state, seq[k], new)
-                if a.path_len == a.path_cap:
-                    cap = a.path_cap
-                    a.p_parent = <int32_t*>_grow(a.p_parent, &cap, a.path_len + 1, sizeof(int32_t))
-                    cap = a.path_cap
-                    a.p_edge = <int32_t*>_grow(a.p_edge, &cap, a.path_len + 1, sizeof(int32_t))
-                    cap = a.path_cap
-                    a.p_child = <int32_t*>_grow(a.p_child, &cap, a.path_len + 1, sizeof(int32_t))
-                    a.path_cap = cap
-                a.p_parent[a.path_len] = state
-                a.p_edge[a.path_len] = e
-                a.p_child[a.path_len] = new
+                a.path = <_AcyclicStep*>_grow(a.path, &a.path_cap, a.path_len + 1, sizeof(_AcyclicStep))
+                a.path[a.path_len].edge = e
+                a.path[a.path_len].child = new
                 a.path_len += 1
                 state = new
-            a.final[state] = 1
+            a.states[state].final = 1
             prev_obj = obj  # keeps ``prev`` alive
             prev = &seq[0] if length else NULL
             prev_len = length
@@ -2311,15 +2292,15 @@ def minimal_acyclic(list sequences):
         count = 0
         i = 0
         while i < n:  # breadth first: the states reachable (replaced ones are not)
-            e = a.head[order[i]]
+            e = a.states[order[i]].head
             while e >= 0:
-                c = a.e_child[e]
+                c = a.edges[e].child
                 if number[c] < 0:
                     number[c] = <int32_t>n
                     order[n] = c
                     n += 1
                 count += 1
-                e = a.e_next[e]
+                e = a.edges[e].next
             i += 1
         final_arr = np.empty(n, dtype=np.uint8)
         edges_arr = np.empty((count, 3), dtype=np.int32)
@@ -2327,19 +2308,17 @@ def minimal_acyclic(list sequences):
         rows = edges_arr
         k = 0
         for i in range(n):
-            fin[i] = a.final[order[i]]
-            e = a.head[order[i]]
+            fin[i] = a.states[order[i]].final
+            e = a.states[order[i]].head
             while e >= 0:
                 rows[k, 0] = <int32_t>i
-                rows[k, 1] = a.e_sym[e]
-                rows[k, 2] = number[a.e_child[e]]
+                rows[k, 1] = a.edges[e].symbol
+                rows[k, 2] = number[a.edges[e].child]
                 k += 1
-                e = a.e_next[e]
+                e = a.edges[e].next
         return n, final_arr, edges_arr
     finally:
-        free(a.final); free(a.head); free(a.tail); free(a.hashes)
-        free(a.e_sym); free(a.e_child); free(a.e_next)
-        free(a.p_parent); free(a.p_edge); free(a.p_child); free(a.slots)
+        free(a.states); free(a.edges); free(a.path); free(a.slots)
         free(number); free(order)
 
 
