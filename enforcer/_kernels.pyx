@@ -329,6 +329,21 @@ cdef object _int32_table(int32_t* items, Py_ssize_t count, Py_ssize_t width):
     return np.asarray(out)
 
 
+cdef enum:
+    PAGE_SHIFT = 12  # NFA states per page of the subset construction's scratch: 4,096
+    PAGE_STATES = 4096
+    PAGE_MASK = 4095
+
+
+cdef struct _StatePage:
+    # per NFA state of one page: where its closure starts in closure_buf (+1; 0: not computed),
+    # its length, and the marks of the subset and the closure being gathered
+    int64_t closure_at[PAGE_STATES]
+    int32_t closure_len[PAGE_STATES]
+    int32_t stamp[PAGE_STATES]
+    int32_t visit[PAGE_STATES]
+
+
 cdef class SubsetConstruction:
     """Subset construction over a Thompson NFA held in CSR arrays (per-state byte-range edges
     and epsilon edges of states ``0..r-1``) plus embedded DFA blocks (states ``base..base+size``,
@@ -380,7 +395,8 @@ cdef class SubsetConstruction:
     cdef Py_ssize_t n_levels, levels_cap
     # states added by expansions, n_initial onwards, with slices of their own
     cdef Py_ssize_t n_initial
-    cdef Py_ssize_t states_cap  # room of the per-state scratch arrays (stamp ... closure_len)
+    cdef _StatePage** pages  # per page of NFA states, its scratch (NULL until a closure reaches one)
+    cdef Py_ssize_t page_slots, pages_made
     cdef int64_t* x_edge_start  # per added state and one more
     cdef int64_t* x_eps_start
     cdef uint8_t* x_keep  # whether a subset keeps it: 1 it reads a byte, BLOCK_STATE a block's state
@@ -393,9 +409,7 @@ cdef class SubsetConstruction:
     cdef Py_ssize_t x_edges, x_edges_cap
     cdef int32_t* x_eps_dst
     cdef Py_ssize_t x_eps, x_eps_cap
-    # closures, computed on first use
-    cdef int64_t* closure_at  # 1 + where the closure starts in closure_buf, 0 until computed
-    cdef int32_t* closure_len
+    # closures, computed on first use (where each starts: its state's page)
     cdef int32_t* closure_buf
     cdef Py_ssize_t closure_used, closure_cap
     # subsets
@@ -409,12 +423,12 @@ cdef class SubsetConstruction:
     cdef int32_t* slots
     cdef Py_ssize_t slot_cap
     # scratch
-    cdef int32_t* stamp  # marks the states of the subset being gathered
-    cdef int32_t current_stamp
-    cdef int32_t* visit  # marks the states of the closure being computed
-    cdef int32_t current_visit
+    cdef int32_t current_stamp  # marks the states of the subset being gathered
+    cdef int32_t current_visit  # marks the states of the closure being computed
     cdef int32_t* gather
+    cdef Py_ssize_t gather_cap
     cdef int32_t* stack
+    cdef Py_ssize_t stack_cap
     cdef int32_t* e_lo
     cdef int32_t* e_hi
     cdef int32_t* e_dst
@@ -444,8 +458,7 @@ cdef class SubsetConstruction:
         self.x_edge_hi = NULL
         self.x_edge_dst = NULL
         self.x_eps_dst = NULL
-        self.closure_at = NULL
-        self.closure_len = NULL
+        self.pages = NULL
         self.closure_buf = NULL
         self.set_buf = NULL
         self.set_at = NULL
@@ -453,8 +466,6 @@ cdef class SubsetConstruction:
         self.set_acc = NULL
         self.set_hash = NULL
         self.slots = NULL
-        self.stamp = NULL
-        self.visit = NULL
         self.gather = NULL
         self.stack = NULL
         self.e_lo = NULL
@@ -469,9 +480,13 @@ cdef class SubsetConstruction:
         free(self.level_continuation); free(self.level_start); free(self.level_depth); free(self.x_depth)
         free(self.x_edge_start); free(self.x_eps_start); free(self.x_keep); free(self.x_level)
         free(self.x_edge_lo); free(self.x_edge_hi); free(self.x_edge_dst); free(self.x_eps_dst)
-        free(self.closure_at); free(self.closure_len); free(self.closure_buf)
+        cdef Py_ssize_t p
+        if self.pages != NULL:
+            for p in range(self.page_slots):
+                free(self.pages[p])
+        free(self.pages); free(self.closure_buf)
         free(self.set_buf); free(self.set_at); free(self.set_len); free(self.set_acc); free(self.set_hash)
-        free(self.slots); free(self.stamp); free(self.visit); free(self.gather); free(self.stack)
+        free(self.slots); free(self.gather); free(self.stack)
         free(self.e_lo); free(self.e_hi); free(self.e_dst); free(self.piece_items)
 
     def __init__(self, Py_ssize_t num_nfa_states, int32_t start, int32_t end,
@@ -504,21 +519,12 @@ cdef class SubsetConstruction:
         self.keep = blocks
         self.n_blocks = self.blocks_cap = 0
         self.expanded = []
-        self.stamp = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
-        self.visit = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
-        self.gather = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
-        self.stack = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
-        self.closure_at = <int64_t*>calloc(max(n, 1), sizeof(int64_t))
-        self.closure_len = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
-        self.states_cap = max(n, 1)
+        self.page_slots = self.pages_made = self.gather_cap = self.stack_cap = 0
         self.n_initial = n
         self.template = template
         self.level_node = []
         self.n_levels = self.levels_cap = self.x_cap = self.x_edges = self.x_edges_cap = 0
         self.x_eps = self.x_eps_cap = 0
-        if (self.stamp == NULL or self.visit == NULL or self.gather == NULL or self.stack == NULL
-                or self.closure_at == NULL or self.closure_len == NULL):
-            raise MemoryError()
         self.current_stamp = 0
         self.current_visit = 0
         for k in range(len(blocks)):
@@ -549,6 +555,7 @@ cdef class SubsetConstruction:
         self.n_sets = self.sets_cap = self.e_cap = self.piece_cap = 0
         cdef const int32_t* first
         cdef Py_ssize_t count = self._closure(start, &first)
+        self.gather = <int32_t*>_grow(self.gather, &self.gather_cap, count, sizeof(int32_t))
         for k in range(count):
             self.gather[k] = first[k]
         self._intern(count, -1)
@@ -634,24 +641,54 @@ cdef class SubsetConstruction:
             self.trimmed_row[b] = t
         return self.trimmed_row
 
+    cdef inline _StatePage* _page(self, int32_t s) except NULL:
+        """The scratch page of NFA state ``s``, made (zeroed) the first time one of its states
+        is reached: a walk that never enters a large block (a maxLength 8192 string's counted
+        repeat, 164,000 states) costs none of its pages. A page's address never changes."""
+        cdef Py_ssize_t p = s >> PAGE_SHIFT, old = self.page_slots, k
+        cdef _StatePage* page
+        if p >= old:
+            self.pages = <_StatePage**>_grow(<void*>self.pages, &self.page_slots, p + 1, sizeof(_StatePage*))
+            for k in range(old, self.page_slots):
+                self.pages[k] = NULL
+        page = self.pages[p]
+        if page == NULL:
+            page = self.pages[p] = <_StatePage*>calloc(1, sizeof(_StatePage))
+            if page == NULL:
+                raise MemoryError()
+            self.pages_made += 1
+        return page
+
+    cdef inline Py_ssize_t _pushed(self, int32_t t, Py_ssize_t top) except -1:
+        """``top`` after ``t`` is pushed on the closure's stack, unless this closure visited it
+        already."""
+        cdef _StatePage* page = self._page(t)
+        if page.visit[t & PAGE_MASK] != self.current_visit:
+            page.visit[t & PAGE_MASK] = self.current_visit
+            self.stack = <int32_t*>_grow(self.stack, &self.stack_cap, top + 1, sizeof(int32_t))
+            self.stack[top] = t
+            top += 1
+        return top
+
     cdef Py_ssize_t _closure(self, int32_t state, const int32_t** out) except -1:
         """The important states of the epsilon closure of ``state`` (cached); ``out`` points
         at them. Expands the placeholders it meets (see :meth:`_expansion`)."""
-        cdef int64_t at = self.closure_at[state] - 1
+        cdef _StatePage* page = self._page(state)
+        cdef int64_t at = page.closure_at[state & PAGE_MASK] - 1
         cdef Py_ssize_t top, count = 0, k, j
-        cdef int32_t s, t, blk, local, level
+        cdef int32_t s, blk, local, level
         cdef int64_t a = 0, b = 0
         cdef const int32_t* given_eps = &self.eps_dst[0] if self.eps_dst.shape[0] else NULL
         cdef const int32_t* dst = NULL
         cdef bint keep
         if at < 0:
             if self.current_visit == INT32_MAX:
-                memset(self.visit, 0, self.n_nfa * sizeof(int32_t))
+                for k in range(self.page_slots):
+                    if self.pages[k] != NULL:
+                        memset(self.pages[k].visit, 0, sizeof(self.pages[k].visit))
                 self.current_visit = 0
             self.current_visit += 1
-            self.visit[state] = self.current_visit
-            self.stack[0] = state
-            top = 1
+            top = self._pushed(state, 0)
             at = self.closure_used
             while top:
                 top -= 1
@@ -679,34 +716,22 @@ cdef class SubsetConstruction:
                     self.closure_buf[at + count] = s
                     count += 1
                 if level >= 0:  # a placeholder: on into its level, appended now if new
-                    t = self._expansion(level)
-                    if self.visit[t] != self.current_visit:
-                        self.visit[t] = self.current_visit
-                        self.stack[top] = t
-                        top += 1
+                    top = self._pushed(self._expansion(level), top)
                     if blk >= 0:
                         continue
                 elif blk >= 0:
                     local = s - self.block_base[blk]
                     if self.block_acc[blk][local]:
-                        t = self.block_end[blk]
-                        if self.visit[t] != self.current_visit:
-                            self.visit[t] = self.current_visit
-                            self.stack[top] = t
-                            top += 1
+                        top = self._pushed(self.block_end[blk], top)
                     continue
                 while a < b:
-                    t = dst[a]
-                    if self.visit[t] != self.current_visit:
-                        self.visit[t] = self.current_visit
-                        self.stack[top] = t
-                        top += 1
+                    top = self._pushed(dst[a], top)
                     a += 1
             self.closure_used = at + count
-            self.closure_at[state] = at + 1
-            self.closure_len[state] = <int32_t>count
-        out[0] = self.closure_buf + self.closure_at[state] - 1
-        return self.closure_len[state]
+            page.closure_at[state & PAGE_MASK] = at + 1
+            page.closure_len[state & PAGE_MASK] = <int32_t>count
+        out[0] = self.closure_buf + page.closure_at[state & PAGE_MASK] - 1
+        return page.closure_len[state & PAGE_MASK]
 
     cdef int32_t _new_level(self, object node, int32_t continuation, int32_t depth) except -1:
         """A record for a placeholder of ``node`` leading to ``continuation``, ``depth`` levels
@@ -727,23 +752,6 @@ cdef class SubsetConstruction:
         self.level_depth[self.n_levels] = depth
         self.n_levels += 1
         return <int32_t>(self.n_levels - 1)
-
-    cdef int _room(self, Py_ssize_t n) except -1:
-        """The per-state scratch arrays grown to hold ``n`` states (capacity doubles; new
-        entries zeroed where a zero means "not seen")."""
-        cdef Py_ssize_t cap = self.states_cap, old = self.states_cap
-        if n <= cap:
-            return 0
-        while cap < n:
-            cap *= 2
-        self.stamp = <int32_t*>_resized(self.stamp, old, cap, sizeof(int32_t))
-        self.visit = <int32_t*>_resized(self.visit, old, cap, sizeof(int32_t))
-        self.closure_at = <int64_t*>_resized(self.closure_at, old, cap, sizeof(int64_t))
-        self.closure_len = <int32_t*>_resized(self.closure_len, old, cap, sizeof(int32_t))
-        self.gather = <int32_t*>_resized(self.gather, old, cap, sizeof(int32_t))
-        self.stack = <int32_t*>_resized(self.stack, old, cap, sizeof(int32_t))
-        self.states_cap = cap
-        return 0
 
     cdef int32_t _expansion(self, int32_t level) except -1:
         """The first state of placeholder record ``level``'s expansion: on first call its
@@ -767,7 +775,6 @@ cdef class SubsetConstruction:
         cdef const uint8_t[::1] t_keep = template.important
         if base + m >= INT32_MAX:
             raise MemoryError("an automaton of more than 2**31 NFA states")
-        self._room(base + m)
         k = self.x_cap
         self.x_edge_start = <int64_t*>_grow(self.x_edge_start, &k, x0 + m + 1, sizeof(int64_t))
         k = self.x_cap
@@ -955,7 +962,8 @@ cdef class SubsetConstruction:
     def nbytes(self):
         """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index,
         the states expansions added."""
-        return (self.states_cap * 29 + self.x_cap * 25 + self.x_edges_cap * 6 + self.x_eps_cap * 4 + self.blocks_cap * 48
+        return (self.pages_made * sizeof(_StatePage) + self.page_slots * 8 + (self.gather_cap + self.stack_cap) * 4
+                + self.x_cap * 25 + self.x_edges_cap * 6 + self.x_eps_cap * 4 + self.blocks_cap * 48
                 + self.levels_cap * 12 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
                 + self.slot_cap * 4 + self.e_cap * 12 + self.piece_cap * 4)
 
@@ -1040,6 +1048,7 @@ cdef class SubsetConstruction:
         """:meth:`row` into ``out`` (256 entries; ``i`` an existing state)."""
         cdef Py_ssize_t n_edges = 0, m, k, p, n_pieces, count, total, c
         cdef int32_t s, blk, local, t, lo, hi, target, stamp_now, shift
+        cdef _StatePage* page
         cdef int64_t a, b
         cdef const int32_t* members
         cdef const int32_t* trow
@@ -1120,7 +1129,9 @@ cdef class SubsetConstruction:
             if piece_start[p] == piece_start[p + 1]:
                 continue
             if self.current_stamp == INT32_MAX:
-                memset(self.stamp, 0, self.n_nfa * sizeof(int32_t))
+                for k in range(self.page_slots):
+                    if self.pages[k] != NULL:
+                        memset(self.pages[k].stamp, 0, sizeof(self.pages[k].stamp))
                 self.current_stamp = 0
             self.current_stamp += 1
             stamp_now = self.current_stamp
@@ -1129,8 +1140,10 @@ cdef class SubsetConstruction:
                 c = self._closure(self.piece_items[a], &closure)
                 for k in range(c):
                     t = closure[k]
-                    if self.stamp[t] != stamp_now:
-                        self.stamp[t] = stamp_now
+                    page = self._page(t)
+                    if page.stamp[t & PAGE_MASK] != stamp_now:
+                        page.stamp[t & PAGE_MASK] = stamp_now
+                        self.gather = <int32_t*>_grow(self.gather, &self.gather_cap, count + 1, sizeof(int32_t))
                         self.gather[count] = t
                         count += 1
             target = self._intern(count, max_states)

@@ -57,7 +57,8 @@ closure tuple, a share of the int objects and of the sets a row is built from)."
 NFA_STATE_BYTES = 50
 """About what one NFA state takes at the peak of building a lazy automaton's NFA (its edges and
 epsilons, handed over to the per-state slices made from them: 49-50 bytes measured on 5-6
-million-state NFAs); the subset construction's per-state arrays are zero pages until touched."""
+million-state NFAs); the subset construction's per-state scratch is made a page of 4,096
+states at a time, where a closure first reaches one."""
 BLOCK_STATE_BYTES = 18
 """About what one state of an embedded DFA takes in the NFA at its peak (its slots in the
 per-state slices and flags; no edges: 17 bytes measured on 1.6 million block states)."""
