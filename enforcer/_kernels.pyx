@@ -960,8 +960,8 @@ cdef class SubsetConstruction:
 
     @property
     def nbytes(self):
-        """Bytes held: the per-NFA-state arrays, the closures, the subsets and their index,
-        the states expansions added."""
+        """Bytes held: the scratch pages made (and their index), the closures, the subsets and
+        their index, the states expansions added."""
         return (self.pages_made * sizeof(_StatePage) + self.page_slots * 8 + (self.gather_cap + self.stack_cap) * 4
                 + self.x_cap * 25 + self.x_edges_cap * 6 + self.x_eps_cap * 4 + self.blocks_cap * 48
                 + self.levels_cap * 12 + self.closure_cap * 4 + self.set_cap * 4 + self.sets_cap * 25
