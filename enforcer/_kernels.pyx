@@ -295,15 +295,6 @@ cdef void* _grow(void* buffer, Py_ssize_t* capacity, Py_ssize_t needed, Py_ssize
     return out
 
 
-cdef void* _resized(void* buffer, Py_ssize_t old, Py_ssize_t size, Py_ssize_t item_size) except NULL:
-    """``buffer`` of ``old`` items reallocated to ``size`` items, the new ones zeroed."""
-    cdef void* out = realloc(buffer, size * item_size)
-    if out == NULL:
-        raise MemoryError()
-    memset(<char*>out + old * item_size, 0, (size - old) * item_size)
-    return out
-
-
 cdef int32_t* _grow_nogil(int32_t* buffer, Py_ssize_t* capacity, Py_ssize_t needed) noexcept nogil:
     """:func:`_doubled` for int32 items from 64, without the GIL; NULL when memory runs out
     (``buffer`` is then freed)."""
@@ -665,7 +656,8 @@ cdef class SubsetConstruction:
         cdef _StatePage* page = self._page(t)
         if page.visit[t & PAGE_MASK] != self.current_visit:
             page.visit[t & PAGE_MASK] = self.current_visit
-            self.stack = <int32_t*>_grow(self.stack, &self.stack_cap, top + 1, sizeof(int32_t))
+            if top == self.stack_cap:
+                self.stack = <int32_t*>_grow(self.stack, &self.stack_cap, top + 1, sizeof(int32_t))
             self.stack[top] = t
             top += 1
         return top
@@ -1143,7 +1135,8 @@ cdef class SubsetConstruction:
                     page = self._page(t)
                     if page.stamp[t & PAGE_MASK] != stamp_now:
                         page.stamp[t & PAGE_MASK] = stamp_now
-                        self.gather = <int32_t*>_grow(self.gather, &self.gather_cap, count + 1, sizeof(int32_t))
+                        if count == self.gather_cap:
+                            self.gather = <int32_t*>_grow(self.gather, &self.gather_cap, count + 1, sizeof(int32_t))
                         self.gather[count] = t
                         count += 1
             target = self._intern(count, max_states)

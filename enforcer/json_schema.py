@@ -3729,27 +3729,32 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
     (the five string enums of jsonschemabench's o20453, 62 names of 1,164 characters: 0.23 ms,
     against 0.67 ms in Python)."""
     distinct = sorted(set(sequences))
+    symbol_of: Callable[[Any], Any]  # a row's symbol (an int from the kernel) as ``form`` takes it
     if minimal_acyclic is None:
         num_states, finals, rows = _acyclic_reference(distinct)
+        symbol_of = _same
     else:
         if all(isinstance(value, str) for value in distinct):
             coded = [array("i", value.encode("utf-32-le")) for value in distinct]
-            symbol_of: Callable[[int], Any] = chr
+            symbol_of = chr
         else:
             ids: dict[Hashable, int] = {}
             coded = [array("i", [ids.setdefault(x, len(ids)) for x in value]) for value in distinct]
             symbol_of = list(ids).__getitem__
         num_states, final, table = minimal_acyclic(coded)
-        finals = np.flatnonzero(final).tolist()
-        rows = [(src, symbol_of(symbol), dst) for src, symbol, dst in table.tolist()]
+        finals, rows = np.flatnonzero(final).tolist(), table.tolist()
     forms: dict[Any, Node] = {}
     edges: list[tuple[int, Node, int]] = []
     for src, symbol, dst in rows:
         node = forms.get(symbol)
         if node is None:
-            node = forms[symbol] = form(symbol)
+            node = forms[symbol] = form(symbol_of(symbol))
         edges.append((src, node, dst))
     return Graph.of_trim(num_states, 0, frozenset(finals), tuple(edges))
+
+
+def _same(symbol: Any) -> Any:
+    return symbol
 
 
 def _acyclic_reference(distinct: list[Sequence[Hashable]]) -> tuple[int, list[int], list[tuple[int, Any, int]]]:
