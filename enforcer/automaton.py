@@ -1373,7 +1373,7 @@ class CountedDFA:
     unit's trim and rows (the accepting flags, ``maximum * q + 1`` bytes, on first use).
     Immutable."""
 
-    __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key")
+    __slots__ = ("unit", "minimum", "maximum", "period", "step", "_accepting", "_content_key", "_shortest_unit")
 
     def __init__(self, unit: DFA, minimum: int, maximum: int) -> None:
         if not 0 <= minimum <= maximum:
@@ -1387,10 +1387,31 @@ class CountedDFA:
         """States per unit (``q``)."""
         self._accepting: np.ndarray | None = None
         self._content_key: bytes | None = None
+        self._shortest_unit = 0
 
     @property
     def num_states(self) -> int:
         return self.maximum * self.period + 1
+
+    @property
+    def shortest_unit(self) -> int:
+        """Bytes of the unit's shortest string (1 for a character; made once, a breadth-first
+        pass over the unit's rows)."""
+        if not self._shortest_unit:
+            q = self.period
+            seen = np.zeros(q + 1, dtype=bool)
+            seen[0] = True
+            frontier = seen.copy()
+            length = 0
+            while not frontier[q] and frontier.any():
+                targets = self.step[frontier[:q]]
+                reached = np.zeros(q + 1, dtype=bool)
+                reached[targets[targets >= 0]] = True
+                frontier = reached & ~seen
+                seen |= reached
+                length += 1
+            self._shortest_unit = length
+        return self._shortest_unit
 
     is_empty = False
     """A counted repeat accepts ``minimum`` units at least."""

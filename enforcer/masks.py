@@ -472,12 +472,13 @@ _WINDOWS: LRU[DFA] = LRU(8)
 
 def counted_window(index: TokenIndex, counted: CountedDFA, state: int) -> tuple[DFA, int]:
     """A table that reads every token from one of its states exactly as ``counted`` does from
-    ``state``: a token of ``L`` bytes (``index.max_length`` at most) completes ``L`` units at
-    most, so ``L + 1`` units of the repeat (or all of them, when fewer) are enough, entered
-    where as many units are left as from ``state`` (or ``L + 1``). One table per unit and
-    vocabulary length (``(L + 1) * q`` rows: ~2.6 MB for 128 bytes and a JSON character),
-    kept for the 8 most recent; its masks are shared by every counted repeat of that unit."""
-    copies = min(counted.maximum, index.max_length + 1)
+    ``state``: a token of ``L`` bytes (``index.max_length`` at most) completes at most
+    ``c = 1 + (L - 1) // m`` units of ``m`` bytes or more (the first may be under way), so
+    ``c + 1`` units of the repeat (or all of them, when fewer) are enough, entered where as many
+    units are left as from ``state`` (or ``c + 1``). One table per unit and vocabulary length
+    (``(c + 1) * q`` rows: ~2.6 MB for 128 bytes and a JSON character, ``m = 1``), kept for the
+    8 most recent; its masks are shared by every counted repeat of that unit."""
+    copies = min(counted.maximum, 2 + (index.max_length - 1) // counted.shortest_unit)
     key = (counted.unit.content_key, copies)
     window = _WINDOWS.get(key)
     if window is None:
