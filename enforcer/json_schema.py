@@ -2894,13 +2894,13 @@ class SchemaCompiler:
                 or unit.block_states or self._left_to_item_memory(schema):
             return None
         try:
-            with self._eager(pointer, "maxItems"):
-                dfa = compile_node(unit, COUNTED_UNIT_MAX_STATES)
-            if dfa.is_empty or dfa.accepting[0] or (dfa.transitions[dfa.accepting] >= 0).any():
-                return None  # not a prefix-free unit (an item that a longer item extends: a number)
-        except SchemaTooComplexError:
+            dfa = compile_node(unit, COUNTED_UNIT_MAX_STATES)
+        except SchemaTooComplexError:  # its table is too large (or the eager budget is spent): copies
             return None
-        counted = CountedDFA(dfa, low, high) if after_prefix else CountedDFA(dfa, max(low - 1, 0), high - 1)
+        try:
+            counted = CountedDFA(dfa, low, high) if after_prefix else CountedDFA(dfa, max(low - 1, 0), high - 1)
+        except ValueError:  # not a prefix-free unit: an item that a longer item extends (a number)
+            return None
         if counted.num_states > MAX_LEVEL_BLOCK_STATES and self._knots and self._reference_cycle():
             return None  # a recursion's level may hold it, copied at each expansion: too large there
         node: Node = Embedded(counted)
