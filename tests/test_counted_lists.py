@@ -15,7 +15,7 @@ from enforcer.automaton import CountedDFA
 from enforcer.json_schema import SchemaOptions
 from enforcer.matcher import compile_schema_dfa
 
-from test_masks import assert_table_matches_reference, make_encoder
+from test_masks import assert_table_matches_reference, make_encoder, teacher_forced_masks
 
 HEX = {"type": "string", "pattern": "^[A-Fa-f0-9]{6}$"}
 
@@ -75,18 +75,7 @@ def test_counted_and_copied_lists_give_the_same_masks(monkeypatch, kimi_tokenize
         compiled = compile_json_schema(schema, kimi_vocab)
         # the unit's shortest writing (',"' six digits '"') bounds the units a token completes
         assert [block.shortest_unit for block in _counted_blocks(compiled.dfa)] == ([9] if counted else [])
-        per_stream = []
-        for ids in streams:
-            matcher = compiled.matcher()
-            bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
-            rows = []
-            for token in ids:
-                matcher.fill_bitmask(bitmask)
-                rows.append(bitmask[0].copy())
-                assert matcher.accept_token(token)
-            assert matcher.is_accepting()
-            per_stream.append(rows)
-        masks.append(per_stream)
+        masks.append(teacher_forced_masks(compiled, kimi_vocab, streams))
         if counted:
             assert assert_table_matches_reference(compiled.masks) > 0
     for counted_rows, copied_rows in zip(*masks):

@@ -14,7 +14,7 @@ from enforcer import SchemaTooComplexError, automaton, clear_cache, compile_json
 from enforcer.automaton import DFA, CountedDFA, CountedProduct, Embedded, LazyDFA, _Determiniser, compile_node
 from enforcer.json_schema import SchemaCompiler, SchemaOptions, _string_char_dfa
 
-from test_masks import assert_table_matches_reference, make_encoder, random_walk
+from test_masks import assert_table_matches_reference, make_encoder, random_walk, teacher_forced_masks
 
 
 def _content(pattern: str, raw: bool) -> DFA:
@@ -165,17 +165,7 @@ def test_lazy_and_whole_products_give_the_same_masks(monkeypatch, kimi_tokenizer
         clear_cache()
         compiled = compile_json_schema(schema, kimi_vocab)
         assert any(isinstance(b.dfa, CountedProduct) for b in _blocks(compiled)) != eager
-        per_stream = []
-        for ids in streams:
-            matcher = compiled.matcher()
-            bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
-            rows = []
-            for token in ids:
-                matcher.fill_bitmask(bitmask)
-                rows.append(bitmask[0].copy())
-                assert matcher.accept_token(token)
-            per_stream.append(rows)
-        masks.append(per_stream)
+        masks.append(teacher_forced_masks(compiled, kimi_vocab, streams))
     for lazy_rows, whole_rows in zip(*masks):
         assert all(np.array_equal(a, b) for a, b in zip(lazy_rows, whole_rows))
 

@@ -183,6 +183,23 @@ def random_walk(matcher, vocab, rng: random.Random, steps: int) -> None:
         assert matcher.accept_token(token)
 
 
+def teacher_forced_masks(compiled, vocab, streams: list[list[int]]) -> list[list[np.ndarray]]:
+    """The bitmask a new matcher of ``compiled`` fills before each token of each stream (each
+    token accepted), per stream; every stream ends where a value is complete."""
+    per_stream = []
+    for ids in streams:
+        matcher = compiled.matcher()
+        bitmask = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
+        rows = []
+        for token in ids:
+            matcher.fill_bitmask(bitmask)
+            rows.append(bitmask[0].copy())
+            assert matcher.accept_token(token)
+        assert matcher.is_accepting()
+        per_stream.append(rows)
+    return per_stream
+
+
 BOUNDED = [
     {"type": "string", "maxLength": 1},
     {"type": "string", "minLength": 2, "maxLength": 7},
