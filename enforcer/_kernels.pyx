@@ -2144,7 +2144,8 @@ cdef struct _Acyclic:
 
 
 cdef int32_t _acyclic_state(_Acyclic* a) except -1:
-    a.states = <_AcyclicState*>_grow(a.states, &a.states_cap, a.n_states + 1, sizeof(_AcyclicState))
+    if a.n_states == a.states_cap:
+        a.states = <_AcyclicState*>_grow(a.states, &a.states_cap, a.n_states + 1, sizeof(_AcyclicState))
     a.states[a.n_states].final = 0
     a.states[a.n_states].head = a.states[a.n_states].tail = -1
     a.n_states += 1
@@ -2154,7 +2155,8 @@ cdef int32_t _acyclic_state(_Acyclic* a) except -1:
 cdef int32_t _acyclic_edge(_Acyclic* a, int32_t parent, int32_t symbol, int32_t child) except -1:
     """A child edge appended to ``parent``'s (after its others)."""
     cdef int32_t e = <int32_t>a.n_edges
-    a.edges = <_AcyclicEdge*>_grow(a.edges, &a.edges_cap, a.n_edges + 1, sizeof(_AcyclicEdge))
+    if a.n_edges == a.edges_cap:
+        a.edges = <_AcyclicEdge*>_grow(a.edges, &a.edges_cap, a.n_edges + 1, sizeof(_AcyclicEdge))
     a.edges[e].symbol = symbol
     a.edges[e].child = child
     a.edges[e].next = -1
@@ -2277,7 +2279,8 @@ def minimal_acyclic(list sequences):
             for k in range(shared, length):
                 new = _acyclic_state(&a)
                 e = _acyclic_edge(&a, state, seq[k], new)
-                a.path = <_AcyclicStep*>_grow(a.path, &a.path_cap, a.path_len + 1, sizeof(_AcyclicStep))
+                if a.path_len == a.path_cap:
+                    a.path = <_AcyclicStep*>_grow(a.path, &a.path_cap, a.path_len + 1, sizeof(_AcyclicStep))
                 a.path[a.path_len].edge = e
                 a.path[a.path_len].child = new
                 a.path_len += 1
