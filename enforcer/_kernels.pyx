@@ -163,7 +163,9 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
     ``b`` possibly dead (-1). Returns (table, first states, second states), one row per pair in
     the order found, or None past ``max_states`` pairs. Cost: one hash probe per live byte
     whose pair differs from the previous live byte's (a row is mostly runs of one target). The
-    table grows in one buffer (``realloc``) that becomes the returned array, not a copy."""
+    table grows in one buffer (``realloc``) that becomes the returned array, not a copy; each
+    row is written when its pair is found, so memory follows the pairs, not the capacity
+    (which doubles: filled ahead, a 175,000-pair product held 262,144 rows, 80 MB more)."""
     cdef Py_ssize_t nb1 = b.shape[0] + 1
     cdef Py_ssize_t capacity = 1024, rows = 64, n = 1, i = 0, h, k
     cdef int byte
@@ -183,7 +185,7 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
     cdef int32_t* table = <int32_t*>malloc(rows * 256 * sizeof(int32_t))
     if table == NULL:
         raise MemoryError()
-    memset(table, 0xFF, rows * 256 * sizeof(int32_t))  # every entry -1 (dead)
+    memset(table, 0xFF, 256 * sizeof(int32_t))  # a row is all -1 (dead) from its state's creation on
     first[0] = 0
     second[0] = 0 if b.shape[0] else -1
     key = second[0] + 1
@@ -219,12 +221,12 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
                         grown = <int32_t*>realloc(table, 2 * rows * 256 * sizeof(int32_t))
                         if grown == NULL:
                             raise MemoryError()
-                        table = grown
-                        memset(table + rows * 256, 0xFF, rows * 256 * sizeof(int32_t))
+                        table = grown  # the new rows are set as their states are made: untouched until then
                         rows *= 2
                         first_arr = np.concatenate([first_arr, np.empty(rows - n, dtype=np.int32)])
                         second_arr = np.concatenate([second_arr, np.empty(rows - n, dtype=np.int32)])
                         first, second = first_arr, second_arr
+                    memset(table + n * 256, 0xFF, 256 * sizeof(int32_t))
                     first[n] = ta
                     second[n] = tb
                     n += 1
