@@ -2390,7 +2390,7 @@ class SchemaCompiler:
                 # o39168's compile 17.9 -> 7.1 ms). Not where a knot's level may hold them: an
                 # embedded automaton is one block there, written values are copied at each
                 # expansion (o39217 compiled so, and its automaton grew 0.7 MB per state decoded)
-                constant_types = sorted({_constant_type(v) for v in values})
+                constant_types = sorted({_type_of(v) for v in values})
                 equal_typed = merge(rest, {"type": constant_types})
                 other_typed = merge(rest, {"type": [t for t in TYPES if t not in constant_types]})
                 split = isinstance(equal_typed, dict) and isinstance(other_typed, dict) \
@@ -4091,11 +4091,6 @@ def _type_of(value: Any) -> str:
     if isinstance(value, list):
         return "array"
     return "object"
-
-
-def _constant_type(value: str | bool | None) -> str:
-    """The JSON type of a string, boolean or null constant."""
-    return "string" if isinstance(value, str) else "boolean" if isinstance(value, bool) else "null"
 
 
 def declared_types(schema: dict) -> set[str]:
