@@ -2387,9 +2387,10 @@ class SchemaCompiler:
                     return self._negated_constants[key]
                 # values of other types never equal a constant: compiled as they are, not built
                 # whole (a value of any type but `true`: ~1,600 states per depth; Github_medium
-                # o39168's compile 17.9 -> 7.1 ms). Not where a knot's level may hold them: an
-                # embedded automaton is one block there, written values are copied at each
-                # expansion (o39217 compiled so, and its automaton grew 0.7 MB per state decoded)
+                # o39168's compile 17.9 -> 7.1 ms). Not where recursion is knotted: there
+                # Github_medium o39217, refused over the eager budget otherwise, would compile
+                # into an automaton of 0.7 MB per state decoded (subsets of its levels; its
+                # instances stopped on the decode budget), with its other types inline or shared
                 constant_types = sorted({_type_of(v) for v in values})
                 equal_typed = merge(rest, {"type": constant_types})
                 other_typed = merge(rest, {"type": [t for t in TYPES if t not in constant_types]})
