@@ -92,8 +92,9 @@ def test_keyword_against_oracle(schema):
 def test_a_negated_constant_builds_whole_only_the_values_of_its_type(schema, monkeypatch):
     """Beside ``not: {const}`` (an ``if`` on a constant fails that way), the values of other
     types never equal it: they stay as compiled, and only the constant's type is built whole
-    and subtracted from (Github_medium o39217 built a value of any type but ``true``, 5,400
-    states, 45 times, and was refused over the eager budget). Exact against the oracle."""
+    and subtracted from (a value of any type but ``true``: 1,565 states here; Github_medium
+    o39168 compiled in 17.9 ms, now 7.1). Where recursion is knotted it is built whole as
+    before. Exact against the oracle."""
     built: list[int] = []
     original = json_schema.compile_node
 
