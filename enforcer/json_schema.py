@@ -69,7 +69,7 @@ REFUSAL_REASONS = {
     "uniqueItems": "an automaton cannot remember the items written; a matcher's item memory takes arrays of strings "
                    "whose place alone says their items must differ (JSON mode, and tool formats with JSON arguments)",
 }
-_WALKED_KEYWORDS = frozenset({"$dynamicRef", *ALWAYS_REFUSED})
+_WALKED_KEYWORDS = frozenset({"$ref", "$dynamicRef", *ALWAYS_REFUSED})
 """Keywords whose presence anywhere in the documents a compiler looks up once, at its start."""
 _TRANSFORMED_FIRST = ("unevaluatedProperties", "unevaluatedItems")
 """Keywords that make ``_value`` rewrite a schema before checking its keywords (as dependent
@@ -764,6 +764,8 @@ class SchemaCompiler:
         documents' values (object members, array items) and each ``$ref`` to what it names, each
         value and reference visited once; a cycle there takes a reference (values alone form a
         tree), so it is a reference that leads back to itself."""
+        if self._cyclic is None and "$ref" not in self.keywords_present:
+            self._cyclic = False  # no reference anywhere: no walk
         if self._cyclic is None:
             on_path, done = 1, 2
             state: dict[int, int] = {}

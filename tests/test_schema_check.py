@@ -244,3 +244,27 @@ def test_a_document_in_memory_gets_the_verdict_of_its_json(schema):
     else:
         with pytest.raises(InvalidSchemaError):
             check_schema(schema)
+
+
+class _NoWalk(dict):
+    """A schema object whose members must not be read (a walk over it fails the test)."""
+
+    def values(self):  # type: ignore[override]
+        raise AssertionError("the document was walked")
+
+
+@pytest.mark.parametrize("schema, cyclic", [
+    ({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}, False),
+    ({"type": "object", "properties": {"$ref": {"type": "string"}}}, False),  # a key named $ref: walked
+    ({"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}, True),
+])
+def test_a_reference_cycle_is_looked_for_only_where_a_reference_is_written(schema, cyclic):
+    """Whether a ``$ref`` leads back to itself decides how recursion is built; a document
+    without one has no cycle, known from the keywords the compile looks up once, without a
+    second walk of the document (a compile's sub-values of 500 NFA states or more ask)."""
+    compiler = SchemaCompiler(schema, SchemaOptions())
+    assert compiler._reference_cycle() is cyclic
+    if "$ref" not in str(schema):
+        compiler = SchemaCompiler(schema, SchemaOptions())
+        compiler.root = _NoWalk(schema)
+        assert compiler._reference_cycle() is False
