@@ -753,9 +753,14 @@ class SchemaCompiler:
         # where recursion can happen every large sub-value is a share at its first use too: a
         # knot's or share's level is copied at each expansion, so it holds placeholders, not
         # large copies
-        if self._knots and node.nfa_states >= SHARED_MIN_STATES and self._reference_cycle():
+        if node.nfa_states >= SHARED_MIN_STATES and self._knot_levels_possible():
             return self._repeated(node)
         return node
+
+    def _knot_levels_possible(self) -> bool:
+        """Whether what is built now may sit in a knot's level, which is copied at each expansion
+        (knots are on and a ``$ref`` can lead back to itself)."""
+        return self._knots and self._reference_cycle()
 
     def _reference_cycle(self) -> bool:
         """Whether a ``$ref`` of the document can lead back to itself (a superset: references
@@ -2397,7 +2402,7 @@ class SchemaCompiler:
                 equal_typed = merge(rest, {"type": constant_types})
                 other_typed = merge(rest, {"type": [t for t in TYPES if t not in constant_types]})
                 split = isinstance(equal_typed, dict) and isinstance(other_typed, dict) \
-                    and bool(declared_types(other_typed)) and not (self._knots and self._reference_cycle())
+                    and bool(declared_types(other_typed)) and not self._knot_levels_possible()
                 with self._eager(pointer, "not"):
                     base = compile_node(self.value(equal_typed if split else rest, pointer, depth, refs),
                                         self.options.max_states)
@@ -2917,7 +2922,7 @@ class SchemaCompiler:
             counted = CountedDFA(dfa, low, high) if after_prefix else CountedDFA(dfa, max(low - 1, 0), high - 1)
         except ValueError:  # not a prefix-free unit: an item that a longer item extends (a number)
             return None
-        if counted.num_states > MAX_LEVEL_BLOCK_STATES and self._knots and self._reference_cycle():
+        if counted.num_states > MAX_LEVEL_BLOCK_STATES and self._knot_levels_possible():
             return None  # a recursion's level may hold it, copied at each expansion: too large there
         node: Node = Embedded(counted)
         if not after_prefix:  # the first item, then the rest counted
