@@ -156,21 +156,28 @@ cdef inline Py_ssize_t _slot(const int64_t[::1] keys, int64_t key, Py_ssize_t ma
     return h
 
 
-def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_other_dead, Py_ssize_t max_states):
+def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, const uint8_t[::1] column_a,
+                const uint8_t[::1] column_b, bint keep_other_dead, Py_ssize_t max_states):
     """Pairs of states of DFA tables ``a`` and ``b`` reached by the same strings, breadth first
-    from (0, 0) (from (0, -1) when ``b`` has no state), bytes in increasing order: intersection
-    follows bytes both tables accept, difference (``keep_other_dead``) every byte ``a`` accepts,
-    ``b`` possibly dead (-1). Returns (table, first states, second states), one row per pair in
-    the order found, or None past ``max_states`` pairs. Cost: one hash probe per live byte
-    whose pair differs from the previous live byte's (a row is mostly runs of one target). The
-    table grows in one buffer (``realloc``) that becomes the returned array, not a copy; each
-    row is written when its pair is found, so memory follows the pairs, not the capacity
-    (which doubles: filled ahead, a 175,000-pair product held 262,144 rows, 80 MB more)."""
-    cdef Py_ssize_t nb1 = b.shape[0] + 1
-    cdef Py_ssize_t capacity = 1024, rows = 64, n = 1, i = 0, h, k
-    cdef int byte
+    from (0, 0) (from (0, -1) when ``b`` has no state): intersection follows the columns both
+    tables accept, difference (``keep_other_dead``) every column ``a`` accepts, ``b`` possibly
+    dead (-1). The product reads ``w`` joint columns: its column ``j`` is column
+    ``column_a[j]`` of ``a`` and ``column_b[j]`` of ``b`` (the byte classes of both, numbered by
+    their first byte: pairs are then found in the same order as byte by byte). Returns (table
+    int32[pairs, w], first states, second states), one row per pair in the order found, or
+    None past ``max_states`` pairs. Cost: one hash probe per live column whose pair differs
+    from the previous live column's. The table grows in one buffer (``realloc``) that becomes
+    the returned array, not a copy; each row is written when its pair is found, so memory
+    follows the pairs, not the capacity."""
+    cdef Py_ssize_t nb1 = b.shape[0] + 1, w = column_a.shape[0]
+    cdef Py_ssize_t capacity = 1024, rows = 64, n = 1, i = 0, h, k, j
     cdef int32_t sa, sb, ta, tb, target, last_target = -1
     cdef int64_t key, last_key = -1
+    if column_b.shape[0] != w or w == 0 or w > 256:
+        raise ValueError("one column of each table per joint column, 1 to 256 of them")
+    for j in range(w):
+        if column_a[j] >= a.shape[1] or (b.shape[0] and column_b[j] >= b.shape[1]):
+            raise ValueError("a joint column names a column outside its table")
     keys_arr = np.full(capacity, -1, dtype=np.int64)
     values_arr = np.empty(capacity, dtype=np.int32)
     first_arr = np.empty(rows, dtype=np.int32)
@@ -182,10 +189,10 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
     cdef int64_t[::1] old_keys
     cdef int32_t[::1] old_values
     cdef int32_t* grown
-    cdef int32_t* table = <int32_t*>malloc(rows * 256 * sizeof(int32_t))
+    cdef int32_t* table = <int32_t*>malloc(rows * w * sizeof(int32_t))
     if table == NULL:
         raise MemoryError()
-    memset(table, 0xFF, 256 * sizeof(int32_t))  # a row is all -1 (dead) from its state's creation on
+    memset(table, 0xFF, w * sizeof(int32_t))  # a row is all -1 (dead) from its state's creation on
     first[0] = 0
     second[0] = 0 if b.shape[0] else -1
     key = second[0] + 1
@@ -196,16 +203,16 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
         while i < n:
             sa = first[i]
             sb = second[i]
-            for byte in range(256):
-                ta = a[sa, byte]
+            for j in range(w):
+                ta = a[sa, column_a[j]]
                 if ta < 0:
                     continue
-                tb = b[sb, byte] if sb >= 0 else -1
+                tb = b[sb, column_b[j]] if sb >= 0 else -1
                 if tb < 0 and not keep_other_dead:
                     continue
                 key = <int64_t>ta * nb1 + tb + 1
                 if key == last_key:
-                    table[i * 256 + byte] = last_target
+                    table[i * w + j] = last_target
                     continue
                 h = _slot(keys, key, capacity - 1)
                 if keys[h] == key:
@@ -218,7 +225,7 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
                     keys[h] = key
                     values[h] = target
                     if n == rows:
-                        grown = <int32_t*>realloc(table, 2 * rows * 256 * sizeof(int32_t))
+                        grown = <int32_t*>realloc(table, 2 * rows * w * sizeof(int32_t))
                         if grown == NULL:
                             raise MemoryError()
                         table = grown  # the new rows are set as their states are made: untouched until then
@@ -226,7 +233,7 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
                         first_arr = np.concatenate([first_arr, np.empty(rows - n, dtype=np.int32)])
                         second_arr = np.concatenate([second_arr, np.empty(rows - n, dtype=np.int32)])
                         first, second = first_arr, second_arr
-                    memset(table + n * 256, 0xFF, 256 * sizeof(int32_t))
+                    memset(table + n * w, 0xFF, w * sizeof(int32_t))
                     first[n] = ta
                     second[n] = tb
                     n += 1
@@ -241,14 +248,69 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, bint keep_othe
                                 h = _slot(keys, old_keys[k], capacity - 1)
                                 keys[h] = old_keys[k]
                                 values[h] = old_values[k]
-                table[i * 256 + byte] = target
+                table[i * w + j] = target
                 last_key = key
                 last_target = target
             i += 1
     except BaseException:
         free(table)
         raise
-    return _int32_table(table, n * 256, 256), first_arr[:n], second_arr[:n]
+    return _int32_table(table, n * w, w), first_arr[:n], second_arr[:n]
+
+
+def column_classes(const int32_t[:, ::1] table):
+    """The distinct columns of ``table`` (int32[n, w]): ``(class of each column, int32[w],
+    numbered by first appearance; the distinct columns, int32[n, k], in that order)``, the
+    second ``table``'s own array when its columns are all distinct already. Columns are hashed
+    in one pass over the rows, grouped by hash and checked exactly in a second (a 64-bit
+    collision of unequal columns, never observed, leaves them apart: a finer partition, as
+    correct). Cost: two or three passes over the table."""
+    cdef Py_ssize_t n = table.shape[0], w = table.shape[1], s, c, k, num = 0
+    cdef uint64_t[256] hashes
+    cdef int32_t[256] first_of  # per column, the first column with its hash
+    cdef int32_t[512] slots
+    cdef uint64_t h
+    if w > 256:
+        raise ValueError("at most 256 columns")
+    of_arr = np.empty(w, dtype=np.int32)
+    cdef int32_t[::1] of = of_arr
+    cdef int32_t[256] kept  # per class, its first column
+    with nogil:
+        for c in range(w):
+            hashes[c] = 0xCBF29CE484222325ULL
+        for s in range(n):
+            for c in range(w):
+                hashes[c] = (hashes[c] ^ <uint64_t>(table[s, c] + 2)) * 0x100000001B3ULL
+        for k in range(512):
+            slots[k] = -1
+        for c in range(w):  # the first column of each hash, through an open-addressing table
+            k = <Py_ssize_t>((hashes[c] ^ (hashes[c] >> 32)) & 511)
+            while slots[k] >= 0 and hashes[slots[k]] != hashes[c]:
+                k = (k + 1) & 511
+            if slots[k] < 0:
+                slots[k] = <int32_t>c
+            first_of[c] = slots[k]
+        # exactly: a column equal in hash but not in entries keeps its own class
+        for s in range(n):
+            for c in range(w):
+                if first_of[c] != c and table[s, c] != table[s, first_of[c]]:
+                    first_of[c] = <int32_t>c
+        for c in range(w):
+            if first_of[c] == c:
+                kept[num] = <int32_t>c
+                of[c] = <int32_t>num
+                num += 1
+            else:
+                of[c] = of[first_of[c]]
+    if num == w:
+        return of_arr, table.base if table.base is not None else np.asarray(table)
+    out_arr = np.empty((n, num), dtype=np.int32)
+    cdef int32_t[:, ::1] out = out_arr
+    with nogil:
+        for s in range(n):
+            for k in range(num):
+                out[s, k] = table[s, kept[k]]
+    return of_arr, out_arr
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,8 +435,11 @@ cdef class SubsetConstruction:
     cdef const int32_t** block_table
     cdef const uint8_t** block_acc
     cdef const uint8_t** block_live  # per state, whether it can still end (NULL: every state)
+    cdef const uint8_t** block_classes  # a compact table's column per byte (NULL: a row is 256 entries)
+    cdef int16_t** block_runs  # with classes: the byte ranges of one class, [count, (first byte, class) * count]
+    cdef int32_t* block_width  # entries per row of the block's table
     cdef int32_t* block_last  # the first state of a periodic block's last copy, which reads nothing
-    cdef int32_t trimmed_row[256]  # a flagged block's row without the targets that cannot end
+    cdef int32_t scratch_row[256]  # a compact block's row spread to 256 bytes, or a flagged block's trimmed
     cdef int32_t* block_level  # a placeholder block's level record (-1: a DFA block)
     cdef Py_ssize_t blocks_cap
     cdef list expanded  # (first state, template) per expansion whose level holds blocks
@@ -437,6 +502,9 @@ cdef class SubsetConstruction:
         self.block_table = NULL
         self.block_acc = NULL
         self.block_live = NULL
+        self.block_classes = NULL
+        self.block_runs = NULL
+        self.block_width = NULL
         self.block_last = NULL
         self.block_level = NULL
         self.level_continuation = NULL
@@ -467,13 +535,17 @@ cdef class SubsetConstruction:
         self.piece_items = NULL
 
     def __dealloc__(self):
+        cdef Py_ssize_t p
         free(self.block_base); free(self.block_end)
         free(self.block_period); free(self.block_size); free(<void*>self.block_table); free(<void*>self.block_acc)
-        free(<void*>self.block_live); free(self.block_last); free(self.block_level)
+        if self.block_runs != NULL:
+            for p in range(self.n_blocks):
+                free(self.block_runs[p])
+        free(<void*>self.block_live); free(<void*>self.block_classes); free(self.block_runs); free(self.block_width)
+        free(self.block_last); free(self.block_level)
         free(self.level_continuation); free(self.level_start); free(self.level_depth); free(self.x_depth)
         free(self.x_edge_start); free(self.x_eps_start); free(self.x_keep); free(self.x_level)
         free(self.x_edge_lo); free(self.x_edge_hi); free(self.x_edge_dst); free(self.x_eps_dst)
-        cdef Py_ssize_t p
         if self.pages != NULL:
             for p in range(self.page_slots):
                 free(self.pages[p])
@@ -488,9 +560,10 @@ cdef class SubsetConstruction:
                  const uint8_t[::1] important, list blocks, list levels=None, object template=None):
         """``important``: the states a subset keeps among those with slices, ``0..r-1`` where
         ``r = len(edge_start) - 1`` (uint8[r]; the others pass epsilon edges on only; block
-        states after ``r`` are all kept). ``blocks``: (base, rows int32[m, 256], accepting
-        uint8[size], period, live, end) per embedded automaton: with period 0 the rows are the
-        table (``m = size``); with period ``q`` they are ``q`` slot rows repeated per copy (a
+        states after ``r`` are all kept). ``blocks``: (base, rows int32[m, w], classes, accepting
+        uint8[size], period, live, end) per embedded automaton, ``classes`` the column of each
+        byte (uint8[256]; empty when ``w`` is 256 and byte ``b`` is column ``b``): with period 0
+        the rows are the table (``m = size``); with period ``q`` they are ``q`` slot rows repeated per copy (a
         counted repeat's unit, a counted product's slots: targets ``j`` within the copy, ``q + j``
         in the next), state ``k * q + j`` reading row ``j`` shifted by ``k * q``, the last copy
         (``k * q >= size - 1``) reading nothing, and with ``live`` (uint8[size], or empty) a
@@ -521,7 +594,7 @@ cdef class SubsetConstruction:
         self.current_stamp = 0
         self.current_visit = 0
         for k in range(len(blocks)):
-            base, table, acc, period, live, block_end = blocks[k]
+            base, table, classes, acc, period, live, block_end = blocks[k]
             node = levels[k] if levels is not None else None
             if period == DEFERRED:
                 if node is None or template is None or table.shape[0] or acc.shape[0] != 1 or acc[0] or live.shape[0]:
@@ -533,7 +606,7 @@ cdef class SubsetConstruction:
             if self.n_regular < n and base != (self.n_regular if k == 0 else
                                                self.block_base[k - 1] + self.block_size[k - 1]):
                 raise ValueError("blocks after the sliced states must follow them one after another")
-            self._add_block(base, table, acc, period, live, block_end,
+            self._add_block(base, table, classes, acc, period, live, block_end,
                             self._new_level(node, block_end, 1) if period == DEFERRED else -1)
         if self.n_regular < n and (not self.n_blocks or self.block_base[self.n_blocks - 1]
                                    + self.block_size[self.n_blocks - 1] != n):
@@ -553,14 +626,24 @@ cdef class SubsetConstruction:
             self.gather[k] = first[k]
         self._intern(count, -1)
 
-    cdef int _add_block(self, int32_t base, const int32_t[:, ::1] table, const uint8_t[::1] acc, int32_t period,
-                        const uint8_t[::1] live, int32_t block_end, int32_t level) except -1:
+    cdef int _add_block(self, int32_t base, const int32_t[:, ::1] table, const uint8_t[::1] classes,
+                        const uint8_t[::1] acc, int32_t period, const uint8_t[::1] live, int32_t block_end,
+                        int32_t level) except -1:
         """Append a block past the others (``base`` above theirs) whose rows the caller keeps
         alive (:attr:`keep`, a template); ``level``: its level record when a placeholder."""
-        cdef Py_ssize_t k = self.n_blocks, cap
+        cdef Py_ssize_t k = self.n_blocks, cap, b
+        cdef int16_t* runs
         if period != DEFERRED and (period < 0 or table.shape[0] != (period if period else acc.shape[0])
                                    or acc.shape[0] < 1 or live.shape[0] not in (0, acc.shape[0])):
             raise ValueError("a block's rows do not match its size and period")
+        if classes.shape[0]:
+            if classes.shape[0] != 256 or period != 0:
+                raise ValueError("a block with classes is a table (period 0) with one class per byte")
+            for b in range(256):
+                if classes[b] >= table.shape[1]:
+                    raise ValueError("a block's byte classes must name columns of its table")
+        elif table.shape[0] and table.shape[1] != 256:
+            raise ValueError("a block's rows without classes have 256 entries")
         if k + 1 > self.blocks_cap:
             cap = self.blocks_cap
             self.block_base = <int32_t*>_grow(self.block_base, &cap, k + 1, sizeof(int32_t))
@@ -577,12 +660,32 @@ cdef class SubsetConstruction:
             cap = self.blocks_cap
             self.block_live = <const uint8_t**>_grow(<void*>self.block_live, &cap, k + 1, sizeof(uint8_t*))
             cap = self.blocks_cap
+            self.block_classes = <const uint8_t**>_grow(<void*>self.block_classes, &cap, k + 1, sizeof(uint8_t*))
+            cap = self.blocks_cap
+            self.block_runs = <int16_t**>_grow(<void*>self.block_runs, &cap, k + 1, sizeof(int16_t*))
+            cap = self.blocks_cap
+            self.block_width = <int32_t*>_grow(self.block_width, &cap, k + 1, sizeof(int32_t))
+            cap = self.blocks_cap
             self.block_last = <int32_t*>_grow(self.block_last, &cap, k + 1, sizeof(int32_t))
             cap = self.blocks_cap
             self.block_level = <int32_t*>_grow(self.block_level, &cap, k + 1, sizeof(int32_t))
             self.blocks_cap = cap
         self.block_level[k] = level
         self.block_live[k] = &live[0] if live.shape[0] else NULL
+        self.block_classes[k] = &classes[0] if classes.shape[0] else NULL
+        self.block_runs[k] = NULL
+        if classes.shape[0]:
+            self.block_runs[k] = <int16_t*>malloc((1 + 2 * 256) * sizeof(int16_t))
+            if self.block_runs[k] == NULL:
+                raise MemoryError()
+            runs = self.block_runs[k]
+            runs[0] = 0
+            for b in range(256):
+                if b == 0 or classes[b] != classes[b - 1]:
+                    runs[1 + 2 * runs[0]] = <int16_t>b
+                    runs[2 + 2 * runs[0]] = classes[b]
+                    runs[0] += 1
+        self.block_width[k] = <int32_t>table.shape[1]
         self.block_last[k] = <int32_t>((acc.shape[0] - 1) // period * period) if period > 0 else 0
         self.block_base[k] = base
         self.block_end[k] = block_end
@@ -607,19 +710,23 @@ cdef class SubsetConstruction:
             return -1
         return <int32_t>(lo - 1)
 
-    cdef inline const int32_t* _block_row(self, int32_t blk, int32_t local, int32_t* shift) noexcept nogil:
+    cdef inline const int32_t* _block_row(self, int32_t blk, int32_t local, int32_t* shift,
+                                          const uint8_t** classes) noexcept nogil:
         """The row of state ``local`` of block ``blk``, its targets to be shifted by ``shift``
-        (NULL: a periodic block's last copy, which reads nothing). A flagged block's row is
-        written to ``trimmed_row`` (valid until the next call)."""
+        (NULL: a periodic block's last copy, which reads nothing), read through ``classes``
+        (byte ``b``'s entry is ``row[classes[b]]``; NULL: ``row[b]``). A flagged block's row is
+        written to ``scratch_row`` (valid until the next call)."""
         cdef int32_t period = self.block_period[blk]
         cdef const int32_t* row
         cdef const uint8_t* live
         cdef int32_t t, b
+        classes[0] = NULL
         if period == DEFERRED:
             return NULL
         if period == 0:
             shift[0] = 0
-            return self.block_table[blk] + <Py_ssize_t>local * 256
+            classes[0] = self.block_classes[blk]
+            return self.block_table[blk] + <Py_ssize_t>local * self.block_width[blk]
         if local >= self.block_last[blk]:
             return NULL
         shift[0] = local - local % period
@@ -631,8 +738,8 @@ cdef class SubsetConstruction:
             t = row[b]
             if t >= 0 and not live[shift[0] + t]:
                 t = -1
-            self.trimmed_row[b] = t
-        return self.trimmed_row
+            self.scratch_row[b] = t
+        return self.scratch_row
 
     cdef inline _StatePage* _page(self, int32_t s) except NULL:
         """The scratch page of NFA state ``s``, made (zeroed) the first time one of its states
@@ -815,8 +922,9 @@ cdef class SubsetConstruction:
             self.x_level[x0 + placeholder.state] = self._new_level(
                 placeholder.node, <int32_t>(base + placeholder.continuation), self.level_depth[level] + 1)
         if template.kernel_blocks:  # its embedded automata stay blocks (rows held by the template)
-            for t_base, table, acc, period, live, t_end in template.kernel_blocks:
-                self._add_block(<int32_t>(base + t_base), table, acc, period, live, <int32_t>(base + t_end), -1)
+            for t_base, table, classes, acc, period, live, t_end in template.kernel_blocks:
+                self._add_block(<int32_t>(base + t_base), table, classes, acc, period, live, <int32_t>(base + t_end),
+                                -1)
             self.expanded.append((base, template))
         self.level_start[level] = <int32_t>(base + start)
         return <int32_t>(base + start)
@@ -978,16 +1086,17 @@ cdef class SubsetConstruction:
         cdef Py_ssize_t m = self.set_len[i], k, b
         cdef int32_t s, blk, shift
         cdef const int32_t* trow
+        cdef const uint8_t* classes
         inside = []
         for k in range(m):
             s = members[k]
             blk = self._block_index(s)
             if blk < 0:
                 continue
-            trow = self._block_row(blk, s - self.block_base[blk], &shift)
+            trow = self._block_row(blk, s - self.block_base[blk], &shift, &classes)
             if trow == NULL:
                 continue
-            for b in range(256):
+            for b in range(256 if classes == NULL else self.block_width[blk]):
                 if trow[b] >= 0:
                     inside.append(s)
                     break
@@ -1013,14 +1122,22 @@ cdef class SubsetConstruction:
 
     def table(self, Py_ssize_t max_states):
         """Every row, breadth first from state 0 (creating the states as found; for a fresh
-        construction, whose rows :meth:`row` has not built): int32[states, 256], or None when a
-        new state would pass ``max_states`` (negative: no limit). One call instead of one per
-        row: the format automata (7,659 states for uri-reference) build in 79 ms instead of 123."""
-        cdef Py_ssize_t i = 0, cap = 64
+        construction, whose rows :meth:`row` has not built), over the byte ranges no row
+        splits: ``(int32[states, k], each byte's column uint8[256])``, or None when a new state
+        would pass ``max_states`` (negative: no limit). One call instead of one per row: the
+        format automata (7,659 states for uri-reference) build in 79 ms instead of 123. The
+        rows are built 256 entries wide and narrowed in place, in the same buffer, which
+        shrinks to the narrow table and becomes the returned array."""
+        cdef Py_ssize_t i = 0, cap = 64, b, k, w = 0
         cdef int32_t* buf = <int32_t*>malloc(cap * 256 * sizeof(int32_t))
         cdef int32_t* grown
+        cdef int32_t* row
+        cdef uint8_t[256] starts  # 1 where some row's entry differs from the byte before's
+        cdef int32_t[256] lead  # per column, its first byte
         if buf == NULL:
             raise MemoryError()
+        memset(starts, 0, sizeof(starts))
+        starts[0] = 1
         try:
             while i < self.n_sets:
                 if i == cap:
@@ -1029,14 +1146,32 @@ cdef class SubsetConstruction:
                         raise MemoryError()
                     buf = grown
                     cap *= 2
-                if self._row(i, buf + i * 256, max_states) < 0:
+                row = buf + i * 256
+                if self._row(i, row, max_states) < 0:
                     free(buf)
                     return None
+                for b in range(1, 256):  # branch-free: the compiler vectorises it
+                    starts[b] |= row[b] != row[b - 1]
                 i += 1
         except BaseException:
             free(buf)
             raise
-        return _int32_table(buf, i * 256, 256)  # the buffer itself: a copy was as large again at the peak
+        classes_arr = np.empty(256, dtype=np.uint8)
+        cdef uint8_t[::1] classes = classes_arr
+        for b in range(256):
+            if starts[b]:
+                lead[w] = <int32_t>b
+                w += 1
+            classes[b] = <uint8_t>(w - 1)
+        if w < 256:
+            for k in range(i):  # row k's columns land at or before its own entries: in place, in order
+                for b in range(w):
+                    buf[k * w + b] = buf[k * 256 + lead[b]]
+            if i:
+                grown = <int32_t*>realloc(buf, i * w * sizeof(int32_t))
+                if grown != NULL:
+                    buf = grown
+        return _int32_table(buf, i * w, w), classes_arr  # the buffer itself: a copy was as large again at the peak
 
     cdef Py_ssize_t _row(self, Py_ssize_t i, int32_t* out, Py_ssize_t max_states) except -2:
         """:meth:`row` into ``out`` (256 entries; ``i`` an existing state)."""
@@ -1046,6 +1181,9 @@ cdef class SubsetConstruction:
         cdef int64_t a, b
         cdef const int32_t* members
         cdef const int32_t* trow
+        cdef const uint8_t* classes
+        cdef const int16_t* runs
+        cdef Py_ssize_t r
         cdef const int32_t* closure
         cdef int32_t cut[258]
         cdef int32_t piece_of[257]
@@ -1069,8 +1207,21 @@ cdef class SubsetConstruction:
             blk = self._block_index(s)
             if blk >= 0:
                 local = s - self.block_base[blk]
-                trow = self._block_row(blk, local, &shift)
+                trow = self._block_row(blk, local, &shift, &classes)
                 if trow == NULL:
+                    continue
+                if classes != NULL:  # the block's byte ranges of one class, merged where targets agree
+                    runs = self.block_runs[blk]
+                    r = 0
+                    while r < runs[0]:
+                        t = trow[runs[2 + 2 * r]]
+                        lo = runs[1 + 2 * r]
+                        r += 1
+                        while r < runs[0] and trow[runs[2 + 2 * r]] == t:
+                            r += 1
+                        if t >= 0:
+                            self._add_edge(&n_edges, lo, runs[1 + 2 * r] - 1 if r < runs[0] else 255,
+                                           self.block_base[blk] + shift + t)
                     continue
                 lo = 0
                 while lo < 256:
@@ -1671,20 +1822,22 @@ cdef inline bint _same_signature(const int32_t[:, ::1] trans, const int32_t* col
 
 
 def moore_classes(const int32_t[:, ::1] trans, const uint8_t[::1] accepting):
-    """The coarsest partition of the states of ``trans`` (int32[n, 256], -1 dead) that keeps
+    """The coarsest partition of the states of ``trans`` (int32[n, w], -1 dead; ``w`` at most 256 columns) that keeps
     accepting (``accepting`` uint8[n]) and other states apart and is stable under every byte,
     as class ids numbered in order of first appearance (int32[n]). Moore's refinement over the
     distinct columns only; each round assigns every state, in order, the class of the first
     state with the same (class, successor classes), found through a hash table and checked
     exactly. The oracle of its differential test: :func:`enforcer.automaton._minimise`'s numpy
     refinement. Cost per round: states times distinct columns."""
-    cdef Py_ssize_t n = trans.shape[0], ncols = 0, s, c, k, slot, size = 1, previous, count
+    cdef Py_ssize_t n = trans.shape[0], w = trans.shape[1], ncols = 0, s, c, k, slot, size = 1, previous, count
     cdef int32_t columns[256]
     cdef uint64_t column_hash[256]
     cdef uint64_t h
     cdef bint same
     if accepting.shape[0] != n:
         raise ValueError("one accepting flag per state")
+    if w > 256:
+        raise ValueError("at most 256 columns")
     classes_arr = np.zeros(n, dtype=np.int32)
     if n == 0:
         return classes_arr
@@ -1697,7 +1850,7 @@ def moore_classes(const int32_t[:, ::1] trans, const uint8_t[::1] accepting):
     cdef int32_t[::1] table = table_arr
     with nogil:
         # bytes whose columns are equal are one column
-        for c in range(256):
+        for c in range(w):
             h = 0xCBF29CE484222325ULL
             for s in range(n):
                 h = (h ^ <uint64_t>(trans[s, c] + 2)) * 0x100000001B3ULL
@@ -1760,12 +1913,12 @@ cdef void _distinct_edges(const int32_t[:, ::1] table, const uint8_t[:, ::1] com
     """Each distinct ``(source, target)`` edge of ``table`` once per kind (across a unit's end
     where ``completes``, else within one): with ``within`` NULL counted at ``*_at[target + 1]``,
     else its source written at ``*_at[target]``, which advances (``stamp``: 2 per state)."""
-    cdef Py_ssize_t n = table.shape[0], s, b
+    cdef Py_ssize_t n = table.shape[0], w = table.shape[1], s, b
     cdef int32_t t
     cdef int offset = 1 if within == NULL else 0
     stamp[:] = -1
     for s in range(n):
-        for b in range(256):
+        for b in range(w):
             t = table[s, b]
             if t < 0:
                 continue
@@ -1874,7 +2027,7 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     0 through such states, in breadth-first visiting order from 0 (each state's distinct
     targets in increasing order): an int32 array, or None when state 0 cannot reach
     acceptance. Cost linear in the table."""
-    cdef Py_ssize_t n = table.shape[0], s, k, top, m = 0, count, head, found
+    cdef Py_ssize_t n = table.shape[0], w = table.shape[1], s, k, top, m = 0, count, head, found
     cdef int32_t t
     if n == 0:
         return None
@@ -1884,7 +2037,7 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     cdef int64_t[::1] stamp = stamp_arr
     # distinct targets per state (forward lists, ascending)
     for s in range(n):
-        for k in range(256):
+        for k in range(w):
             t = table[s, k]
             if t >= 0 and stamp[t] != s:
                 stamp[t] = s
@@ -1895,7 +2048,7 @@ def live_order(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     stamp_arr.fill(-1)
     for s in range(n):
         count = fstart[s]
-        for k in range(256):
+        for k in range(w):
             t = table[s, k]
             if t >= 0 and stamp[t] != s:
                 stamp[t] = s
@@ -1952,14 +2105,14 @@ def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, P
     """:func:`enforcer.automaton._finalise` in one call: the states of ``trans`` that are live
     (:func:`live_order`), renumbered in that order, then, for at most ``minimise_limit`` of
     them, merged into Moore's classes (:func:`moore_classes`, numbered by first appearance,
-    each class the row of its first state). Returns ``(table int32[m, 256], accepting
+    each class the row of its first state). Returns ``(table int32[m, w], accepting
     bool[m])``, or None when the start cannot reach acceptance. The same table, state for
     state, as the numpy path; a small automaton pays one call instead of a dozen numpy
     calls (a tenth of the cost at 10 states). A large table whose states all live in that
     order already (a subset construction's, untrimmed) is returned itself, not copied: its
     copy, fresh memory, took as long as the construction (~250 ms at 113,000 states).
     Cost linear in the table per refinement round."""
-    cdef Py_ssize_t n = trans.shape[0], m, k, b, c, num
+    cdef Py_ssize_t n = trans.shape[0], w = trans.shape[1], m, k, b, c, num
     cdef int32_t t
     if accepting.shape[0] != n:
         raise ValueError("one accepting flag per state")
@@ -1975,7 +2128,7 @@ def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, P
         if k == m:  # every state kept, in place (a subset construction's own order): the table as is
             return trans.base, np.asarray(accepting, dtype=np.bool_)
     remap_arr = np.full(n, -1, dtype=np.int32)
-    kept_arr = np.empty((m, 256), dtype=np.int32)
+    kept_arr = np.empty((m, w), dtype=np.int32)
     kept_acc_arr = np.empty(m, dtype=np.bool_)
     cdef int32_t[::1] remap = remap_arr
     cdef int32_t[:, ::1] kept = kept_arr
@@ -1985,7 +2138,7 @@ def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, P
             remap[order[k]] = <int32_t>k
         for k in range(m):
             kept_acc[k] = accepting[order[k]] != 0
-            for b in range(256):
+            for b in range(w):
                 t = trans[order[k], b]
                 kept[k, b] = remap[t] if t >= 0 else -1
     if m > minimise_limit:
@@ -1998,7 +2151,7 @@ def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, P
             num = classes[k] + 1
     if num == m:
         return kept_arr, kept_acc_arr
-    table_arr = np.empty((num, 256), dtype=np.int32)
+    table_arr = np.empty((num, w), dtype=np.int32)
     acc_arr = np.empty(num, dtype=np.bool_)
     cdef int32_t[:, ::1] table = table_arr
     cdef uint8_t[::1] acc = acc_arr.view(np.uint8)
@@ -2007,7 +2160,7 @@ def finalised_table(const int32_t[:, ::1] trans, const uint8_t[::1] accepting, P
         for k in range(m):  # classes appear in order: the first state of each is its row
             if classes[k] == c:
                 acc[c] = kept_acc[k]
-                for b in range(256):
+                for b in range(w):
                     t = kept[k, b]
                     table[c, b] = classes[t] if t >= 0 else -1
                 c += 1

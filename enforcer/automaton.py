@@ -29,10 +29,12 @@ from .errors import SchemaTooComplexError
 
 try:
     from ._kernels import (BLOCK_STATE_FLAG, DEFERRED_PERIOD, SubsetConstruction, ThompsonNFA, blocks_last,
-                           dfa_product, finalised_table, live_order, moore_classes, nfa_csr, reaching)
+                           column_classes, dfa_product, finalised_table, live_order, moore_classes, nfa_csr,
+                           reaching)
     from ._kernels import counted_live as _counted_live_kernel
 except ImportError:  # a source tree without the built extension: the Python walks do the work
     SubsetConstruction = ThompsonNFA = blocks_last = dfa_product = finalised_table = live_order = moore_classes = None
+    column_classes = None
     nfa_csr = reaching = _counted_live_kernel = None
     DEFERRED_PERIOD = -1
     BLOCK_STATE_FLAG = 2
@@ -1076,27 +1078,73 @@ class _Reading:
         return s >= 0 and bool(self.accepting_list[s])
 
 
+def _compact(table: np.ndarray, classes: np.ndarray | None = None) -> "ByteTable":
+    """The distinct columns of ``table`` and each byte's column among them, ``table`` read
+    through ``classes`` (each byte's column, numbered by first byte; None: one column per
+    byte): equal columns become one, numbered by their first byte, so that one table has one
+    compact form. :func:`enforcer._kernels.column_classes` when built, else numpy (the same
+    result). Cost: two or three passes over the table."""
+    if classes is None:
+        if table.shape[1] != 256:
+            raise ValueError(f"a table without byte classes has 256 columns, not {table.shape[1]}")
+        classes = _BYTE_COLUMNS
+    table = np.ascontiguousarray(table, dtype=np.int32)
+    if column_classes is not None:
+        of, columns = column_classes(table)
+    else:
+        of, columns = _column_classes_reference(table)
+    merged = of.astype(np.uint8)[classes]
+    merged.setflags(write=False)
+    return ByteTable(columns, merged)
+
+
+def _column_classes_reference(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`enforcer._kernels.column_classes` in numpy: the fallback and the oracle of its
+    differential test."""
+    if table.shape[0] == 0:
+        return np.zeros(table.shape[1], dtype=np.int32), table[:, :1]
+    _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty(order.shape[0], dtype=np.int32)
+    rank[order] = np.arange(order.shape[0], dtype=np.int32)
+    if order.shape[0] == table.shape[1]:
+        return rank[inverse.reshape(-1)], table
+    return rank[inverse.reshape(-1)], np.ascontiguousarray(table[:, np.sort(first)])
+
+
 class DFA(_Reading):
     """A trimmed DFA over bytes (minimal when :func:`compile_node` built it from up to
     ``MINIMISE_LIMIT`` states).
 
-    ``transitions`` is an ``int32`` array of shape ``(num_states, 256)``; ``-1`` is the dead
-    state. ``accepting`` is a bool array. State 0 is the start state. Immutable once built.
+    Held compact: :attr:`table` is an ``int32`` array of shape ``(num_states, k)``, one column
+    per byte class, and :attr:`classes` (``uint8[256]``) the class of each byte, so that the
+    next state of ``s`` on byte ``b`` is ``table[s, classes[b]]`` (``-1``: the dead state). The
+    classes are the bytes whose columns are equal, numbered by their first byte: one table has
+    one compact form. JSON automata have 13-76 classes, a table 4-20 times smaller than 256
+    columns. :attr:`transitions` spreads it to ``(num_states, 256)`` on first use, for the walks
+    that read bytes (kept: walked automata are the ones a matcher reaches). ``accepting`` is a
+    bool array. State 0 is the start state. Immutable once built.
     """
 
-    __slots__ = ("transitions", "accepting", "_rows", "_rows_built", "_ranges", "_accepting_list", "_content_key",
-                 "_read_bytes", "_built_flags", "__weakref__")
+    __slots__ = ("table", "classes", "accepting", "_transitions", "_rows", "_rows_built", "_ranges",
+                 "_accepting_list", "_content_key", "_read_bytes", "_built_flags", "__weakref__")
 
     exhausted = None
     """A built DFA never stops growing (see :attr:`LazyDFA.exhausted`)."""
 
-    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
-        self.transitions = transitions
+    def __init__(self, table: np.ndarray, accepting: np.ndarray, classes: np.ndarray | None = None) -> None:
+        """``table`` with ``classes`` (uint8[256]: each byte's column), or without them 256
+        columns, one per byte. Equal columns are merged here (one or two passes over the
+        table)."""
+        table, classes = _compact(np.ascontiguousarray(table, dtype=np.int32), classes)
+        self.table = table
+        self.classes = classes
+        self._transitions: np.ndarray | None = None
         self._content_key: bytes | None = None
         self._read_bytes: np.ndarray | None = None
         self._built_flags: np.ndarray | None = None  # every row is built: all ones, for the walks
         self.accepting = accepting
-        self.transitions.setflags(write=False)
+        self.table.setflags(write=False)
         self.accepting.setflags(write=False)
         self._rows: list[Sequence[int] | None] | None = None
         self._rows_built = 0
@@ -1105,12 +1153,22 @@ class DFA(_Reading):
 
     @property
     def num_states(self) -> int:
-        return int(self.transitions.shape[0])
+        return int(self.table.shape[0])
 
     @property
     def is_empty(self) -> bool:
         """True when the DFA accepts no string."""
         return self.num_states == 0
+
+    @property
+    def transitions(self) -> np.ndarray:
+        """The table spread to one column per byte (``int32[num_states, 256]``, read-only), made
+        on first use and kept (1 KiB a state)."""
+        if self._transitions is None:
+            spread = np.take(self.table, self.classes, axis=1)
+            spread.setflags(write=False)
+            self._transitions = spread
+        return self._transitions
 
     @property
     def rows(self) -> list[Sequence[int] | None]:
@@ -1127,7 +1185,7 @@ class DFA(_Reading):
         if r is None:
             # int arrays: the collector tracks them but they refer to nothing (a fresh tuple or
             # list of 256 ints costs each collection 256 visits, for a list as long as it lives)
-            r = rows[state] = array("i", self.transitions[state].tobytes())
+            r = rows[state] = array("i", self.array_row(state).tobytes())
             self._rows_built += 1
         return r
 
@@ -1140,16 +1198,21 @@ class DFA(_Reading):
         return self.rows  # type: ignore[return-value]
 
     def array_row(self, state: int) -> np.ndarray:
-        return self.transitions[state]
+        """The row of ``state``, one entry per byte (int32[256]; read-only)."""
+        if self._transitions is not None:
+            return self._transitions[state]
+        return self.table[state][self.classes]
 
     @property
     def accepting_list(self) -> list[bool]:
         return self._accepting_list
 
     def memory_size_bytes(self) -> int:
-        """Bytes held: the table, plus the rows walks made in list form."""
+        """Bytes held: the table, its spread form once made, plus the rows walks made in list
+        form."""
         rows = self._rows_built * ROW_BYTES
-        return int(self.transitions.nbytes + self.accepting.nbytes) + rows
+        spread = self._transitions.nbytes if self._transitions is not None else 0
+        return int(self.table.nbytes + self.classes.nbytes + self.accepting.nbytes) + spread + rows
 
     @property
     def content_key(self) -> bytes:
@@ -1157,7 +1220,8 @@ class DFA(_Reading):
         state), whichever schema built them. Computed once (~1 ms per MB of table)."""
         if self._content_key is None:
             digest = hashlib.blake2b(digest_size=16)
-            digest.update(np.ascontiguousarray(self.transitions).tobytes())
+            digest.update(self.classes.tobytes())
+            digest.update(self.table.tobytes())
             digest.update(np.packbits(self.accepting).tobytes())
             self._content_key = digest.digest()
         return self._content_key
@@ -1167,7 +1231,7 @@ class DFA(_Reading):
         """The bytes some state reads (bool[256], read-only; computed once, one pass over the
         table)."""
         if self._read_bytes is None:
-            read = (self.transitions >= 0).any(axis=0) if self.num_states else np.zeros(256, dtype=bool)
+            read = (self.table >= 0).any(axis=0)[self.classes] if self.num_states else np.zeros(256, dtype=bool)
             read.setflags(write=False)
             self._read_bytes = read
         return self._read_bytes
@@ -1237,7 +1301,7 @@ class DFA(_Reading):
             try:
                 if dfa_product is None:
                     return self._product_reference(other, keep_other_dead, limit)
-                pairs = state_pairs(self.transitions, other.transitions, limit, keep_other_dead)
+                pairs = state_pairs(self.table, self.classes, other.table, other.classes, limit, keep_other_dead)
             except SchemaTooComplexError:
                 raise _limit_exceeded(max_states, limit) from None
             return self._from_pairs(other, keep_other_dead, pairs)
@@ -1248,21 +1312,20 @@ class DFA(_Reading):
     def _product_reference(self, other: "DFA", keep_other_dead: bool, max_states: int) -> "DFA":
         """:meth:`_product` in Python: the fallback without the compiled kernels and the oracle
         of its differential test."""
-        return self._from_pairs(other, keep_other_dead, _pairs_reference(
-            self.transitions, other.transitions if not other.is_empty else None, keep_other_dead, max_states))
+        table, first, second = _pairs_reference(self.transitions, other.transitions if not other.is_empty else None,
+                                                keep_other_dead, max_states)
+        return self._from_pairs(other, keep_other_dead, StatePairs(table, _BYTE_COLUMNS, first, second))
 
-    def _from_pairs(self, other: "DFA", keep_other_dead: bool,
-                    pairs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> "DFA":
-        """The product automaton of :meth:`_product` from its pairs (table, first and second
-        states), trimmed and minimised."""
-        table, first, second = pairs
+    def _from_pairs(self, other: "DFA", keep_other_dead: bool, pairs: "StatePairs") -> "DFA":
+        """The product automaton of :meth:`_product` from its pairs, trimmed and minimised."""
+        table, classes, first, second = pairs
         _spend(table.shape[0])
         acc = self.accepting[first]
         seconds_accept = np.zeros(first.shape[0], dtype=bool)
         live = second >= 0
         seconds_accept[live] = other.accepting[second[live]]
         acc = acc & ~seconds_accept if keep_other_dead else acc & seconds_accept
-        return _finalise(table, acc)
+        return _finalise(table, acc, classes=classes)
 
     def is_disjoint(self, other: "DFA") -> bool:
         return self.intersect(other).is_empty
@@ -1278,16 +1341,17 @@ def _pairs_reference(a_t: np.ndarray, b_t: np.ndarray | None, keep_other_dead: b
     pair numbers and each pair's two states. Intersection follows bytes both read, with
     ``keep_other_dead`` every byte the first reads. In Python: the fallback of
     :func:`enforcer._kernels.dfa_product` and the oracle of its differential test."""
+    width = a_t.shape[1]
     index = {(0, 0 if b_t is not None else DEAD): 0}
     pairs = list(index)
     rows: list[np.ndarray] = []
-    dead_row = np.full(256, DEAD, dtype=np.int32)
+    dead_row = np.full(width, DEAD, dtype=np.int32)
     i = 0
     while i < len(pairs):
         sa, sb = pairs[i]
         ta = a_t[sa]
         tb = b_t[sb] if sb >= 0 else dead_row
-        row = np.full(256, DEAD, dtype=np.int32)
+        row = np.full(width, DEAD, dtype=np.int32)
         follow = (ta >= 0) if keep_other_dead else (ta >= 0) & (tb >= 0)
         for byte in np.flatnonzero(follow):
             key = (int(ta[byte]), int(tb[byte]))
@@ -1305,17 +1369,51 @@ def _pairs_reference(a_t: np.ndarray, b_t: np.ndarray | None, keep_other_dead: b
     return np.stack(rows), first, second
 
 
-def state_pairs(a: np.ndarray, b: np.ndarray, max_states: int,
-                keep_other_dead: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Two tables' pairs of states (see :func:`_pairs_reference`): the compiled walk when
-    built. Past ``max_states`` pairs :class:`SchemaTooComplexError`."""
+class StatePairs(NamedTuple):
+    """The pairs of states of two automata reached by the same strings (:func:`state_pairs`)."""
+
+    table: np.ndarray
+    """int32[pairs, k]: each pair's row over pair numbers, one column per joint byte class."""
+    classes: np.ndarray
+    """uint8[256]: each byte's column of :attr:`table`."""
+    first: np.ndarray
+    """int32[pairs]: each pair's state of the first automaton."""
+    second: np.ndarray
+    """int32[pairs]: each pair's state of the second (-1: dead)."""
+
+
+_BYTE_COLUMNS = np.arange(256, dtype=np.uint8)
+_BYTE_COLUMNS.setflags(write=False)
+"""The classes of a table with one column per byte."""
+
+
+def joint_classes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The byte classes two automata's classes split the bytes into, numbered by their first
+    byte: ``(each byte's joint class uint8[256], each joint class's column of the first,
+    of the second)``. About 10 us."""
+    joint = first.astype(np.int32) * 256 + second
+    _, first_byte, inverse = np.unique(joint, return_index=True, return_inverse=True)
+    order = np.argsort(first_byte)
+    rank = np.empty(order.shape[0], dtype=np.uint8)
+    rank[order] = np.arange(order.shape[0])
+    lead = first_byte[order]
+    return rank[inverse.reshape(-1)], np.ascontiguousarray(first[lead]), np.ascontiguousarray(second[lead])
+
+
+def state_pairs(a_table: np.ndarray, a_classes: np.ndarray, b_table: np.ndarray, b_classes: np.ndarray,
+                max_states: int, keep_other_dead: bool = False) -> StatePairs:
+    """Two compact tables' pairs of states (each a table and its byte classes, as
+    :class:`DFA` holds them) over their joint byte classes (see :func:`_pairs_reference`): the
+    compiled walk when built. Past ``max_states`` pairs :class:`SchemaTooComplexError`."""
+    classes, column_a, column_b = joint_classes(a_classes, b_classes)
     if dfa_product is None:
-        return _pairs_reference(a, b if b.shape[0] else None, keep_other_dead, max_states)
-    found = dfa_product(np.ascontiguousarray(a, dtype=np.int32), np.ascontiguousarray(b, dtype=np.int32),
-                       keep_other_dead, max_states)
-    if found is None:
-        raise states_exceeded(max_states)
-    return found
+        found = _pairs_reference(a_table[:, column_a], b_table[:, column_b] if b_table.shape[0] else None,
+                                 keep_other_dead, max_states)
+    else:
+        found = dfa_product(a_table, b_table, column_a, column_b, keep_other_dead, max_states)
+        if found is None:
+            raise states_exceeded(max_states)
+    return StatePairs(found[0], classes, found[1], found[2])
 
 
 def counted_repeat(unit: DFA, minimum: int, maximum: int) -> DFA:
@@ -1460,17 +1558,19 @@ class CountedDFA:
         return self.step, self.accepting.view(np.uint8), self.period, _EVERY_STATE_LIVES
 
     def dense(self, max_states: int | None = None) -> DFA:
-        """The whole table (``num_states`` rows of 1 KiB: for intersections, which read every
-        row); past ``max_states`` states :class:`SchemaTooComplexError`."""
+        """The whole table (``num_states`` rows over the unit's byte classes: for
+        intersections, which read every row); past ``max_states`` states
+        :class:`SchemaTooComplexError`."""
         if max_states is not None and self.num_states > max_states:
             raise states_exceeded(max_states)
         q, maximum = self.period, self.maximum
-        table = np.empty((maximum * q + 1, 256), dtype=np.int32)
-        copies = table[: maximum * q].reshape(maximum, q, 256)  # written in place: two passes, no temporary
-        np.add(self.step, (np.arange(maximum, dtype=np.int32) * q)[:, None, None], out=copies)
-        np.copyto(copies, DEAD, where=(self.step < 0)[None])
+        step, classes = _compact(self.step)
+        table = np.empty((maximum * q + 1, step.shape[1]), dtype=np.int32)
+        copies = table[: maximum * q].reshape(maximum, q, step.shape[1])  # in place: two passes, no temporary
+        np.add(step, (np.arange(maximum, dtype=np.int32) * q)[:, None, None], out=copies)
+        np.copyto(copies, DEAD, where=(step < 0)[None])
         table[maximum * q] = DEAD
-        return DFA(table, self.accepting.copy())
+        return DFA(table, self.accepting.copy(), classes)
 
     def __repr__(self) -> str:
         return f"CountedDFA({self.minimum}..{self.maximum} units of {self.period} states)"
@@ -1542,8 +1642,9 @@ class CountedProduct:
         q = counted.period
         if (counted.step == 0).any():  # the unit re-enters its start: no slot marks a unit's end
             return None
-        unit_loop = np.where(counted.step == q, 0, counted.step).astype(np.int32)
-        table, first, second = state_pairs(unit_loop, pattern.transitions, max_states)
+        loop_table, loop_classes = _compact(np.where(counted.step == q, 0, counted.step).astype(np.int32))
+        table, classes, first, second = state_pairs(loop_table, loop_classes, pattern.table, pattern.classes,
+                                                    max_states)
         n = table.shape[0]
         states = (counted.maximum + 1) * n
         if states > MAX_PRODUCT_BLOCK_STATES:
@@ -1567,8 +1668,8 @@ class CountedProduct:
         targets = np.where(kept >= 0, number[np.maximum(kept, 0)], DEAD).astype(np.int32)
         step = np.where(targets < 0, DEAD, np.where(completes[keep], targets + p, targets)).astype(np.int32)
         flags = live if p == n else live[:, keep]  # every slot kept (the common case): no column gather
-        return cls(counted.minimum, counted.maximum, step, np.ascontiguousarray(flags).reshape(-1),
-                   ends[keep], DFA(targets, ends[keep].copy()))
+        return cls(counted.minimum, counted.maximum, np.ascontiguousarray(step[:, classes]),
+                   np.ascontiguousarray(flags).reshape(-1), ends[keep], DFA(targets, ends[keep].copy(), classes))
 
     @property
     def num_states(self) -> int:
@@ -1624,13 +1725,14 @@ class CountedProduct:
         return self.step, self.accepting.view(np.uint8), self.period, self.live
 
     def dense(self, max_states: int | None = None) -> DFA:
-        """The whole table (``num_states`` rows of 1 KiB, for intersections); past
-        ``max_states`` states :class:`SchemaTooComplexError`."""
+        """The whole table (``num_states`` rows over the slots' byte classes, for
+        intersections); past ``max_states`` states :class:`SchemaTooComplexError`."""
         if max_states is not None and self.num_states > max_states:
             raise states_exceeded(max_states)
         copies = np.repeat(np.arange(self.maximum + 1, dtype=np.int64), self.period)
-        rows = np.tile(self.step, (self.maximum + 1, 1))
-        return DFA(self._shifted(rows, copies), self.accepting.copy())
+        step, classes = _compact(self.step)
+        rows = np.tile(step, (self.maximum + 1, 1))
+        return DFA(self._shifted(rows, copies), self.accepting.copy(), classes)
 
     def __repr__(self) -> str:
         return f"CountedProduct({self.minimum}..{self.maximum} units, {self.period} slots)"
@@ -1669,7 +1771,7 @@ def _ending_layers(table: np.ndarray, completes: np.ndarray, ends: np.ndarray, m
     repeats an earlier one (from there they cycle), at most :data:`MAX_COUNT_LAYERS` (None
     past it)."""
     n = table.shape[0]
-    sources = np.repeat(np.arange(n, dtype=np.int64), 256)
+    sources = np.repeat(np.arange(n, dtype=np.int64), table.shape[1])
     targets = table.reshape(-1).astype(np.int64)
     live = targets >= 0
     # each distinct (source, target, crosses) once, as one int64
@@ -2160,16 +2262,23 @@ _EVERY_STATE_LIVES = np.zeros(0, dtype=np.uint8)
 """The flags of a block whose every state can end."""
 
 
-def _kernel_block(dfa: "DFA | CountedDFA | CountedProduct") -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """(rows, accepting as uint8, period, live flags) of an embedded automaton for the compiled
-    subset construction: a table's every row (period 0), or a counted repeat's unit rows, or a
-    counted product's slot rows and flags."""
+_NO_CLASSES = np.zeros(0, dtype=np.uint8)
+"""The classes of a block whose rows have one entry per byte."""
+
+
+def _kernel_block(dfa: "DFA | CountedDFA | CountedProduct") -> tuple[np.ndarray, np.ndarray, np.ndarray, int,
+                                                                       np.ndarray]:
+    """(rows, their byte classes, accepting as uint8, period, live flags) of an embedded
+    automaton for the compiled subset construction: a table's every row over its classes
+    (period 0), or a counted repeat's unit rows, or a counted product's slot rows and flags
+    (256 entries a row, no classes)."""
     if isinstance(dfa, PERIODIC):
-        return dfa.kernel_block()
+        rows, accepting, period, live = dfa.kernel_block()
+        return rows, _NO_CLASSES, accepting, period, live
     if isinstance(dfa, Deferred):
-        return np.empty((0, 256), dtype=np.int32), np.zeros(1, dtype=np.uint8), DEFERRED_PERIOD, _EVERY_STATE_LIVES
-    return (np.ascontiguousarray(dfa.transitions, dtype=np.int32),
-            np.ascontiguousarray(dfa.accepting, dtype=np.uint8), 0, _EVERY_STATE_LIVES)
+        return (np.empty((0, 256), dtype=np.int32), _NO_CLASSES, np.zeros(1, dtype=np.uint8), DEFERRED_PERIOD,
+                _EVERY_STATE_LIVES)
+    return dfa.table, dfa.classes, np.ascontiguousarray(dfa.accepting, dtype=np.uint8), 0, _EVERY_STATE_LIVES
 
 
 def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
@@ -2186,9 +2295,9 @@ def compile_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> DFA:
             _spend(dense.num_states)
             return dense
         det = _Determiniser(node, trim=False)
-        table = subset_table(det, max_states)
+        table, classes = subset_table(det, max_states)
         _spend(table.shape[0])
-        return _finalise(table, np.array(det.accepting, dtype=bool))
+        return _finalise(table, np.array(det.accepting, dtype=bool), classes=classes)
 
     return _built_once(lambda keys: ("node", keys.key(node), max_states), build)
 
@@ -2205,24 +2314,39 @@ def intersect_nodes(first: Node, second: Node, max_states: int = DEFAULT_MAX_STA
                 tables.append(compile_node(node, max_states))
                 continue
             det = _Determiniser(node, trim=False)
-            table = subset_table(det, max_states)
+            table, classes = subset_table(det, max_states)
             _spend(table.shape[0])
-            tables.append(DFA(table, np.array(det.accepting, dtype=bool)))  # untrimmed: an operand only
+            tables.append(DFA(table, np.array(det.accepting, dtype=bool), classes))  # untrimmed: an operand only
         return tables[0].intersect(tables[1], max_states)
 
     return _built_once(lambda keys: ("intersection", keys.key(first), keys.key(second), max_states), build)
 
 
-def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
+class ByteTable(NamedTuple):
+    """A table read through byte classes: the next state of ``s`` on byte ``b`` is
+    ``table[s, classes[b]]`` (-1: dead)."""
+
+    table: np.ndarray
+    """int32[states, k]."""
+    classes: np.ndarray
+    """uint8[256]: each byte's column, numbered by first byte."""
+
+    def spread(self) -> np.ndarray:
+        """The table with one column per byte (int32[states, 256], a new array)."""
+        return np.take(self.table, self.classes, axis=1)
+
+
+def subset_table(det: _Determiniser, max_states: int | None) -> ByteTable:
     """Every row of ``det``'s automaton, built breadth first (the table before trimming): one
-    compiled call when built, else row by row in Python."""
+    compiled call when built (over the byte ranges no row splits), else row by row in Python
+    (a column per byte)."""
     limit = _build_limit(max_states)
     if det.kernel is not None:
-        table = det.kernel.table(-1 if limit is None else limit)
-        if table is None:
+        found = det.kernel.table(-1 if limit is None else limit)
+        if found is None:
             raise _limit_exceeded(max_states, limit)
         det.sync_accepting()
-        return table
+        return ByteTable(*found)
     table = np.full((64, 256), DEAD, dtype=np.int32)
     i = 0
     while i < det.num_states:
@@ -2233,7 +2357,7 @@ def subset_table(det: _Determiniser, max_states: int | None) -> np.ndarray:
         except SchemaTooComplexError:
             raise _limit_exceeded(max_states, limit) from None
         i += 1
-    return table[:i]
+    return ByteTable(table[:i], _BYTE_COLUMNS)
 
 
 class AutomatonBudgetError(SchemaTooComplexError):
@@ -2622,7 +2746,7 @@ def _live_order_reference(transitions: np.ndarray, accepting: np.ndarray) -> lis
     # distinct (source, target) edges, vectorised
     flat = transitions.ravel()
     has = flat >= 0
-    keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), 256)[has] * n + flat[has])
+    keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), transitions.shape[1])[has] * n + flat[has])
     forward: list[list[int]] = [[] for _ in range(n)]
     for a, b in zip((keys // n).tolist(), (keys % n).tolist()):
         forward[a].append(b)
@@ -2651,8 +2775,10 @@ RENUMBER_ROWS = 4096
 block (a whole-table renumbering held a second copy: 170 MB more for a 166,000-state product)."""
 
 
-def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: Sequence[int]) -> DFA:
-    """The automaton restricted to the states ``order``, state ``order[k]`` becoming ``k``."""
+def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: Sequence[int],
+                classes: np.ndarray | None = None) -> DFA:
+    """The automaton restricted to the states ``order``, state ``order[k]`` becoming ``k``
+    (``classes``: each byte's column of ``transitions``, None: a column per byte)."""
     kept = np.array(order, dtype=np.int64)
     remap = np.full(transitions.shape[0] + 1, DEAD, dtype=np.int32)
     remap[kept] = np.arange(len(kept), dtype=np.int32)
@@ -2660,24 +2786,26 @@ def _renumbered(transitions: np.ndarray, accepting: np.ndarray, order: Sequence[
     for lo in range(0, trans.shape[0], RENUMBER_ROWS):
         block = trans[lo:lo + RENUMBER_ROWS]
         block[...] = remap[block]  # -1 (dead) indexes the last entry, which is DEAD
-    return DFA(trans, accepting[kept].copy())
+    return DFA(trans, accepting[kept].copy(), classes)
 
 
-def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True, compiled: bool = True) -> DFA:
+def _finalise(transitions: np.ndarray, accepting: np.ndarray, minimise: bool = True, compiled: bool = True,
+              classes: np.ndarray | None = None) -> DFA:
     """Drop states that cannot reach acceptance or be reached, then minimise small automata:
     one compiled call (:func:`enforcer._kernels.finalised_table`) when built and ``compiled``,
-    else the numpy passes below (its reference: the same table)."""
+    else the numpy passes below (its reference: the same table). ``classes``: each byte's
+    column of ``transitions`` (None: a column per byte)."""
     if compiled and finalised_table is not None:
         found = finalised_table(np.ascontiguousarray(transitions, dtype=np.int32),
                                 np.ascontiguousarray(accepting, dtype=np.uint8), MINIMISE_LIMIT if minimise else -1)
-        return _empty_dfa() if found is None else DFA(*found)
+        return _empty_dfa() if found is None else DFA(*found, classes)
     order = _live_order(transitions, accepting)
     if order is None:
         return _empty_dfa()
-    dfa = _renumbered(transitions, accepting, order)
+    dfa = _renumbered(transitions, accepting, order, classes)
     if not minimise or len(order) > MINIMISE_LIMIT:
         return dfa
-    return _minimise(dfa.transitions, dfa.accepting)
+    return _minimise(dfa.table, dfa.accepting, dfa.classes)
 
 
 _HASH_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 2**62, size=257, dtype=np.int64) | 1
@@ -2730,25 +2858,26 @@ def _moore_classes_reference(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:
         num = new_num
 
 
-def _minimise(trans: np.ndarray, acc: np.ndarray) -> DFA:
-    """The minimal automaton of ``trans`` (trimmed): Moore's refinement
-    (:func:`enforcer._kernels.moore_classes` when built, else :func:`_moore_classes_reference`),
-    its classes numbered in order of first appearance so that the start stays 0."""
+def _minimise(trans: np.ndarray, acc: np.ndarray, classes: np.ndarray | None = None) -> DFA:
+    """The minimal automaton of ``trans`` (trimmed; ``classes``: each byte's column, None: a
+    column per byte): Moore's refinement (:func:`enforcer._kernels.moore_classes` when built,
+    else :func:`_moore_classes_reference`), its classes numbered in order of first appearance
+    so that the start stays 0."""
     n = trans.shape[0]
     if moore_classes is not None:
-        classes = moore_classes(np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(acc, dtype=np.uint8))
+        blocks = moore_classes(np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(acc, dtype=np.uint8))
     else:
-        classes = _moore_classes_reference(trans, acc)
-    num = int(classes.max()) + 1 if n else 0
+        blocks = _moore_classes_reference(trans, acc)
+    num = int(blocks.max()) + 1 if n else 0
     if num == n:
-        return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy())
-    # renumber classes in order of first appearance so that the start stays 0
-    _, first = np.unique(classes, return_index=True)
+        return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy(), classes)
+    # renumber the blocks in order of first appearance so that the start stays 0
+    _, first = np.unique(blocks, return_index=True)
     order = np.argsort(first)
     relabel = np.empty(num, dtype=np.int32)
     relabel[order] = np.arange(num, dtype=np.int32)
-    cls = relabel[classes]
+    cls = relabel[blocks]
     representative = np.sort(first)
     rep_rows = trans[representative]
     new_trans = np.where(rep_rows >= 0, cls[np.where(rep_rows >= 0, rep_rows, 0)], DEAD)
-    return DFA(np.ascontiguousarray(new_trans, dtype=np.int32), acc[representative].copy())
+    return DFA(np.ascontiguousarray(new_trans, dtype=np.int32), acc[representative].copy(), classes)

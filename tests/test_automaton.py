@@ -202,9 +202,51 @@ def test_compiled_product_is_the_reference_product_state_for_state() -> None:
             assert fast.num_states > 64 or other is big
             assert np.array_equal(fast.transitions, slow.transitions)
             assert np.array_equal(fast.accepting, slow.accepting)
+            # over joint classes, or spread and compacted: one compact form
+            assert np.array_equal(fast.classes, slow.classes) and np.array_equal(fast.table, slow.table)
     for product in (big._product, big._product_reference):
         with pytest.raises(SchemaTooComplexError):
             product(big, False, 50)
+
+
+def test_a_table_is_held_over_its_byte_classes_in_one_form() -> None:
+    # random tables whose columns repeat: the compiled column classes against numpy's, each
+    # byte's column numbered by first byte, the spread form the table given; and a table given
+    # over a finer partition (16 runs of 16 bytes, columns repeating among them) ends in the same
+    # compact form as the same table given byte by byte
+    from enforcer.automaton import DFA, _column_classes_reference, column_classes
+
+    rng = np.random.default_rng(11)
+    runs = (np.arange(256) // 16).astype(np.uint8)
+    for n in (0, 1, 3, 40, 300):
+        for distinct in (1, 2, 7, 60, 256):
+            columns = np.where(rng.random((n, distinct)) < 0.4, rng.integers(0, max(n, 1), (n, distinct)), -1)
+            table = np.ascontiguousarray(columns[:, rng.integers(0, distinct, 256)], dtype=np.int32)
+            dfa = DFA(table, np.zeros(n, dtype=bool))
+            assert np.array_equal(dfa.transitions, table)
+            k = dfa.table.shape[1]
+            assert k == (len({table[:, b].tobytes() for b in range(256)}) if n else 1)
+            assert dfa.table.nbytes == 4 * n * k
+            _, first_byte = np.unique(dfa.classes, return_index=True)
+            assert np.array_equal(first_byte, np.sort(first_byte)) and dfa.classes.max() == k - 1
+            if column_classes is not None:
+                fast, slow = column_classes(table), _column_classes_reference(table)
+                assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
+            per_run = np.ascontiguousarray(columns[:, rng.integers(0, distinct, 16)], dtype=np.int32)
+            finer = DFA(per_run, np.zeros(n, dtype=bool), runs)
+            whole = DFA(np.ascontiguousarray(per_run[:, runs]), np.zeros(n, dtype=bool))
+            assert np.array_equal(finer.table, whole.table) and np.array_equal(finer.classes, whole.classes)
+            assert finer.content_key == whole.content_key
+
+
+def test_a_utf8_repeat_holds_a_few_columns_a_state_until_a_walk_spreads_it() -> None:
+    # 40 code points of UTF-8: a dozen byte classes, so the table is about 50 bytes a state
+    # instead of 1 KiB; the 256-entry form is made for the walks, once
+    dfa = compile_node(repeat(codepoints([(0x20, 0x10FFFF)]), 0, 40))
+    assert dfa.num_states > 100 and dfa.table.shape[1] <= 16
+    assert dfa.memory_size_bytes() < dfa.num_states * 1024 / 16
+    assert dfa.matches("é" * 40) and not dfa.matches("é" * 41)
+    assert dfa.transitions is dfa.transitions and dfa.memory_size_bytes() > dfa.num_states * 1024
 
 
 def _embedding_key(embedding) -> tuple | None:
@@ -280,14 +322,14 @@ def test_compiled_subset_table_is_the_reference() -> None:
     nodes = [_random_node(rng) for _ in range(200)] + [repeat(alt(literal("ab"), codepoints([(0x20, 0x10FFFF)])), 0, 30)]
     for node in nodes:
         fast, slow = _Determiniser(node, False, compiled=True), _Determiniser(node, False, compiled=False)
-        assert np.array_equal(subset_table(fast, None), subset_table(slow, None))
+        assert np.array_equal(subset_table(fast, None).spread(), subset_table(slow, None).spread())
         assert fast.accepting == slow.accepting
     for limit in (1, 2, 40, 41):
         node = repeat(codepoints([(0x61, 0x7A)]), 0, 40)  # 41 states
         outcomes = []
         for compiled in (True, False):
             try:
-                outcomes.append(subset_table(_Determiniser(node, False, compiled), limit).shape[0])
+                outcomes.append(subset_table(_Determiniser(node, False, compiled), limit).table.shape[0])
             except SchemaTooComplexError:
                 outcomes.append(None)
         assert outcomes[0] == outcomes[1] == (41 if limit >= 41 else None)
@@ -479,23 +521,24 @@ def test_compiled_finalise_is_the_numpy_passes() -> None:
 def test_compiled_finalise_keeps_a_large_table_already_in_order() -> None:
     # a subset construction's untrimmed table over the minimisation limit, every state live and
     # numbered in breadth-first order: the compiled call hands the table itself back (no copy),
-    # equal to the numpy passes' renumbered copy
+    # equal to the numpy passes' renumbered copy; the automaton holds it compact (a or b, the rest)
     from enforcer.automaton import MINIMISE_LIMIT, _Determiniser, _finalise, finalised_table, subset_table
 
     if finalised_table is None:
         pytest.skip("the compiled kernels are not built")
     node = repeat(byte_chars(b"ab"), MINIMISE_LIMIT + 50, MINIMISE_LIMIT + 50)
     det = _Determiniser(node, trim=False)
-    table = subset_table(det, None)
+    table = subset_table(det, None).spread()
     accepting = np.array(det.accepting, dtype=bool)
+    assert finalised_table(table, accepting.view(np.uint8), MINIMISE_LIMIT)[0] is table
     fast = _finalise(table, accepting)
     slow = _finalise(table, accepting, compiled=False)
-    assert fast.num_states == MINIMISE_LIMIT + 51
-    assert fast.transitions is table
+    assert fast.num_states == MINIMISE_LIMIT + 51 and fast.table.shape == (MINIMISE_LIMIT + 51, 2)
+    assert np.array_equal(fast.transitions, table)
     assert np.array_equal(fast.transitions, slow.transitions) and np.array_equal(fast.accepting, slow.accepting)
-    shuffled = table.copy()  # a dead row among them: not every state is kept, so a copy
-    shuffled[1, :] = -1
-    assert _finalise(shuffled, accepting).transitions is not shuffled
+    unreached = np.vstack([table, table[-1:]])  # a state nothing reaches: not every state is kept, so a copy
+    kept, _ = finalised_table(unreached, np.append(accepting, False).view(np.uint8), MINIMISE_LIMIT)
+    assert kept is not unreached and np.array_equal(kept, table)
 
 
 def _by_first_appearance(classes: np.ndarray) -> list[int]:
@@ -634,7 +677,7 @@ def test_counted_repeat_embedded_builds_the_tables_rows() -> None:
         for node, compiled in ((nodes[0], True), (nodes[1], True), (nodes[1], False)):
             det = _Determiniser(node, trim=True, compiled=compiled)
             assert (det.kernel is not None) == compiled
-            tables.append((subset_table(det, None), np.array(det.accepting, dtype=bool)))
+            tables.append((subset_table(det, None).spread(), np.array(det.accepting, dtype=bool)))
         for table, accepting in tables[1:]:
             assert np.array_equal(table, tables[0][0]), (minimum, maximum)
             assert np.array_equal(accepting, tables[0][1]), (minimum, maximum)

@@ -209,8 +209,9 @@ def test_compiled_live_flags_are_the_numpy_layers() -> None:
     assert checked == 40 and cycled > 3
     counted = CountedDFA(_string_char_dfa(False), 1, 254)
     content = compile_node(SchemaCompiler({}, SchemaOptions())._string_body({"format": "email"}, "", raw=False))
-    unit_loop = np.where(counted.step == counted.period, 0, counted.step).astype(np.int32)
-    table, first, second = automaton.state_pairs(unit_loop, content.transitions, 200_000)
+    unit_loop = automaton.DFA(np.where(counted.step == counted.period, 0, counted.step), np.zeros(counted.period, bool))
+    table, _, first, second = automaton.state_pairs(unit_loop.table, unit_loop.classes, content.table, content.classes,
+                                                    200_000)
     completes = (table >= 0) & (first[np.maximum(table, 0)] == 0)
     ends = (first == 0) & content.accepting[second]
     fast = automaton.counted_live(table, completes, ends, 1, 254)
