@@ -258,26 +258,30 @@ def dfa_product(const int32_t[:, ::1] a, const int32_t[:, ::1] b, const uint8_t[
     return _int32_table(table, n * w, w), first_arr[:n], second_arr[:n]
 
 
-def column_classes(const int32_t[:, ::1] table):
-    """The distinct columns of ``table`` (int32[n, w]): ``(class of each column, int32[w],
-    numbered by first appearance; the distinct columns, int32[n, k], in that order)``, the
-    second ``table``'s own array when its columns are all distinct already. Columns are hashed
-    in one pass over the rows, grouped by hash and checked exactly in a second (a 64-bit
-    collision of unequal columns, never observed, leaves them apart: a finer partition, as
-    correct). Cost: two or three passes over the table."""
-    cdef Py_ssize_t n = table.shape[0], w = table.shape[1], s, c, k, num = 0
+def column_classes(const int32_t[:, ::1] table, const uint8_t[::1] classes):
+    """The compact form of ``table`` (int32[n, w]) read through ``classes`` (uint8[256]: byte
+    ``b``'s column): ``(each byte's class uint8[256], numbered by first byte; the distinct
+    columns int32[n, k], in that order)``, the second ``table``'s own array when it is that form
+    already. Columns are hashed in one pass over the rows, grouped by hash and checked exactly
+    in a second (a 64-bit collision of unequal columns, never observed, leaves them apart: a
+    finer partition, as correct). Cost: two or three passes over the table."""
+    cdef Py_ssize_t n = table.shape[0], w = table.shape[1], s, c, k, b, num = 0
     cdef uint64_t[256] hashes
-    cdef int32_t[256] first_of  # per column, the first column with its hash
+    cdef int32_t[256] first_of  # per column, the first column with its hash (itself when unequal)
+    cdef int32_t[256] class_of  # per first column, its class (-1: none yet)
+    cdef int32_t[256] kept  # per class, its column
     cdef int32_t[512] slots
-    cdef uint64_t h
-    if w > 256:
-        raise ValueError("at most 256 columns")
-    of_arr = np.empty(w, dtype=np.int32)
-    cdef int32_t[::1] of = of_arr
-    cdef int32_t[256] kept  # per class, its first column
+    if w > 256 or w < 1 or classes.shape[0] != 256:
+        raise ValueError("1 to 256 columns and a column per byte")
+    for b in range(256):
+        if classes[b] >= w:
+            raise ValueError("a byte's column is outside the table")
+    out_classes_arr = np.empty(256, dtype=np.uint8)
+    cdef uint8_t[::1] out_classes = out_classes_arr
     with nogil:
         for c in range(w):
             hashes[c] = 0xCBF29CE484222325ULL
+            class_of[c] = -1
         for s in range(n):
             for c in range(w):
                 hashes[c] = (hashes[c] ^ <uint64_t>(table[s, c] + 2)) * 0x100000001B3ULL
@@ -290,27 +294,29 @@ def column_classes(const int32_t[:, ::1] table):
             if slots[k] < 0:
                 slots[k] = <int32_t>c
             first_of[c] = slots[k]
-        # exactly: a column equal in hash but not in entries keeps its own class
-        for s in range(n):
+        for s in range(n):  # exactly: a column equal in hash but not in entries is its own
             for c in range(w):
                 if first_of[c] != c and table[s, c] != table[s, first_of[c]]:
                     first_of[c] = <int32_t>c
-        for c in range(w):
-            if first_of[c] == c:
+        for b in range(256):
+            c = first_of[classes[b]]
+            if class_of[c] < 0:
+                class_of[c] = <int32_t>num
                 kept[num] = <int32_t>c
-                of[c] = <int32_t>num
                 num += 1
-            else:
-                of[c] = of[first_of[c]]
-    if num == w:
-        return of_arr, table.base if table.base is not None else np.asarray(table)
+            out_classes[b] = <uint8_t>class_of[c]
+    k = 0
+    while k < num and kept[k] == k:
+        k += 1
+    if k == num == w:
+        return out_classes_arr, table.base if table.base is not None else np.asarray(table)
     out_arr = np.empty((n, num), dtype=np.int32)
     cdef int32_t[:, ::1] out = out_arr
     with nogil:
         for s in range(n):
             for k in range(num):
                 out[s, k] = table[s, kept[k]]
-    return of_arr, out_arr
+    return out_classes_arr, out_arr
 
 
 # --------------------------------------------------------------------------------------------

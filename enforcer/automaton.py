@@ -1079,37 +1079,34 @@ class _Reading:
 
 
 def _compact(table: np.ndarray, classes: np.ndarray | None = None) -> "ByteTable":
-    """The distinct columns of ``table`` and each byte's column among them, ``table`` read
-    through ``classes`` (each byte's column, numbered by first byte; None: one column per
-    byte): equal columns become one, numbered by their first byte, so that one table has one
-    compact form. :func:`enforcer._kernels.column_classes` when built, else numpy (the same
-    result). Cost: two or three passes over the table."""
+    """The compact form of ``table`` read through ``classes`` (each byte's column, any
+    numbering; None: one column per byte): its distinct columns, numbered by their first byte,
+    so that one table has one compact form. :func:`enforcer._kernels.column_classes` when
+    built, else numpy (the same result). Cost: two or three passes over the table."""
     if classes is None:
         if table.shape[1] != 256:
             raise ValueError(f"a table without byte classes has 256 columns, not {table.shape[1]}")
         classes = _BYTE_COLUMNS
     table = np.ascontiguousarray(table, dtype=np.int32)
-    if column_classes is not None:
-        of, columns = column_classes(table)
-    else:
-        of, columns = _column_classes_reference(table)
-    merged = of.astype(np.uint8)[classes]
+    merged, columns = (column_classes or _column_classes_reference)(table, np.ascontiguousarray(classes, np.uint8))
     merged.setflags(write=False)
     return ByteTable(columns, merged)
 
 
-def _column_classes_reference(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _column_classes_reference(table: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`enforcer._kernels.column_classes` in numpy: the fallback and the oracle of its
     differential test."""
+    spread = table[:, classes]
     if table.shape[0] == 0:
-        return np.zeros(table.shape[1], dtype=np.int32), table[:, :1]
-    _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
+        return np.zeros(256, dtype=np.uint8), table[:, :1]
+    _, first, inverse = np.unique(spread, axis=1, return_index=True, return_inverse=True)
     order = np.argsort(first)
-    rank = np.empty(order.shape[0], dtype=np.int32)
-    rank[order] = np.arange(order.shape[0], dtype=np.int32)
-    if order.shape[0] == table.shape[1]:
+    rank = np.empty(order.shape[0], dtype=np.uint8)
+    rank[order] = np.arange(order.shape[0])
+    lead = classes[np.sort(first)]
+    if order.shape[0] == table.shape[1] and np.array_equal(lead, np.arange(table.shape[1])):
         return rank[inverse.reshape(-1)], table
-    return rank[inverse.reshape(-1)], np.ascontiguousarray(table[:, np.sort(first)])
+    return rank[inverse.reshape(-1)], np.ascontiguousarray(table[:, lead])
 
 
 class DFA(_Reading):

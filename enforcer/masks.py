@@ -511,7 +511,7 @@ def safe_part(index: TokenIndex, dfa: DFA | CountedDFA | CountedProduct, state: 
         dfa, state = counted_window(index, dfa, state)
     if is_format_table(dfa):  # a constant of the library (lives as long as the process)
         kept, key = index.format_parts, (id(dfa), state)
-    elif dfa.transitions.nbytes > CONTENT_KEYED_MAX_BYTES:
+    elif dfa.table.nbytes > CONTENT_KEYED_MAX_BYTES:  # the compact table: what the digest reads
         own = index.large_safe_parts.setdefault(dfa, {})
         hit = own.get(state)
         if hit is None:
@@ -531,10 +531,11 @@ FORMAT_PARTS = 1024
 the tables are the library's, so every schema of the process shares them, cold or not."""
 
 CONTENT_KEYED_MAX_BYTES = 1 << 20
-"""Largest table whose :func:`safe_part` masks are kept by content (a digest of the table, ~1.3 ms
-per MB, and then shared by every automaton of that content): a larger one keeps them itself
-(JSON Schema Store's libman embeds an 18,942-state table: 24 ms to digest, against well under
-1 ms for the walk)."""
+"""Largest table (compact, :attr:`~enforcer.automaton.DFA.table`) whose :func:`safe_part` masks
+are kept by content (a digest of the table, ~1.3 ms per MB, and then shared by every automaton
+of that content): a larger one keeps them itself (a table of 18,942 states over 256 columns, as
+JSON Schema Store's libman once embedded: 24 ms to digest, against well under 1 ms for the
+walk)."""
 
 
 def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:

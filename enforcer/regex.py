@@ -1087,8 +1087,8 @@ def write_format_tables(path: Path = FORMAT_TABLES) -> None:
             dfa = build_format_dfa(fmt, escapes)
             if dfa.num_states > np.iinfo(np.int16).max:
                 raise ValueError(f"format {fmt!r} ({escapes}) has {dfa.num_states} states: more than int16 holds")
-            columns, classes = np.unique(dfa.transitions, axis=1, return_inverse=True)
-            entry = zlib.compress(classes.reshape(-1).astype(np.uint8).tobytes() + np.packbits(dfa.accepting).tobytes()
+            columns, classes = dfa.table, dfa.classes
+            entry = zlib.compress(classes.tobytes() + np.packbits(dfa.accepting).tobytes()
                                   + columns.astype("<i2").tobytes(), 9)
             index[_format_table_key(fmt, escapes)] = [offset, len(entry), *columns.shape]
             entries.append(entry)
@@ -1132,7 +1132,7 @@ def shipped_format_dfa(tables: Path, fmt: str, escapes: Escapes) -> DFA | None:
     columns = np.frombuffer(data, "<i2", states * width, 256 + accepting_bytes).reshape(states, width)
     if int(classes.max()) >= width or int(columns.min()) < -1 or int(columns.max()) >= states:
         return None
-    return DFA(np.take(columns.astype(np.int32), classes, axis=1), accepting)
+    return DFA(columns.astype(np.int32), accepting, classes)
 
 
 _FORMAT_TABLE_IDS: set[int] = set()

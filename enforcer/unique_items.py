@@ -189,7 +189,7 @@ class StringItems:
     def __init__(self, dfa: DFA) -> None:
         self.dfa = dfa
         self.capacity = _capacity(dfa)
-        final = dfa.accepting & (dfa.transitions == DEAD).all(axis=1)
+        final = dfa.accepting & (dfa.table == DEAD).all(axis=1)
         self.safe = bool(((self.capacity >= CAPACITY_CAP) | final).all())
         self.rows = dfa.all_rows()  # int arrays, which refer to nothing: cheap for the collector, unlike lists of ints
         self._endings: dict[int, list[bytes]] = {}
@@ -776,7 +776,7 @@ def _string_items(compiler: SchemaCompiler, unique: _Producer) -> StringItems:
         except SchemaTooComplexError as exc:
             raise SchemaTooComplexError(f"its items' automaton ({exc.reason})", f"{pointer}/items", exc.budget,
                                         "uniqueItems") from None
-        if not dfa.is_empty and (np.flatnonzero(dfa.transitions[0] != DEAD).tolist() != [0x22] or dfa.accepting[0]):
+        if not dfa.is_empty and (np.flatnonzero(dfa.array_row(0) != DEAD).tolist() != [0x22] or dfa.accepting[0]):
             raise UnsupportedSchemaError("uniqueItems", pointer, reason)
         found = StringItems(dfa)
         if key is not None:

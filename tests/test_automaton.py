@@ -213,7 +213,7 @@ def test_a_table_is_held_over_its_byte_classes_in_one_form() -> None:
     # random tables whose columns repeat: the compiled column classes against numpy's, each
     # byte's column numbered by first byte, the spread form the table given; and a table given
     # over a finer partition (16 runs of 16 bytes, columns repeating among them) ends in the same
-    # compact form as the same table given byte by byte
+    # compact form as the same table given byte by byte, whatever order its columns come in
     from enforcer.automaton import DFA, _column_classes_reference, column_classes
 
     rng = np.random.default_rng(11)
@@ -230,13 +230,18 @@ def test_a_table_is_held_over_its_byte_classes_in_one_form() -> None:
             _, first_byte = np.unique(dfa.classes, return_index=True)
             assert np.array_equal(first_byte, np.sort(first_byte)) and dfa.classes.max() == k - 1
             if column_classes is not None:
-                fast, slow = column_classes(table), _column_classes_reference(table)
+                every = np.arange(256, dtype=np.uint8)
+                fast, slow = column_classes(table, every), _column_classes_reference(table, every)
                 assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
             per_run = np.ascontiguousarray(columns[:, rng.integers(0, distinct, 16)], dtype=np.int32)
             finer = DFA(per_run, np.zeros(n, dtype=bool), runs)
             whole = DFA(np.ascontiguousarray(per_run[:, runs]), np.zeros(n, dtype=bool))
             assert np.array_equal(finer.table, whole.table) and np.array_equal(finer.classes, whole.classes)
             assert finer.content_key == whole.content_key
+            order = rng.permutation(16)  # the same columns in another order, the classes renumbered to match
+            shuffled = DFA(np.ascontiguousarray(per_run[:, order]), np.zeros(n, dtype=bool),
+                           np.argsort(order).astype(np.uint8)[runs])
+            assert np.array_equal(shuffled.table, whole.table) and np.array_equal(shuffled.classes, whole.classes)
 
 
 def test_a_utf8_repeat_holds_a_few_columns_a_state_until_a_walk_spreads_it() -> None:
