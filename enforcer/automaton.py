@@ -2,8 +2,9 @@
 
 Every constraint in the library (JSON values, string patterns, call ids) is expressed as a
 :class:`Node` over bytes and compiled once into a trimmed, minimal :class:`DFA`: state 0 is the
-start, ``transitions[s, b]`` is the next state or ``-1``, and every live state can still reach an
-accepting one, so "the walk did not die" means "the text can still be completed".
+start, ``transitions[s, b]`` is the next state or ``-1`` (held as ``table[s, classes[b]]``, one
+column per class of bytes read alike), and every live state can still reach an accepting one,
+so "the walk did not die" means "the text can still be completed".
 
 Cost: Thompson construction and subset construction are linear in the size of the expression and
 the resulting automaton; minimisation is vectorised with numpy. Nodes and DFAs are immutable.

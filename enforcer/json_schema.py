@@ -165,12 +165,14 @@ def _located(exc: SchemaTooComplexError, pointer: str, keyword: str) -> SchemaTo
 _NO_OP = {"uniqueItems": False, "minProperties": 0}
 _DISJOINT_LEVELS = 8
 DEFAULT_MAX_EAGER_STATES = 250_000
-"""Default budget: states one compile builds whole, summed. Each is a 1 KB row built, trimmed
-and renumbered (1-10 us with its page faults), and the automata built whole stay for the
-compile (one is reused wherever its expression comes again), so this bounds a compile's tables
-to about 250 MB and its whole builds to about a second. Two jsonschemabench schemas of 6,156
-compile only past it (Github_hard o90971: 723,000 states, 2.7-4.5 s and 780 MB; JSON Schema
-Store's jsonld: 357,000, 1-1.7 s and 430 MB), and seven of MaskBench's 147 handwritten ones
+"""Default budget: states one compile builds whole, summed. Each is a row built, trimmed and
+renumbered (1-10 us), held over its automaton's byte classes (one 4-byte entry per class:
+13-76 in the corpora's automata), and the automata built whole stay for the compile (one is
+reused wherever its expression comes again), so this bounds a compile's tables to well under
+100 MB and its whole builds to about a second (to about 250 MB with the 1 KB rows of 256
+entries held before session 37). Two jsonschemabench schemas of 6,156 compile only past it
+(Github_hard o90971: 723,000 states, 2.7-4.5 s and 780 MB with 1 KB rows; JSON Schema Store's
+jsonld: 357,000, 1-1.7 s and 430 MB), and seven of MaskBench's 147 handwritten ones
 (350,000-830,000 states, 0.5-2.4 s and 230-890 MB); the refusals that filled 1,000,000 took
 up to 9 s and 2.1 GB (prometheus)."""
 DEFAULT_MAX_NFA_STATES = 4_000_000
@@ -446,7 +448,7 @@ class SchemaCompiler:
         self._shares: dict[int, tuple[Node, Node]] = {}
         """id of a node met again -> (that node, kept so its id stays its own; what each use holds:
         a share, or the node itself when it is small or holds a block too large to copy)."""
-        self._block_sizes: dict[int, tuple[Node, int]] = {}  # knots.largest_block's memo
+        self._block_sizes: dict[int, tuple[Node, int]] = {}  # knots.copyable's memo (of largest_block)
         self._cyclic: bool | None = None  # see _reference_cycle
         self._knotted = False
         """The attempt with knots made a knot or a share, or expanded a ``$ref`` inside its own
@@ -858,7 +860,7 @@ class SchemaCompiler:
             return node
         hit = self._shares.get(id(node))
         if hit is None:
-            usable = knots.largest_block(node, self._block_sizes) <= MAX_LEVEL_BLOCK_STATES
+            usable = knots.copyable(node, self._block_sizes)
             hit = self._shares[id(node)] = (node, knots.share(node) if usable else node)
             self._knotted |= usable
         return hit[1]
@@ -3258,7 +3260,8 @@ class SchemaCompiler:
         index = {start: 0}
         order = [start]
         edges: list[tuple[int, Node, int]] = []
-        accepting: set[int] = set()
+        accepting: list[int] = []  # the states that end the object after a member
+        empty_ok = False  # whether the start state ends it: "{}" is accepted
 
         def state(key: tuple[int, bool, frozenset, int, frozenset]) -> int:
             if key not in index:
@@ -3293,7 +3296,10 @@ class SchemaCompiler:
             if pos >= len(members):
                 if witnessed == every_witness and count >= min_props and (not dependent or all(
                         set(dependent[n]) <= seen for n in seen if n in dependent)):
-                    accepting.add(src)
+                    if written:
+                        accepting.append(src)
+                    else:
+                        empty_ok = True
                 if nxt is not None:
                     for node, marks in extras:
                         if node is not NOTHING and (not marks or not marks <= witnessed):
@@ -3313,9 +3319,7 @@ class SchemaCompiler:
         states = len(order)
         graph_edges = tuple((src, sub, states - 1 - dst if dst < 0 else dst) for src, sub, dst in edges)
         graph_edges += tuple((states + k, member, target) for (target, _), (k, member) in entries.items())
-        non_empty_accepting = frozenset(index[k] for k in order if k[1] and index[k] in accepting)
-        body = Graph(states + len(entries), 0, non_empty_accepting, graph_edges).trimmed()
-        empty_ok = any(index[k] in accepting and not k[1] for k in order)
+        body = Graph(states + len(entries), 0, frozenset(accepting), graph_edges).trimmed()
         open_ws, close_ws = self.ws(inner), self.ws(depth)
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
                    seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
@@ -4070,7 +4074,7 @@ COUNTED_UNIT_MAX_STATES = 4_096
 automaton, built whole: past either, the item is copied per count."""
 MAX_COUNTED_LENGTH = 2048
 """Largest ``maxLength`` beside a ``pattern`` or ``format``: their intersection is a table of
-about 20 states per character, 1 KiB each (42 MB at 2048); past it
+about 20 states per character (41,000 at 2048, each a row over the table's byte classes); past it
 :class:`SchemaTooComplexError`. A plain string's bound is a counted repeat built lazily, within
 ``max_nfa_states`` (20 states per character)."""
 

@@ -82,6 +82,14 @@ def largest_block(node: Node, memo: dict[int, tuple[Node, int]]) -> int:
     return memo[id(node)][1]
 
 
+def copyable(node: Node, memo: dict[int, tuple[Node, int]]) -> bool:
+    """Whether every embedded automaton of ``node`` outside its placeholders is small enough to
+    be copied with a level (:data:`~enforcer.automaton.MAX_LEVEL_BLOCK_STATES`): at no cost when
+    all its embedded states together are (``block_states``, an upper bound of the largest), else
+    through :func:`largest_block` and its ``memo``."""
+    return node.block_states <= MAX_LEVEL_BLOCK_STATES or largest_block(node, memo) <= MAX_LEVEL_BLOCK_STATES
+
+
 def finish(node: Node, sizes: dict[int, tuple[Node, int]] | None = None) -> None:
     """Check the knots and shares ``node`` reaches (see the module's docstring); raise
     :class:`KnotsUnusable` naming what fails. ``sizes``: :func:`largest_block`'s memo, when the
@@ -92,7 +100,7 @@ def finish(node: Node, sizes: dict[int, tuple[Node, int]] | None = None) -> None
     for level in levels:
         if level.node is None:
             raise KnotsUnusable("a recursion's level was left unbuilt (its build was abandoned)")
-        if largest_block(level.node, sizes) > MAX_LEVEL_BLOCK_STATES:
+        if not copyable(level.node, sizes):
             raise KnotsUnusable("a repeated level holds an embedded automaton too large to copy")
     knots = [level for level in levels if level.recursive]
     # least fixpoint: a knot is non-empty once its level is, given those found so far
