@@ -1196,7 +1196,8 @@ class DFA(_Reading):
         return self.rows  # type: ignore[return-value]
 
     def array_row(self, state: int) -> np.ndarray:
-        """The row of ``state``, one entry per byte (int32[256]; read-only)."""
+        """The row of ``state``, one entry per byte (int32[256]: a view of the spread table once
+        made, else a new array; not to be written)."""
         if self._transitions is not None:
             return self._transitions[state]
         return self.table[state][self.classes]
