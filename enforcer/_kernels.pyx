@@ -445,7 +445,7 @@ cdef class SubsetConstruction:
     cdef int16_t** block_runs  # with classes: the byte ranges of one class, [count, (first byte, class) * count]
     cdef int32_t* block_width  # entries per row of the block's table
     cdef int32_t* block_last  # the first state of a periodic block's last copy, which reads nothing
-    cdef int32_t scratch_row[256]  # a compact block's row spread to 256 bytes, or a flagged block's trimmed
+    cdef int32_t trimmed_row[256]  # a flagged block's row without the targets that cannot end
     cdef int32_t* block_level  # a placeholder block's level record (-1: a DFA block)
     cdef Py_ssize_t blocks_cap
     cdef list expanded  # (first state, template) per expansion whose level holds blocks
@@ -721,7 +721,7 @@ cdef class SubsetConstruction:
         """The row of state ``local`` of block ``blk``, its targets to be shifted by ``shift``
         (NULL: a periodic block's last copy, which reads nothing), read through ``classes``
         (byte ``b``'s entry is ``row[classes[b]]``; NULL: ``row[b]``). A flagged block's row is
-        written to ``scratch_row`` (valid until the next call)."""
+        written to ``trimmed_row`` (valid until the next call)."""
         cdef int32_t period = self.block_period[blk]
         cdef const int32_t* row
         cdef const uint8_t* live
@@ -744,8 +744,8 @@ cdef class SubsetConstruction:
             t = row[b]
             if t >= 0 and not live[shift[0] + t]:
                 t = -1
-            self.scratch_row[b] = t
-        return self.scratch_row
+            self.trimmed_row[b] = t
+        return self.trimmed_row
 
     cdef inline _StatePage* _page(self, int32_t s) except NULL:
         """The scratch page of NFA state ``s``, made (zeroed) the first time one of its states
