@@ -1094,20 +1094,27 @@ def _compact(table: np.ndarray, classes: np.ndarray | None = None) -> "ByteTable
     return ByteTable(columns, merged)
 
 
+def _by_first_appearance(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``labels`` (int[n]) numbered 0, 1, ... in order of first appearance: ``(each element's
+    number, int[n]; the index of each number's first element, ascending)``."""
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty(order.shape[0], dtype=np.intp)
+    rank[order] = np.arange(order.shape[0])
+    return rank[inverse.reshape(-1)], first[order]
+
+
 def _column_classes_reference(table: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`enforcer._kernels.column_classes` in numpy: the fallback and the oracle of its
     differential test."""
-    spread = table[:, classes]
     if table.shape[0] == 0:
         return np.zeros(256, dtype=np.uint8), table[:, :1]
-    _, first, inverse = np.unique(spread, axis=1, return_index=True, return_inverse=True)
-    order = np.argsort(first)
-    rank = np.empty(order.shape[0], dtype=np.uint8)
-    rank[order] = np.arange(order.shape[0])
-    lead = classes[np.sort(first)]
-    if order.shape[0] == table.shape[1] and np.array_equal(lead, np.arange(table.shape[1])):
-        return rank[inverse.reshape(-1)], table
-    return rank[inverse.reshape(-1)], np.ascontiguousarray(table[:, lead])
+    _, inverse = np.unique(table[:, classes], axis=1, return_inverse=True)
+    numbers, lead_bytes = _by_first_appearance(inverse.reshape(-1))
+    lead = classes[lead_bytes]
+    if lead.shape[0] == table.shape[1] and np.array_equal(lead, np.arange(table.shape[1])):
+        return numbers.astype(np.uint8), table
+    return numbers.astype(np.uint8), np.ascontiguousarray(table[:, lead])
 
 
 class DFA(_Reading):
@@ -1134,7 +1141,7 @@ class DFA(_Reading):
         """``table`` with ``classes`` (uint8[256]: each byte's column), or without them 256
         columns, one per byte. Equal columns are merged here (one or two passes over the
         table)."""
-        table, classes = _compact(np.ascontiguousarray(table, dtype=np.int32), classes)
+        table, classes = _compact(table, classes)
         self.table = table
         self.classes = classes
         self._transitions: np.ndarray | None = None
@@ -1390,13 +1397,8 @@ def joint_classes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np
     """The byte classes two automata's classes split the bytes into, numbered by their first
     byte: ``(each byte's joint class uint8[256], each joint class's column of the first,
     of the second)``. About 10 us."""
-    joint = first.astype(np.int32) * 256 + second
-    _, first_byte, inverse = np.unique(joint, return_index=True, return_inverse=True)
-    order = np.argsort(first_byte)
-    rank = np.empty(order.shape[0], dtype=np.uint8)
-    rank[order] = np.arange(order.shape[0])
-    lead = first_byte[order]
-    return rank[inverse.reshape(-1)], np.ascontiguousarray(first[lead]), np.ascontiguousarray(second[lead])
+    numbers, lead = _by_first_appearance(first.astype(np.int32) * 256 + second)
+    return numbers.astype(np.uint8), np.ascontiguousarray(first[lead]), np.ascontiguousarray(second[lead])
 
 
 def state_pairs(a_table: np.ndarray, a_classes: np.ndarray, b_table: np.ndarray, b_classes: np.ndarray,
@@ -2871,12 +2873,7 @@ def _minimise(trans: np.ndarray, acc: np.ndarray, classes: np.ndarray | None = N
     if num == n:
         return DFA(np.ascontiguousarray(trans, dtype=np.int32), acc.copy(), classes)
     # renumber the blocks in order of first appearance so that the start stays 0
-    _, first = np.unique(blocks, return_index=True)
-    order = np.argsort(first)
-    relabel = np.empty(num, dtype=np.int32)
-    relabel[order] = np.arange(num, dtype=np.int32)
-    cls = relabel[blocks]
-    representative = np.sort(first)
+    cls, representative = _by_first_appearance(blocks)
     rep_rows = trans[representative]
     new_trans = np.where(rep_rows >= 0, cls[np.where(rep_rows >= 0, rep_rows, 0)], DEAD)
     return DFA(np.ascontiguousarray(new_trans, dtype=np.int32), acc[representative].copy(), classes)
