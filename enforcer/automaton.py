@@ -1776,7 +1776,7 @@ def _ending_layers(table: np.ndarray, completes: np.ndarray, ends: np.ndarray, m
     targets = table.reshape(-1).astype(np.int64)
     live = targets >= 0
     # each distinct (source, target, crosses) once, as one int64
-    keys = np.unique((sources[live] * n + targets[live]) * 2 + completes.reshape(-1)[live])
+    keys = sorted_distinct((sources[live] * n + targets[live]) * 2 + completes.reshape(-1)[live])
     pairs, crosses = np.divmod(keys, 2)
     ends_at, starts_at = pairs % n, pairs // n
     within = (starts_at[crosses == 0], ends_at[crosses == 0])
@@ -1811,6 +1811,17 @@ def _ending_layers(table: np.ndarray, completes: np.ndarray, ends: np.ndarray, m
 PERIODIC = (CountedDFA, CountedProduct)
 """Embedded automata kept as rows that repeat per copy (no table)."""
 
+def sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a 1-d array, ascending: a sort and a neighbour compare. Used for
+    ``np.unique(values)``, which in numpy 2 hashes (2-5x slower on these integer arrays) and
+    imports ``numpy.ma`` on its first call in a process (~10 ms, once, wherever it lands)."""
+    ordered = np.sort(values)
+    distinct = np.empty(ordered.size, dtype=bool)
+    distinct[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=distinct[1:])
+    return ordered[distinct]
+
+
 def concat_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
     lengths = ends - starts
@@ -1838,7 +1849,7 @@ def _reaching_reference(n: int, sources: np.ndarray, targets: np.ndarray, end: i
     while frontier.size:  # one numpy step per level
         lo, hi = starts[frontier], starts[frontier + 1]
         found = preds[concat_ranges(lo, hi)]
-        found = np.unique(found[~alive[found]])
+        found = sorted_distinct(found[~alive[found]])
         alive[found] = True
         frontier = found.astype(np.int64)
     return alive
@@ -2619,7 +2630,7 @@ class LazyDFA(_Reading):
                     self._walk_built(built)
             if nodes is None:
                 return
-            self.ensure(np.unique(states))
+            self.ensure(states)
 
     def _walk_built(self, count: int) -> None:
         """A compiled walk built ``count`` rows: account for them (under the lock)."""
@@ -2639,11 +2650,12 @@ class LazyDFA(_Reading):
             return det.embedding(state)
 
     def ensure(self, states: np.ndarray) -> np.ndarray:
-        """Build the rows of ``states``; returns the (possibly reallocated) table. Raises
-        :class:`AutomatonBudgetError` once the automaton is :attr:`exhausted`."""
+        """Build the rows of ``states`` (repeats allowed; built in ascending order); returns
+        the (possibly reallocated) table. Raises :class:`AutomatonBudgetError` once the
+        automaton is :attr:`exhausted`."""
         missing = states[~self._built[states]] if states.size else states
         if missing.size:
-            self._build_rows(np.unique(missing).tolist())
+            self._build_rows(sorted(set(missing.tolist())))
         if self.exhausted is not None:
             raise AutomatonBudgetError(self.exhausted)
         return self._table
@@ -2747,7 +2759,7 @@ def _live_order_reference(transitions: np.ndarray, accepting: np.ndarray) -> lis
     # distinct (source, target) edges, vectorised
     flat = transitions.ravel()
     has = flat >= 0
-    keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), transitions.shape[1])[has] * n + flat[has])
+    keys = sorted_distinct(np.repeat(np.arange(n, dtype=np.int64), transitions.shape[1])[has] * n + flat[has])
     forward: list[list[int]] = [[] for _ in range(n)]
     for a, b in zip((keys // n).tolist(), (keys % n).tolist()):
         forward[a].append(b)
@@ -2841,7 +2853,7 @@ def _moore_classes_reference(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:
     safe = np.where(live, columns, 0)
     weights = _HASH_WEIGHTS[1:columns.shape[1] + 1]
     classes = acc.astype(np.int64)
-    num = len(np.unique(classes))
+    num = len(sorted_distinct(classes))
     while True:
         succ = np.where(live, classes[safe], -1)
         hashed = succ @ weights + classes * _HASH_WEIGHTS[0]

@@ -129,7 +129,7 @@ def walk_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, positions: np
         if not pending:
             return words.view(np.int32)
         positions, states, steps = pending_positions[:pending], pending_states[:pending], pending_steps[:pending]
-        dfa.ensure(np.unique(states))
+        dfa.ensure(states)
 
 
 def trie_mask(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, trie: "TokenTrie | None" = None) -> np.ndarray:

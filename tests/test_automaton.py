@@ -9,7 +9,8 @@ import pytest
 from enforcer.errors import SchemaTooComplexError
 
 from enforcer.automaton import (ANY_CODEPOINT, EPSILON, NOTHING, Embedded, Graph, LazyDFA, _Determiniser, alt, byte_chars,
-                                codepoints, compile_node, literal, optional, plus, repeat, separated, seq, star)
+                                codepoints, compile_node, literal, optional, plus, repeat, separated, seq, sorted_distinct,
+                                star)
 
 
 def test_literal_concat_star():
@@ -921,3 +922,13 @@ def test_scratch_arrays_of_a_large_nfa_grow_as_levels_are_added(kimi_vocab) -> N
     bad = kimi_vocab.encode_text(good[:good.index("]]]}")] + "}")
     matcher = compiled.matcher()
     assert not all(matcher.accept_token(t) for t in bad)
+
+
+def test_sorted_distinct_is_numpy_unique() -> None:
+    """The sort-based distinct values used in place of ``np.unique`` (numpy 2 hashes, and its
+    first call imports ``numpy.ma``): the same values, ascending, empty and repeated input too."""
+    rng = np.random.default_rng(7)
+    for size in (0, 1, 2, 17, 1000):
+        values = rng.integers(-5, 40, size=size)
+        assert np.array_equal(sorted_distinct(values), np.unique(values))
+    assert sorted_distinct(np.array([3, 3, 3])).tolist() == [3]

@@ -8,7 +8,10 @@ tokens, so escapes, multi-byte characters, quotes and length limits are all visi
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -492,3 +495,34 @@ def test_format_masks_outlive_clear_cache(kimi_vocab, monkeypatch) -> None:
     clear_cache()
     fill(b'{"to": "a@b.c", "code": "ab')
     assert len(walks) == 3  # dropped with the shared masks: walked again
+
+
+DECODE_WITHOUT_NUMPY_MA = '''
+import sys
+import numpy as np
+from enforcer import Vocabulary, compile_json_schema
+from enforcer.testing.tokenizers import kimi_k2_tokenizer
+tokenizer = kimi_k2_tokenizer()
+vocab = Vocabulary.from_tokenizer(tokenizer)
+assert "numpy.ma" not in sys.modules, "loaded before the decode: the check cannot tell"
+schema = {"type": "object", "properties": {"x": {"type": "array"}, "y": {"type": "array"}}}
+text = '{"x": [0.4, 0.7, 0.9], "y": [0.2, {"a": [true, null]}, "s"]}'
+matcher = compile_json_schema(schema, vocab).matcher()
+bitmask = np.zeros((1, (vocab.vocab_size + 31) // 32), np.int32)
+for token in tokenizer.encode(text, add_special_tokens=False):
+    matcher.fill_bitmask(bitmask)
+    assert matcher.accept_token(token)
+print("numpy.ma loaded:", "numpy.ma" in sys.modules)
+'''
+
+
+def test_a_decode_never_imports_numpy_ma() -> None:
+    """numpy 2's plain ``np.unique`` imports ``numpy.ma`` on its first call in a process (~10
+    ms): a free-form array's first masks called it (building the rows a walk stopped at), and
+    that import landed inside a decode step (7 ms in a first-sight run). A fresh process, as
+    only its first call pays."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", DECODE_WITHOUT_NUMPY_MA], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "numpy.ma loaded: False" in done.stdout, done.stdout
