@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from enforcer.automaton import DFA, compile_node, repeat, star
 from enforcer.errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
-from enforcer.regex import (FORMAT_DOCS, JSON_STRING_CHAR_ANY, MAX_GROUP_DEPTH,
+from enforcer.regex import (_json_string_chars, _one_bmp_char, FORMAT_DOCS, JSON_STRING_CHAR_ANY, MAX_GROUP_DEPTH,
                             MAX_PATTERN_POSITIONS, format_node, json_string_char, pattern_node)
 
 SHORT = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
@@ -875,3 +875,15 @@ def test_new_format_samples_agree_with_jsonschema(fmt: str) -> None:
         assert checker.conforms(s, fmt), (fmt, s)
     for s in INVALID[fmt]:
         assert not checker.conforms(s, fmt), (fmt, s)
+
+
+@pytest.mark.parametrize("escapes", ["all", "common"])
+def test_one_bmp_character_is_the_range_algebras_node(escapes: str) -> None:
+    """The shortcut for one BMP code point (each character of a key, enum or constant) accepts
+    exactly what the general construction accepts: every control, escaped and printable ASCII
+    character, Latin-1, and the edges around the surrogates and the end of the BMP."""
+    points = [*range(0x100), 0x7FF, 0x800, 0x2028, 0xD7FF, 0xE000, 0xFEFF, 0xFFFD, 0xFFFF]
+    for cp in points:
+        fast = compile_node(_one_bmp_char(cp, escapes))
+        general = compile_node(_json_string_chars(((cp, cp),), escapes))
+        assert fast.content_key == general.content_key, hex(cp)
