@@ -26,10 +26,10 @@ from .regex import is_format_table
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import (TOKEN_BYTES_LIMIT, RowWriter, TrieWalk, ascii_body_bytes, build_trie, embeds_within,
+    from ._kernels import (TOKEN_BYTES_LIMIT, RowWriter, TrieWalk, build_trie, class_body_bytes, embeds_within,
                            pack_few_ids, take_few_ids, walk_tokens)
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
-    TOKEN_BYTES_LIMIT, TrieWalk, ascii_body_bytes, build_trie, embeds_within, pack_few_ids, walk_tokens = (
+    TOKEN_BYTES_LIMIT, TrieWalk, build_trie, class_body_bytes, embeds_within, pack_few_ids, walk_tokens = (
         0, None, None, None, None, None, None)
     RowWriter = take_few_ids = None
 
@@ -55,7 +55,7 @@ _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
 _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
 _EVERY_BYTE = np.ones(256, dtype=bool)
-_MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes holds few tokens: walked as it stands
+_MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes (and none past ASCII) holds few tokens: walked as it stands
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
 
@@ -164,6 +164,22 @@ class TokenTrie(NamedTuple):
         return cls(*arrays, TrieWalk(*arrays, index.max_length))
 
 
+class BodyByteSets(NamedTuple):
+    """Per token id (``32 * words`` entries, the padding and ids of no text token zero): the
+    tokens a raw string body reads from a character boundary, and their ASCII bytes, as
+    :meth:`TokenIndex.class_body_mask` reads them (a few passes over flat arrays, then one
+    ``packbits``: no gather of positions, no scatter of ids)."""
+
+    raw: np.ndarray
+    """Whether a raw string body reads the token whole from a character boundary."""
+    ascii: np.ndarray
+    """Whether it does and every byte of the token is ASCII."""
+    low: np.ndarray
+    """The token's bytes 0-63 as the bits of a uint64."""
+    high: np.ndarray
+    """The token's bytes 64-127 as the bits of a uint64."""
+
+
 class TokenIndex:
     """Text tokens sorted by their first two bytes, with their bytes in one flat array.
     Immutable; built once per vocabulary (about 0.2 s for 150k ids)."""
@@ -224,7 +240,7 @@ class TokenIndex:
         self._safe_words: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
         self._bounded: np.ndarray | None = None
-        self._ascii_sets: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._body_sets: BodyByteSets | None = None
         self.shared: LRU[np.ndarray] = LRU(4096)
         """Masks that depend only on this vocabulary and an automaton's content, shared by every
         compiled object: per remaining length of a bounded string, per embedded state."""
@@ -331,39 +347,46 @@ class TokenIndex:
         return hit
 
     def class_body_mask(self, inside: np.ndarray) -> np.ndarray:
-        """Packed mask of the tokens made only of the bytes ``inside`` flags (256 bools, safe
-        bytes only; read-only). Shared per vocabulary and byte set (:attr:`shared`); about
-        0.5 ms for 150k ids the first time a set is seen."""
+        """Packed mask of the tokens a string body over one set of characters reads whole from
+        a character boundary (read-only): ``inside`` (256 bools, safe bytes only) flags its
+        ASCII bytes and, when the set holds every character past ASCII, the UTF-8 lead bytes.
+        Those are the raw-body tokens whose ASCII bytes are all flagged, and without lead bytes
+        only the ASCII ones. Shared per vocabulary and set (:attr:`shared`); about 0.15 ms for
+        150k ids the first time a set is seen."""
         key = ("class body", np.packbits(inside).tobytes())
         hit = self.shared.get(key)
         if hit is None:
-            positions, low, high = self._ascii_byte_sets()
+            sets = self._body_byte_sets()
             flags = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
             outside_low = ~np.bitwise_or.reduce(flags[inside[:64]], initial=np.uint64(0))
             outside_high = ~np.bitwise_or.reduce(flags[inside[64:128]], initial=np.uint64(0))
-            within = ((low & outside_low) == 0) & ((high & outside_high) == 0)
-            hit = pack_ids(self.ids[positions[within]], self.words)
+            within = (sets.low & outside_low) == 0
+            within &= (sets.high & outside_high) == 0
+            within &= sets.ascii if not inside[0x80:].any() else sets.raw
+            hit = np.packbits(within, bitorder="little").view(np.int32)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
         return hit
 
-    def _ascii_byte_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The positions of the tokens made only of safe ASCII bytes, and the set of bytes
-        each one holds as two uint64 halves (bytes 0-63, 64-127). Computed once (~10 ms and
-        ~2 MB for 150k ids), with the index (:func:`token_index`)."""
-        if self._ascii_sets is None:
-            if not len(self.ids):
-                empty = np.zeros(0, dtype=np.uint64)
-                self._ascii_sets = (np.zeros(0, dtype=np.int64), empty, empty)
-                return self._ascii_sets
-            flat = self.flat
-            foreign = np.add.reduceat((~_SAFE_BYTES[flat] | (flat >= 0x80)).astype(np.int32), self.offsets)
-            positions = np.flatnonzero(foreign == 0)
-            bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
-            low, high = (np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)[positions]
-                         for half in (flat < 64, flat >= 64))
-            self._ascii_sets = (positions, low, high)
-        return self._ascii_sets
+    def _body_byte_sets(self) -> BodyByteSets:
+        """The ASCII bytes of each token a raw string body reads from a character boundary,
+        per token id. Computed once (~12 ms and ~2.7 MB for 150k ids), with the index
+        (:func:`token_index`)."""
+        if self._body_sets is None:
+            size = self.words * 32
+            raw, ascii = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
+            low, high = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
+            positions = self._raw_body_positions()
+            if len(positions):
+                flat = self.flat
+                ids = self.ids[positions]
+                bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
+                for half, out in ((flat < 64, low), ((flat >= 64) & (flat < 128), high)):
+                    out[ids] = np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)[positions]
+                raw[ids] = True
+                ascii[ids] = np.add.reduceat((flat >= 0x80).astype(np.int32), self.offsets)[positions] == 0
+            self._body_sets = BodyByteSets(raw, ascii, low, high)
+        return self._body_sets
 
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
         """Positions of the tokens whose first two bytes (or single byte) ``dfa`` accepts
@@ -403,7 +426,7 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
     index.string_body_mask()
     index.bounded_body_mask(0)
     index.safe_words()
-    index.class_body_mask(_SAFE_BYTES & (np.arange(256) < 0x80))  # its byte sets; the plain ASCII body's mask
+    index.class_body_mask(_SAFE_BYTES & (np.arange(256) < 0x80))  # the body byte sets; the plain ASCII body's mask
     return _INDEX_CACHE.put(vocabulary.fingerprint, index)
 
 
@@ -550,9 +573,16 @@ def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
 
 
 def class_loop(inside: np.ndarray) -> np.ndarray:
-    """The one-state automaton (a 1 x 256 table) that reads the bytes ``inside`` flags, again
-    and again."""
-    return np.where(inside, 0, -1).astype(np.int32).reshape(1, 256)
+    """The automaton (a table) that reads one character of a set again and again: ``inside``
+    (256 bools) flags its ASCII bytes and, for a set holding every character past ASCII, the
+    UTF-8 lead bytes. Without those, one state over the flagged bytes; with them, the raw
+    string body's automaton with its ASCII edges (all from its start state) cut to the flagged
+    bytes."""
+    if not inside[0x80:].any():
+        return np.where(inside, 0, -1).astype(np.int32).reshape(1, 256)
+    table = _RAW_STRING_DFA.transitions.copy()
+    table[0, :0x80][~inside[:0x80]] = -1
+    return table
 
 
 class MaskTable:
@@ -725,19 +755,20 @@ class MaskTable:
         return None
 
     def _class_body(self, state: int) -> np.ndarray | None:
-        """The bytes of a string body that loops over one set of ASCII bytes at ``state`` (a
-        ``pattern`` such as ``^[a-z ]*$``), or None: the safe bytes live there, at least
-        ``_MIN_CLASS_BYTES`` of them and all ASCII, such that their one-state loop embeds at
-        ``state`` for every token (:meth:`_body_embeds`). Then a token made only of safe bytes
-        is allowed exactly when all of them are in the set. Needs the compiled kernels (without
-        them every such state is walked)."""
-        if ascii_body_bytes is None or not ascii_body_bytes(self.dfa.row(state), _MIN_CLASS_BYTES):
+        """The safe bytes of a string body that loops over one set of characters at ``state``
+        (a ``pattern`` such as ``^[a-z ]*$`` or ``^[^/]*$``), or None: at least
+        ``_MIN_CLASS_BYTES`` safe ASCII bytes live there and, past ASCII, nothing or every UTF-8
+        lead byte (:func:`enforcer._kernels.class_body_bytes`), and the set's loop
+        (:func:`class_loop`) embeds at ``state`` for every token (:meth:`_body_embeds`). Then a
+        token made only of safe bytes is allowed exactly when the loop reads it whole. Needs
+        the compiled kernels (without them every such state is walked)."""
+        if class_body_bytes is None or not class_body_bytes(self.dfa.row(state), _MIN_CLASS_BYTES):
             return None
         inside = (self.dfa.array_row(state) >= 0) & _SAFE_BYTES
         return inside if self._body_embeds(state, class_loop(inside)) else None
 
     def _class_body_mask(self, state: int, inside: np.ndarray) -> np.ndarray:
-        """The mask inside a body over the bytes ``inside``: the tokens made only of them
+        """The mask inside a body over the set ``inside`` flags: the tokens it reads whole
         (shared per vocabulary, :meth:`TokenIndex.class_body_mask`), and the tokens holding an
         unsafe byte (quote, backslash, control), walked here."""
         mask = self._unsafe_tokens_mask(state, _EVERY_BYTE)

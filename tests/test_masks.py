@@ -341,6 +341,37 @@ def test_a_pattern_body_over_ascii_bytes_shares_its_safe_tokens(kimi_vocab) -> N
     assert compiled.masks._class_body(compiled.dfa.walk(0, b'{"')) is None  # a key: not a body
 
 
+def test_a_pattern_body_over_every_character_but_a_few_shares_its_safe_tokens(kimi_vocab) -> None:
+    """Inside a string whose pattern loops over every character but a few ASCII ones (a file
+    name's ``^[^/]+$``, a ``[^<>]`` text), the tokens it reads whole (raw-body tokens, non-ASCII
+    characters included, whose ASCII bytes are all in the set) are one mask per vocabulary and
+    set, not a walk over the whole vocabulary per state. Masks equal the plain walk."""
+    clear_cache()
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[^/]+$"},
+                                               "text": {"type": "string", "pattern": "^[^<>]*$"}}}
+    compiled = compile_json_schema(schema, kimi_vocab)
+    in_name = compiled.dfa.walk(0, b'{"name": "rep')
+    in_text = compiled.dfa.walk(0, '{"text": "Grüße'.encode())
+    for state, excluded in ((in_name, b"/"), (in_text, b"<>")):
+        inside = compiled.masks._class_body(state)
+        assert inside is not None and inside[0xC2:0xF5].all() and not inside[0x80:0xC2].any()
+        assert not inside[list(excluded)].any() and inside[0x61]
+        compiled.masks.mask(state)
+        assert token_index(kimi_vocab).shared.get(("class body", np.packbits(inside).tobytes())) is not None
+    allowed = set(compiled.masks.allowed(in_text).tolist())
+    umlaut, tag, slash = (kimi_vocab.encode_text(t) for t in ("über", "<b", "/usr"))
+    assert len(umlaut) == 1 and umlaut[0] in allowed and tag[0] not in allowed
+    assert slash[0] not in set(compiled.masks.allowed(in_name).tolist())
+    assert assert_table_matches_reference(compiled.masks) >= 2
+
+
+def test_the_raw_body_reads_ascii_only_at_a_character_boundary() -> None:
+    """:func:`masks.class_loop` cuts a set's ASCII bytes from the raw string body's start state
+    alone: that must be the only state with ASCII edges (the others read continuation bytes)."""
+    raw = masks._RAW_STRING_DFA.transitions
+    assert raw[0, 0x61] == 0 and not (raw[1:, :0x80] >= 0).any()
+
+
 def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
     """Kimi K3 argument values are raw text (control bytes and quotes allowed): the embedded
     shortcut must not drop the tokens a JSON string would refuse."""
