@@ -56,6 +56,7 @@ _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
 _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
 _EVERY_BYTE = np.ones(256, dtype=bool)
 _MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes (and none past ASCII) holds few tokens: walked as it stands
+_MAX_LEAVING_BYTES = 4  # a class body that more ASCII bytes leave is walked as it stands
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
 
@@ -165,19 +166,38 @@ class TokenTrie(NamedTuple):
 
 
 class BodyByteSets(NamedTuple):
-    """Per token id (``32 * words`` entries, the padding and ids of no text token zero): the
-    tokens a raw string body reads from a character boundary, and their ASCII bytes, as
-    :meth:`TokenIndex.class_body_mask` reads them (a few passes over flat arrays, then one
-    ``packbits``: no gather of positions, no scatter of ids)."""
+    """Per token id (``32 * words`` entries, the padding and ids of no text token zero or
+    false): each text token's ASCII bytes and which string bodies read it, as
+    :meth:`TokenIndex.class_body_mask` and :meth:`TokenIndex.safe_positions_holding` read them
+    (a few passes over flat arrays, then one ``packbits``: no gather of positions, no scatter
+    of ids)."""
 
     raw: np.ndarray
     """Whether a raw string body reads the token whole from a character boundary."""
     ascii: np.ndarray
     """Whether it does and every byte of the token is ASCII."""
+    safe: np.ndarray
+    """Whether the token holds no quote, backslash or control byte."""
     low: np.ndarray
     """The token's bytes 0-63 as the bits of a uint64."""
     high: np.ndarray
     """The token's bytes 64-127 as the bits of a uint64."""
+    position: np.ndarray
+    """The token's position in the index (int32; -1: no text token)."""
+
+
+class ClassBody(NamedTuple):
+    """A string body standing at a state that loops over one set of characters (the class
+    shortcut of :meth:`MaskTable._class_body`)."""
+
+    inside: np.ndarray
+    """256 bools: the set's safe bytes (its ASCII bytes, and the UTF-8 lead bytes when it holds
+    every character past ASCII)."""
+    leaving: tuple[int, ...]
+    """The live ASCII bytes that leave the loop for another state (a path's ``/`` in
+    ``^/dev/[^/]+(/[^/]+)*$``): tokens holding one are walked."""
+    columns: np.ndarray
+    """uint8[256]: the bytes the loop is checked over (safe bytes but the leaving ones)."""
 
 
 class TokenIndex:
@@ -368,24 +388,43 @@ class TokenIndex:
             hit = self.shared.put(key, hit)
         return hit
 
+    def safe_positions_holding(self, leaving: tuple[int, ...]) -> np.ndarray:
+        """Positions (ascending) of the safe tokens holding any of the ASCII bytes ``leaving``
+        (those a class body's shared mask leaves out, walked instead). Shared per vocabulary
+        and byte set (:attr:`shared`); about 0.2 ms for 150k ids."""
+        key = ("holding", leaving)
+        hit = self.shared.get(key)
+        if hit is None:
+            sets = self._body_byte_sets()
+            bits = np.zeros(2, dtype=np.uint64)
+            for byte in leaving:
+                bits[byte >> 6] |= np.uint64(1) << np.uint64(byte & 63)
+            holding = ((sets.low & bits[0]) | (sets.high & bits[1])) != 0
+            holding &= sets.safe
+            hit = np.sort(sets.position[np.flatnonzero(holding)]).astype(np.int64)
+            hit.setflags(write=False)
+            hit = self.shared.put(key, hit)
+        return hit
+
     def _body_byte_sets(self) -> BodyByteSets:
-        """The ASCII bytes of each token a raw string body reads from a character boundary,
-        per token id. Computed once (~12 ms and ~2.7 MB for 150k ids), with the index
-        (:func:`token_index`)."""
+        """Each text token's ASCII bytes and which string bodies read it, per token id.
+        Computed once (~17 ms and ~3.5 MB for 150k ids), with the index (:func:`token_index`)."""
         if self._body_sets is None:
             size = self.words * 32
-            raw, ascii = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
+            raw, ascii, safe = (np.zeros(size, dtype=bool) for _ in range(3))
             low, high = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
-            positions = self._raw_body_positions()
-            if len(positions):
-                flat = self.flat
-                ids = self.ids[positions]
+            position = np.full(size, -1, dtype=np.int32)
+            if len(self.ids):
+                flat, ids = self.flat, self.ids
                 bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
                 for half, out in ((flat < 64, low), ((flat >= 64) & (flat < 128), high)):
-                    out[ids] = np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)[positions]
-                raw[ids] = True
-                ascii[ids] = np.add.reduceat((flat >= 0x80).astype(np.int32), self.offsets)[positions] == 0
-            self._body_sets = BodyByteSets(raw, ascii, low, high)
+                    out[ids] = np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)
+                positions = self._raw_body_positions()
+                raw[ids[positions]] = True
+                ascii[ids[positions]] = np.add.reduceat((flat >= 0x80).astype(np.int32), self.offsets)[positions] == 0
+                safe[ids] = self.safe
+                position[ids] = np.arange(len(ids), dtype=np.int32)
+            self._body_sets = BodyByteSets(raw, ascii, safe, low, high, position)
         return self._body_sets
 
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
@@ -749,30 +788,48 @@ class MaskTable:
                 mask = walk_mask(index, dfa, state, exits[live_first])
             mask |= index.string_body_mask()
             return mask
-        inside = self._class_body(state)
-        if inside is not None:
-            return self._class_body_mask(state, inside)
+        body = self._class_body(state)
+        if body is not None:
+            return self._class_body_mask(state, body)
         return None
 
-    def _class_body(self, state: int) -> np.ndarray | None:
-        """The safe bytes of a string body that loops over one set of characters at ``state``
-        (a ``pattern`` such as ``^[a-z ]*$`` or ``^[^/]*$``), or None: at least
-        ``_MIN_CLASS_BYTES`` safe ASCII bytes live there and, past ASCII, nothing or every UTF-8
-        lead byte (:func:`enforcer._kernels.class_body_bytes`), and the set's loop
-        (:func:`class_loop`) embeds at ``state`` for every token (:meth:`_body_embeds`). Then a
-        token made only of safe bytes is allowed exactly when the loop reads it whole. Needs
-        the compiled kernels (without them every such state is walked)."""
+    def _class_body(self, state: int) -> ClassBody | None:
+        """The string body at ``state`` when it loops over one set of characters (a
+        ``pattern`` such as ``^[a-z ]*$``, ``^[^/]*$``, or ``^/dev/[^/]+(/[^/]+)*$`` whose ``/``
+        leaves the loop), or None. The gate: at least ``_MIN_CLASS_BYTES`` safe ASCII bytes live
+        there and, past ASCII, nothing or every UTF-8 lead byte
+        (:func:`enforcer._kernels.class_body_bytes`). The live ASCII bytes whose next state is
+        not the one most of them share leave the loop (at most ``_MAX_LEAVING_BYTES``); the
+        set's loop (:func:`class_loop`) must embed at ``state`` over the other safe bytes for
+        every token (:meth:`_body_embeds`). Then a token made only of those bytes is allowed
+        exactly when the loop reads it whole. Needs the compiled kernels (without them every
+        such state is walked)."""
         if class_body_bytes is None or not class_body_bytes(self.dfa.row(state), _MIN_CLASS_BYTES):
             return None
-        inside = (self.dfa.array_row(state) >= 0) & _SAFE_BYTES
-        return inside if self._body_embeds(state, class_loop(inside)) else None
+        row = self.dfa.array_row(state)
+        live = (row >= 0) & _SAFE_BYTES
+        live_ascii = np.flatnonzero(live[:0x80])
+        targets = row[live_ascii]
+        values, counts = np.unique(targets, return_counts=True)
+        leaving = tuple(live_ascii[targets != values[np.argmax(counts)]].tolist())
+        if len(leaving) > _MAX_LEAVING_BYTES:
+            return None
+        inside, columns = live, _SAFE_FLAGS
+        if leaving:
+            inside, columns = live.copy(), _SAFE_FLAGS.copy()
+            inside[list(leaving)] = False
+            columns[list(leaving)] = 0
+        body = ClassBody(inside, leaving, columns)
+        return body if self._body_embeds(state, class_loop(inside), columns) else None
 
-    def _class_body_mask(self, state: int, inside: np.ndarray) -> np.ndarray:
-        """The mask inside a body over the set ``inside`` flags: the tokens it reads whole
-        (shared per vocabulary, :meth:`TokenIndex.class_body_mask`), and the tokens holding an
-        unsafe byte (quote, backslash, control), walked here."""
+    def _class_body_mask(self, state: int, body: ClassBody) -> np.ndarray:
+        """The mask inside a class body: the tokens its loop reads whole (shared per
+        vocabulary, :meth:`TokenIndex.class_body_mask`), and, walked here, the tokens holding an
+        unsafe byte (quote, backslash, control) or a byte that leaves the loop."""
         mask = self._unsafe_tokens_mask(state, _EVERY_BYTE)
-        mask |= self.index.class_body_mask(inside)
+        mask |= self.index.class_body_mask(body.inside)
+        if body.leaving:
+            mask |= walk_mask(self.index, self.dfa, state, self.index.safe_positions_holding(body.leaving))
         return mask
 
     def _embedded_mask(self, state: int, block: Block, inner: int, leaving: np.ndarray) -> np.ndarray:
@@ -812,17 +869,18 @@ class MaskTable:
             return False
         return self._body_embeds(state, _RAW_STRING_DFA.transitions)
 
-    def _body_embeds(self, state: int, inner: np.ndarray) -> bool:
-        """Whether the automaton of table ``inner`` embeds at ``state`` over the safe bytes for
-        every token (see :meth:`_is_string_body`): the compiled breadth-first pair walk
+    def _body_embeds(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> bool:
+        """Whether the automaton of table ``inner`` embeds at ``state`` over the bytes
+        ``columns`` flags (the safe bytes unless told) for every token (see
+        :meth:`_is_string_body`): the compiled breadth-first pair walk
         (:func:`enforcer._kernels.embeds_within`) when built, building the rows it reaches;
         else :meth:`_body_embeds_reference`."""
         if embeds_within is None:
-            return self._body_embeds_reference(state, inner)
+            return self._body_embeds_reference(state, inner, columns)
         depth = self.index.max_length
 
         def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
-            return embeds_within(inner, table, built, state, _SAFE_FLAGS, depth, _MAX_BODY_PAIRS, builder,
+            return embeds_within(inner, table, built, state, columns, depth, _MAX_BODY_PAIRS, builder,
                                  table if builder is not None else None, built if builder is not None else None)
 
         while True:
@@ -831,16 +889,17 @@ class MaskTable:
                 return bool(verdict)
             self.dfa.row(-verdict - 2)
 
-    def _body_embeds_reference(self, state: int, inner: np.ndarray) -> bool:
+    def _body_embeds_reference(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> bool:
         """:meth:`_body_embeds` in Python: the fallback without the compiled kernels and the
         oracle of its differential test (same pairs, level by level)."""
+        read = np.flatnonzero(columns)
         seen = {(0, state)}
         level = [(0, state)]
         for _ in range(self.index.max_length):
             following = []
             for u, d in level:
-                u_row = inner[u][_SAFE_COLUMNS]
-                d_row = self.dfa.array_row(d)[_SAFE_COLUMNS]
+                u_row = inner[u][read]
+                d_row = self.dfa.array_row(d)[read]
                 if not np.array_equal(u_row < 0, d_row < 0):
                     return False
                 live = u_row >= 0

@@ -161,9 +161,10 @@ def assert_table_matches_reference(table: MaskTable) -> int:
     for state, mask in list(table._masks.items()) + list(few.items()):
         assert table._is_string_body(state) == (table.dfa.row(state)[0x61] >= 0
                                                 and table._body_embeds_reference(state, raw)), f"state {state}"
-        inside = table._class_body(state)
-        if inside is not None:
-            assert table._body_embeds_reference(state, masks.class_loop(inside)), f"state {state}: class body"
+        body = table._class_body(state)
+        if body is not None:
+            assert table._body_embeds_reference(state, masks.class_loop(body.inside), body.columns), \
+                f"state {state}: class body"
         expected = reference_mask(table.index, table.dfa, state)
         if not np.array_equal(mask, expected):
             diff = np.flatnonzero(np.unpackbits((mask ^ expected).view(np.uint8), bitorder="little"))
@@ -328,8 +329,10 @@ def test_a_pattern_body_over_ascii_bytes_shares_its_safe_tokens(kimi_vocab) -> N
     compiled = compile_json_schema({"type": "object", "properties": {"a": body, "b": body}}, kimi_vocab)
     states = [compiled.dfa.walk(0, b'{"a": "ab'), compiled.dfa.walk(0, b'{"b": "x y'), compiled.dfa.walk(0, b'{"a": "')]
     for s in states:
-        inside = compiled.masks._class_body(s)
-        assert inside is not None and np.flatnonzero(inside).tolist() == [0x20, *range(0x61, 0x7B)]
+        body = compiled.masks._class_body(s)
+        assert body is not None and not body.leaving
+        inside = body.inside
+        assert np.flatnonzero(inside).tolist() == [0x20, *range(0x61, 0x7B)]
         compiled.masks.mask(s)
     index = token_index(kimi_vocab)
     assert index.shared.get(("class body", np.packbits(inside).tobytes())) is not None
@@ -353,8 +356,10 @@ def test_a_pattern_body_over_every_character_but_a_few_shares_its_safe_tokens(ki
     in_name = compiled.dfa.walk(0, b'{"name": "rep')
     in_text = compiled.dfa.walk(0, '{"text": "Grüße'.encode())
     for state, excluded in ((in_name, b"/"), (in_text, b"<>")):
-        inside = compiled.masks._class_body(state)
-        assert inside is not None and inside[0xC2:0xF5].all() and not inside[0x80:0xC2].any()
+        body = compiled.masks._class_body(state)
+        assert body is not None and not body.leaving
+        inside = body.inside
+        assert inside[0xC2:0xF5].all() and not inside[0x80:0xC2].any()
         assert not inside[list(excluded)].any() and inside[0x61]
         compiled.masks.mask(state)
         assert token_index(kimi_vocab).shared.get(("class body", np.packbits(inside).tobytes())) is not None
@@ -363,6 +368,31 @@ def test_a_pattern_body_over_every_character_but_a_few_shares_its_safe_tokens(ki
     assert len(umlaut) == 1 and umlaut[0] in allowed and tag[0] not in allowed
     assert slash[0] not in set(compiled.masks.allowed(in_name).tolist())
     assert assert_table_matches_reference(compiled.masks) >= 2
+
+
+def test_a_class_body_that_a_few_bytes_leave_walks_only_the_tokens_holding_them(kimi_vocab) -> None:
+    """Inside ``^/dev/[^/]+(/[^/]+)*$`` after a name's first character, ``/`` leaves the loop
+    (it starts the next name): the tokens without it are the shared class mask of ``[^/]``, and
+    only the tokens holding a ``/`` (a few thousand) or an unsafe byte are walked, not the whole
+    vocabulary. Right after a ``/`` nothing loops yet (``/`` is dead there): no shortcut
+    applies to ``/`` itself. Masks equal the plain walk."""
+    clear_cache()
+    schema = {"type": "object", "properties": {"storage": {"type": "string", "pattern": "^/dev/[^/]+(/[^/]+)*$"}}}
+    compiled = compile_json_schema(schema, kimi_vocab)
+    in_name = compiled.dfa.walk(0, b'{"storage": "/dev/sd')
+    body = compiled.masks._class_body(in_name)
+    assert body is not None and body.leaving == (ord("/"),) and not body.inside[ord("/")]
+    index = token_index(kimi_vocab)
+    holding = index.safe_positions_holding(body.leaving)
+    assert 0 < holding.size < index.ids.size // 20
+    assert all(b"/" in index.blobs[p] for p in holding.tolist())
+    compiled.masks.mask(in_name)
+    allowed = set(compiled.masks.allowed(in_name).tolist())
+    name, deeper, twice = (kimi_vocab.encode_text(t) for t in ("a1", "/by-id", "//"))
+    assert name[0] in allowed and deeper[0] in allowed and twice[0] not in allowed
+    for text in (b'{"storage": "/dev/sda1/', b'{"storage": "/dev/'):
+        compiled.masks.mask(compiled.dfa.walk(0, text))
+    assert assert_table_matches_reference(compiled.masks) >= 3
 
 
 def test_the_raw_body_reads_ascii_only_at_a_character_boundary() -> None:
