@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from enforcer import Vocabulary, compile_json_schema
-from benchmarks.conformance import load_maskbench, make_encoder, spread_sample
+from benchmarks.conformance import load_jsonschemabench, load_maskbench, make_encoder, spread_sample
 from enforcer import automaton, masks
 from enforcer.automaton import LazyDFA, alt, codepoints, compile_node, literal, repeat, seq
 from enforcer.masks import MaskTable, pack_ids, reference_mask, token_index
@@ -432,16 +432,46 @@ def test_maskbench_masks_match_reference(corpus_dir: Path, kimi_tokenizer, kimi_
             compiled = compile_json_schema(case.schema, kimi_vocab)
         except Exception:  # unsupported or invalid schemas are the conformance suite's business
             continue
-        for instance in case.instances:
-            if not instance.valid:
-                continue
-            matcher = compiled.matcher()
-            for token in encode(json.dumps(instance.data)):
-                matcher.fill_bitmask(bitmask)
-                if not matcher.accept_token(token):
-                    break
+        _teacher_force_valid(compiled, case, encode, bitmask)
         checked += assert_table_matches_reference(compiled.masks)
     assert checked > 1000
+
+
+def _teacher_force_valid(compiled, case, encode, bitmask) -> None:
+    """Fill a mask and accept each token of every valid instance of ``case``."""
+    for instance in case.instances:
+        if not instance.valid:
+            continue
+        matcher = compiled.matcher()
+        for token in encode(json.dumps(instance.data)):
+            matcher.fill_bitmask(bitmask)
+            if not matcher.accept_token(token):
+                break
+
+
+@pytest.mark.corpus
+def test_negated_class_bodies_match_reference_on_the_corpora(corpus_dir: Path, kimi_tokenizer, kimi_vocab) -> None:
+    """Every mask computed while teacher-forcing the valid instances of every MaskBench and
+    JSONSchemaBench schema that writes a negated class (``[^/]``, ``[^:\\s]``): the class-body
+    shortcut over every character past ASCII, and with bytes leaving the loop, against the
+    plain walk."""
+    encode = make_encoder(kimi_tokenizer)
+    bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
+    checked = leaving = 0
+    for case in load_maskbench(corpus_dir) + load_jsonschemabench(corpus_dir):
+        if "[^" not in json.dumps(case.schema):
+            continue
+        clear_cache()
+        try:
+            compiled = compile_json_schema(case.schema, kimi_vocab)
+        except Exception:  # unsupported or invalid schemas are the conformance suite's business
+            continue
+        _teacher_force_valid(compiled, case, encode, bitmask)
+        for state in list(compiled.masks._masks) + list(compiled.masks._few):
+            body = compiled.masks._class_body(state)
+            leaving += body is not None and bool(body.leaving)
+        checked += assert_table_matches_reference(compiled.masks)
+    assert checked > 5000 and leaving > 100
 
 
 def test_pack_ids_sparse_few_and_dense_agree_with_packbits(monkeypatch) -> None:
