@@ -601,8 +601,12 @@ walk)."""
 
 
 def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
-    """The safe tokens ``dfa`` reads from ``state`` (read-only packed mask)."""
-    if index.trie is not None:  # the trie walk (loops allowed whole), then the safe tokens kept
+    """The safe tokens ``dfa`` reads from ``state`` (read-only packed mask): a class body's
+    shared part (:func:`class_body_part`), else a walk."""
+    body = find_class_body(dfa, state, index.max_length) if index.trie is not None else None
+    if body is not None:
+        hit = class_body_part(index, dfa, state, body)
+    elif index.trie is not None:  # the trie walk (loops allowed whole), then the safe tokens kept
         hit = trie_mask(index, dfa, state) & index.safe_words()
     else:
         candidates = index.candidates(dfa, state)
@@ -622,6 +626,77 @@ def class_loop(inside: np.ndarray) -> np.ndarray:
     table = _RAW_STRING_DFA.transitions.copy()
     table[0, :0x80][~inside[:0x80]] = -1
     return table
+
+
+def body_embeds(dfa: DFA | LazyDFA, state: int, inner: np.ndarray, depth: int,
+                columns: np.ndarray = _SAFE_FLAGS) -> bool:
+    """Whether the automaton of table ``inner`` embeds in ``dfa`` at ``state`` over the bytes
+    ``columns`` flags (the safe bytes unless told) for every walk of fewer than ``depth`` bytes
+    (a token's): the pairs (inner state, ``dfa`` state) reached from (0, ``state``) agree on
+    which of those bytes are dead. The compiled breadth-first pair walk
+    (:func:`enforcer._kernels.embeds_within`; needs the kernels), building the lazy rows it
+    reaches."""
+
+    def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
+        return embeds_within(inner, table, built, state, columns, depth, _MAX_BODY_PAIRS, builder,
+                             table if builder is not None else None, built if builder is not None else None)
+
+    while True:
+        verdict, _ = dfa.building_walk(walk)
+        if verdict >= 0:
+            return bool(verdict)
+        dfa.row(-verdict - 2)
+
+
+def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | None:
+    """The string body at ``state`` when it loops over one set of characters (a ``pattern``
+    such as ``^[a-z ]*$``, ``^[^/]*$``, or ``^/dev/[^/]+(/[^/]+)*$`` whose ``/`` leaves the
+    loop), or None. The gate: at least ``_MIN_CLASS_BYTES`` safe ASCII bytes live there and,
+    past ASCII, nothing or every UTF-8 lead byte (:func:`enforcer._kernels.class_body_bytes`).
+    The live ASCII bytes whose next state is not the one most of them share (the loop) leave
+    the loop, and so do those of the loop's own state (``^(/[^/]+)+$`` right after a ``/``: its
+    next character enters the loop, which ``/`` leaves), at most ``_MAX_LEAVING_BYTES``; the
+    set's loop (:func:`class_loop`) must embed at ``state``
+    over the other safe bytes for every token of up to ``depth`` bytes (:func:`body_embeds`).
+    Then a token made only of those bytes is allowed exactly when the loop reads it whole.
+    Needs the compiled kernels (without them every such state is walked)."""
+    if class_body_bytes is None or not class_body_bytes(dfa.row(state), _MIN_CLASS_BYTES):
+        return None
+    live = (dfa.array_row(state) >= 0) & _SAFE_BYTES
+    loop, leaving = _loop_and_leaving(dfa, state)
+    if loop != state:  # the loop may start past ``state``: the bytes that leave it there too
+        leaving = tuple(sorted(set(leaving) | set(_loop_and_leaving(dfa, loop)[1])))
+    if len(leaving) > _MAX_LEAVING_BYTES:
+        return None
+    inside, columns = live, _SAFE_FLAGS
+    if leaving:
+        inside, columns = live.copy(), _SAFE_FLAGS.copy()
+        inside[list(leaving)] = False
+        columns[list(leaving)] = 0
+    body = ClassBody(inside, leaving, columns)
+    return body if body_embeds(dfa, state, class_loop(inside), depth, columns) else None
+
+
+def _loop_and_leaving(dfa: DFA | LazyDFA, state: int) -> tuple[int, tuple[int, ...]]:
+    """The state most live safe ASCII bytes of ``state`` lead to, and the others (ascending)."""
+    row = dfa.array_row(state)
+    live_ascii = np.flatnonzero((row[:0x80] >= 0) & _SAFE_BYTES[:0x80])
+    if not live_ascii.size:
+        return state, ()
+    targets = row[live_ascii]
+    values, counts = np.unique(targets, return_counts=True)
+    loop = int(values[np.argmax(counts)])
+    return loop, tuple(live_ascii[targets != loop].tolist())
+
+
+def class_body_part(index: TokenIndex, dfa: DFA | LazyDFA, state: int, body: ClassBody) -> np.ndarray:
+    """The safe tokens ``dfa`` reads from ``state`` inside a class body: those its loop reads
+    whole (shared per vocabulary, :meth:`TokenIndex.class_body_mask`) and, walked here, those
+    holding a byte that leaves the loop (:meth:`TokenIndex.safe_positions_holding`)."""
+    mask = index.class_body_mask(body.inside)
+    if body.leaving:
+        mask = mask | walk_mask(index, dfa, state, index.safe_positions_holding(body.leaving))
+    return mask
 
 
 class MaskTable:
@@ -794,42 +869,14 @@ class MaskTable:
         return None
 
     def _class_body(self, state: int) -> ClassBody | None:
-        """The string body at ``state`` when it loops over one set of characters (a
-        ``pattern`` such as ``^[a-z ]*$``, ``^[^/]*$``, or ``^/dev/[^/]+(/[^/]+)*$`` whose ``/``
-        leaves the loop), or None. The gate: at least ``_MIN_CLASS_BYTES`` safe ASCII bytes live
-        there and, past ASCII, nothing or every UTF-8 lead byte
-        (:func:`enforcer._kernels.class_body_bytes`). The live ASCII bytes whose next state is
-        not the one most of them share leave the loop (at most ``_MAX_LEAVING_BYTES``); the
-        set's loop (:func:`class_loop`) must embed at ``state`` over the other safe bytes for
-        every token (:meth:`_body_embeds`). Then a token made only of those bytes is allowed
-        exactly when the loop reads it whole. Needs the compiled kernels (without them every
-        such state is walked)."""
-        if class_body_bytes is None or not class_body_bytes(self.dfa.row(state), _MIN_CLASS_BYTES):
-            return None
-        row = self.dfa.array_row(state)
-        live = (row >= 0) & _SAFE_BYTES
-        live_ascii = np.flatnonzero(live[:0x80])
-        targets = row[live_ascii]
-        values, counts = np.unique(targets, return_counts=True)
-        leaving = tuple(live_ascii[targets != values[np.argmax(counts)]].tolist())
-        if len(leaving) > _MAX_LEAVING_BYTES:
-            return None
-        inside, columns = live, _SAFE_FLAGS
-        if leaving:
-            inside, columns = live.copy(), _SAFE_FLAGS.copy()
-            inside[list(leaving)] = False
-            columns[list(leaving)] = 0
-        body = ClassBody(inside, leaving, columns)
-        return body if self._body_embeds(state, class_loop(inside), columns) else None
+        """:func:`find_class_body` at ``state``."""
+        return find_class_body(self.dfa, state, self.index.max_length)
 
     def _class_body_mask(self, state: int, body: ClassBody) -> np.ndarray:
-        """The mask inside a class body: the tokens its loop reads whole (shared per
-        vocabulary, :meth:`TokenIndex.class_body_mask`), and, walked here, the tokens holding an
-        unsafe byte (quote, backslash, control) or a byte that leaves the loop."""
+        """The mask inside a class body: its safe tokens' part (:func:`class_body_part`) and the
+        tokens holding an unsafe byte (quote, backslash, control), walked here."""
         mask = self._unsafe_tokens_mask(state, _EVERY_BYTE)
-        mask |= self.index.class_body_mask(body.inside)
-        if body.leaving:
-            mask |= walk_mask(self.index, self.dfa, state, self.index.safe_positions_holding(body.leaving))
+        mask |= class_body_part(self.index, self.dfa, state, body)
         return mask
 
     def _embedded_mask(self, state: int, block: Block, inner: int, leaving: np.ndarray) -> np.ndarray:
@@ -870,24 +917,10 @@ class MaskTable:
         return self._body_embeds(state, _RAW_STRING_DFA.transitions)
 
     def _body_embeds(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> bool:
-        """Whether the automaton of table ``inner`` embeds at ``state`` over the bytes
-        ``columns`` flags (the safe bytes unless told) for every token (see
-        :meth:`_is_string_body`): the compiled breadth-first pair walk
-        (:func:`enforcer._kernels.embeds_within`) when built, building the rows it reaches;
-        else :meth:`_body_embeds_reference`."""
+        """:func:`body_embeds` at ``state`` (the Python reference without the compiled kernels)."""
         if embeds_within is None:
             return self._body_embeds_reference(state, inner, columns)
-        depth = self.index.max_length
-
-        def walk(table: np.ndarray, built: np.ndarray, builder: object) -> tuple:
-            return embeds_within(inner, table, built, state, columns, depth, _MAX_BODY_PAIRS, builder,
-                                 table if builder is not None else None, built if builder is not None else None)
-
-        while True:
-            verdict, _ = self.dfa.building_walk(walk)
-            if verdict >= 0:
-                return bool(verdict)
-            self.dfa.row(-verdict - 2)
+        return body_embeds(self.dfa, state, inner, self.index.max_length, columns)
 
     def _body_embeds_reference(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> bool:
         """:meth:`_body_embeds` in Python: the fallback without the compiled kernels and the

@@ -374,8 +374,8 @@ def test_a_class_body_that_a_few_bytes_leave_walks_only_the_tokens_holding_them(
     """Inside ``^/dev/[^/]+(/[^/]+)*$`` after a name's first character, ``/`` leaves the loop
     (it starts the next name): the tokens without it are the shared class mask of ``[^/]``, and
     only the tokens holding a ``/`` (a few thousand) or an unsafe byte are walked, not the whole
-    vocabulary. Right after a ``/`` nothing loops yet (``/`` is dead there): no shortcut
-    applies to ``/`` itself. Masks equal the plain walk."""
+    vocabulary; right after a ``/``, where ``/`` is dead and the next character enters the
+    loop, too. Masks equal the plain walk."""
     clear_cache()
     schema = {"type": "object", "properties": {"storage": {"type": "string", "pattern": "^/dev/[^/]+(/[^/]+)*$"}}}
     compiled = compile_json_schema(schema, kimi_vocab)
@@ -393,6 +393,16 @@ def test_a_class_body_that_a_few_bytes_leave_walks_only_the_tokens_holding_them(
     for text in (b'{"storage": "/dev/sda1/', b'{"storage": "/dev/'):
         compiled.masks.mask(compiled.dfa.walk(0, text))
     assert assert_table_matches_reference(compiled.masks) >= 3
+    # a key of ``^(/[^/]+)+$`` right after a ``/``: its next character enters the loop that
+    # ``/`` leaves, so the shortcut holds there too
+    keys = compile_json_schema({"type": "object", "patternProperties": {"^(/[^/]+)+$": {"type": "integer"}},
+                                "additionalProperties": False}, kimi_vocab)
+    after_slash = keys.dfa.walk(0, b'{"/')
+    body = keys.masks._class_body(after_slash)
+    assert body is not None and body.leaving == (ord("/"),)
+    keys.masks.mask(after_slash)
+    keys.masks.mask(keys.dfa.walk(0, b'{"/home'))
+    assert assert_table_matches_reference(keys.masks) >= 2
 
 
 def test_the_raw_body_reads_ascii_only_at_a_character_boundary() -> None:
