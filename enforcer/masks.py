@@ -176,12 +176,11 @@ class BodyByteSets(NamedTuple):
     """Whether a raw string body reads the token whole from a character boundary."""
     ascii: np.ndarray
     """Whether it does and every byte of the token is ASCII."""
-    safe: np.ndarray
-    """Whether the token holds no quote, backslash or control byte."""
     low: np.ndarray
-    """The token's bytes 0-63 as the bits of a uint64."""
+    """A safe token's bytes 0-63 as the bits of a uint64 (0: a token holding a quote,
+    backslash or control byte)."""
     high: np.ndarray
-    """The token's bytes 64-127 as the bits of a uint64."""
+    """A safe token's bytes 64-127 as the bits of a uint64 (0 likewise)."""
     position: np.ndarray
     """The token's position in the index (int32; -1: no text token)."""
 
@@ -396,11 +395,12 @@ class TokenIndex:
         hit = self.shared.get(key)
         if hit is None:
             sets = self._body_byte_sets()
-            bits = np.zeros(2, dtype=np.uint64)
-            for byte in leaving:
-                bits[byte >> 6] |= np.uint64(1) << np.uint64(byte & 63)
-            holding = ((sets.low & bits[0]) | (sets.high & bits[1])) != 0
-            holding &= sets.safe
+            holding = np.zeros(sets.low.shape, dtype=bool)
+            for half, offset in ((sets.low, 0), (sets.high, 64)):
+                bits = [byte - offset for byte in leaving if offset <= byte < offset + 64]
+                if bits:
+                    wanted = np.bitwise_or.reduce(np.left_shift(np.uint64(1), np.array(bits, dtype=np.uint64)))
+                    holding |= (half & wanted) != 0
             hit = np.sort(sets.position[np.flatnonzero(holding)]).astype(np.int64)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
@@ -411,20 +411,20 @@ class TokenIndex:
         Computed once (~17 ms and ~3.5 MB for 150k ids), with the index (:func:`token_index`)."""
         if self._body_sets is None:
             size = self.words * 32
-            raw, ascii, safe = (np.zeros(size, dtype=bool) for _ in range(3))
+            raw, ascii = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
             low, high = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
             position = np.full(size, -1, dtype=np.int32)
             if len(self.ids):
                 flat, ids = self.flat, self.ids
+                safe = self.safe.nonzero()[0]
                 bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
                 for half, out in ((flat < 64, low), ((flat >= 64) & (flat < 128), high)):
-                    out[ids] = np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)
+                    out[ids[safe]] = np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)[safe]
                 positions = self._raw_body_positions()
                 raw[ids[positions]] = True
                 ascii[ids[positions]] = np.add.reduceat((flat >= 0x80).astype(np.int32), self.offsets)[positions] == 0
-                safe[ids] = self.safe
                 position[ids] = np.arange(len(ids), dtype=np.int32)
-            self._body_sets = BodyByteSets(raw, ascii, safe, low, high, position)
+            self._body_sets = BodyByteSets(raw, ascii, low, high, position)
         return self._body_sets
 
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
@@ -655,31 +655,31 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
     past ASCII, nothing or every UTF-8 lead byte (:func:`enforcer._kernels.class_body_bytes`).
     The live ASCII bytes whose next state is not the one most of them share (the loop) leave
     the loop, and so do those of the loop's own state (``^(/[^/]+)+$`` right after a ``/``: its
-    next character enters the loop, which ``/`` leaves), at most ``_MAX_LEAVING_BYTES``; the
-    set's loop (:func:`class_loop`) must embed at ``state``
-    over the other safe bytes for every token of up to ``depth`` bytes (:func:`body_embeds`).
-    Then a token made only of those bytes is allowed exactly when the loop reads it whole.
-    Needs the compiled kernels (without them every such state is walked)."""
+    next character enters the loop, which ``/`` leaves), at most ``_MAX_LEAVING_BYTES``. The
+    set's loop (:func:`class_loop`) must embed at ``state`` over the other safe bytes for every
+    token of up to ``depth`` bytes (:func:`body_embeds`). Then a token made only of those bytes
+    is allowed exactly when the loop reads it whole. Needs the compiled kernels (without them
+    every such state is walked)."""
     if class_body_bytes is None or not class_body_bytes(dfa.row(state), _MIN_CLASS_BYTES):
         return None
-    live = (dfa.array_row(state) >= 0) & _SAFE_BYTES
-    loop, leaving = _loop_and_leaving(dfa, state)
+    row = dfa.array_row(state)
+    loop, leaving = _loop_and_leaving(row, state)
     if loop != state:  # the loop may start past ``state``: the bytes that leave it there too
-        leaving = tuple(sorted(set(leaving) | set(_loop_and_leaving(dfa, loop)[1])))
+        leaving = tuple(sorted(set(leaving) | set(_loop_and_leaving(dfa.array_row(loop), loop)[1])))
     if len(leaving) > _MAX_LEAVING_BYTES:
         return None
-    inside, columns = live, _SAFE_FLAGS
+    inside, columns = (row >= 0) & _SAFE_BYTES, _SAFE_FLAGS
     if leaving:
-        inside, columns = live.copy(), _SAFE_FLAGS.copy()
+        columns = _SAFE_FLAGS.copy()
         inside[list(leaving)] = False
         columns[list(leaving)] = 0
     body = ClassBody(inside, leaving, columns)
     return body if body_embeds(dfa, state, class_loop(inside), depth, columns) else None
 
 
-def _loop_and_leaving(dfa: DFA | LazyDFA, state: int) -> tuple[int, tuple[int, ...]]:
-    """The state most live safe ASCII bytes of ``state`` lead to, and the others (ascending)."""
-    row = dfa.array_row(state)
+def _loop_and_leaving(row: np.ndarray, state: int) -> tuple[int, tuple[int, ...]]:
+    """The state most live safe ASCII bytes of ``state`` (its ``row``) lead to, and the others
+    (ascending)."""
     live_ascii = np.flatnonzero((row[:0x80] >= 0) & _SAFE_BYTES[:0x80])
     if not live_ascii.size:
         return state, ()
