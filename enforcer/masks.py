@@ -664,7 +664,7 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
         return None
     row = dfa.array_row(state)
     loop, leaving = _loop_and_leaving(row, state)
-    if loop != state:  # the loop may start past ``state``: the bytes that leave it there too
+    if loop != state and len(leaving) <= _MAX_LEAVING_BYTES:  # the loop may start past ``state``: its leaving bytes
         leaving = tuple(sorted(set(leaving) | set(_loop_and_leaving(dfa.array_row(loop), loop)[1])))
     if len(leaving) > _MAX_LEAVING_BYTES:
         return None
