@@ -430,33 +430,36 @@ def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
     assert checked > 10
 
 
+def _teacher_forced(cases, tokenizer, vocab):
+    """Each case's schema compiled cold (those that do not compile are the conformance suite's
+    business), then its valid instances teacher-forced (each token's mask filled, then the
+    token accepted): yields the compiled objects."""
+    encode = make_encoder(tokenizer)
+    bitmask = np.zeros((1, (vocab.vocab_size + 31) // 32), dtype=np.int32)
+    for case in cases:
+        clear_cache()
+        try:
+            compiled = compile_json_schema(case.schema, vocab)
+        except Exception:
+            continue
+        for instance in case.instances:
+            if not instance.valid:
+                continue
+            matcher = compiled.matcher()
+            for token in encode(json.dumps(instance.data)):
+                matcher.fill_bitmask(bitmask)
+                if not matcher.accept_token(token):
+                    break
+        yield compiled
+
+
 @pytest.mark.corpus
 def test_maskbench_masks_match_reference(corpus_dir: Path, kimi_tokenizer, kimi_vocab) -> None:
     """Every mask computed while teacher-forcing the valid instances of a MaskBench sample."""
-    encode = make_encoder(kimi_tokenizer)
-    bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
     checked = 0
-    for case in spread_sample(load_maskbench(corpus_dir), 150):
-        clear_cache()
-        try:
-            compiled = compile_json_schema(case.schema, kimi_vocab)
-        except Exception:  # unsupported or invalid schemas are the conformance suite's business
-            continue
-        _teacher_force_valid(compiled, case, encode, bitmask)
+    for compiled in _teacher_forced(spread_sample(load_maskbench(corpus_dir), 150), kimi_tokenizer, kimi_vocab):
         checked += assert_table_matches_reference(compiled.masks)
     assert checked > 1000
-
-
-def _teacher_force_valid(compiled, case, encode, bitmask) -> None:
-    """Fill a mask and accept each token of every valid instance of ``case``."""
-    for instance in case.instances:
-        if not instance.valid:
-            continue
-        matcher = compiled.matcher()
-        for token in encode(json.dumps(instance.data)):
-            matcher.fill_bitmask(bitmask)
-            if not matcher.accept_token(token):
-                break
 
 
 @pytest.mark.corpus
@@ -465,18 +468,10 @@ def test_negated_class_bodies_match_reference_on_the_corpora(corpus_dir: Path, k
     JSONSchemaBench schema that writes a negated class (``[^/]``, ``[^:\\s]``): the class-body
     shortcut over every character past ASCII, and with bytes leaving the loop, against the
     plain walk."""
-    encode = make_encoder(kimi_tokenizer)
-    bitmask = np.zeros((1, (kimi_vocab.vocab_size + 31) // 32), dtype=np.int32)
+    cases = [case for case in load_maskbench(corpus_dir) + load_jsonschemabench(corpus_dir)
+             if "[^" in json.dumps(case.schema)]
     checked = leaving = 0
-    for case in load_maskbench(corpus_dir) + load_jsonschemabench(corpus_dir):
-        if "[^" not in json.dumps(case.schema):
-            continue
-        clear_cache()
-        try:
-            compiled = compile_json_schema(case.schema, kimi_vocab)
-        except Exception:  # unsupported or invalid schemas are the conformance suite's business
-            continue
-        _teacher_force_valid(compiled, case, encode, bitmask)
+    for compiled in _teacher_forced(cases, kimi_tokenizer, kimi_vocab):
         for state in list(compiled.masks._masks) + list(compiled.masks._few):
             body = compiled.masks._class_body(state)
             leaving += body is not None and bool(body.leaving)
