@@ -165,6 +165,16 @@ class TokenTrie(NamedTuple):
         return cls(*arrays, TrieWalk(*arrays, index.max_length))
 
 
+_BYTE_BITS = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+
+
+def _ascii_words(flagged: np.ndarray) -> tuple[np.uint64, np.uint64]:
+    """The ASCII bytes ``flagged`` (256 bools) as the bits of two uint64 words (bytes 0-63,
+    64-127), the form of :class:`BodyByteSets`' ``low`` and ``high``."""
+    return (np.bitwise_or.reduce(_BYTE_BITS[flagged[:64]], initial=np.uint64(0)),
+            np.bitwise_or.reduce(_BYTE_BITS[flagged[64:128]], initial=np.uint64(0)))
+
+
 class BodyByteSets(NamedTuple):
     """Per token id (``32 * words`` entries, the padding and ids of no text token zero or
     false): each text token's ASCII bytes and which string bodies read it, as
@@ -376,11 +386,9 @@ class TokenIndex:
         hit = self.shared.get(key)
         if hit is None:
             sets = self._body_byte_sets()
-            flags = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
-            outside_low = ~np.bitwise_or.reduce(flags[inside[:64]], initial=np.uint64(0))
-            outside_high = ~np.bitwise_or.reduce(flags[inside[64:128]], initial=np.uint64(0))
-            within = (sets.low & outside_low) == 0
-            within &= (sets.high & outside_high) == 0
+            low, high = _ascii_words(inside)
+            within = (sets.low & ~low) == 0
+            within &= (sets.high & ~high) == 0
             within &= sets.ascii if not inside[0x80:].any() else sets.raw
             hit = np.packbits(within, bitorder="little").view(np.int32)
             hit.setflags(write=False)
@@ -395,12 +403,11 @@ class TokenIndex:
         hit = self.shared.get(key)
         if hit is None:
             sets = self._body_byte_sets()
-            holding = np.zeros(sets.low.shape, dtype=bool)
-            for half, offset in ((sets.low, 0), (sets.high, 64)):
-                bits = [byte - offset for byte in leaving if offset <= byte < offset + 64]
-                if bits:
-                    wanted = np.bitwise_or.reduce(np.left_shift(np.uint64(1), np.array(bits, dtype=np.uint64)))
-                    holding |= (half & wanted) != 0
+            flagged = np.zeros(256, dtype=bool)
+            flagged[list(leaving)] = True
+            low, high = _ascii_words(flagged)
+            holding = (sets.low & low) != 0
+            holding |= (sets.high & high) != 0
             hit = np.sort(sets.position[np.flatnonzero(holding)]).astype(np.int64)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
@@ -603,7 +610,7 @@ walk)."""
 def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
     """The safe tokens ``dfa`` reads from ``state`` (read-only packed mask): a class body's
     shared part (:func:`class_body_part`), else a walk."""
-    body = find_class_body(dfa, state, index.max_length) if index.trie is not None else None
+    body = find_class_body(dfa, state, index.max_length)
     if body is not None:
         hit = class_body_part(index, dfa, state, body)
     elif index.trie is not None:  # the trie walk (loops allowed whole), then the safe tokens kept
