@@ -10,8 +10,9 @@ declared order, ``json.dumps`` default separators) with a new matcher each, timi
 ``fill_bitmask`` + ``accept_token`` per token; then one more pass over the first instance (the
 *later* pass: everything this schema needs is built). Time to first mask = cold compile + new
 matcher + first ``fill_bitmask``. The collector's longest pause inside the timed passes is read
-with ``gc.callbacks``, the startup heap frozen after the warm-up (as vLLM's engine core does). Latencies are pooled over the schemas every library compiled and
-accepted, and again per corpus subset (BFCL, Github_hard, Kubernetes, ...); results in
+with ``gc.callbacks``, the startup heap frozen after the warm-up (as vLLM's engine core does).
+Latencies are pooled over the schemas every library compiled and accepted, and again per corpus
+subset (BFCL, Github_hard, Kubernetes, ...); results in
 ``results/first_sight-*.json`` and a latency-distribution plot.
 """
 
