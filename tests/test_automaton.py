@@ -836,6 +836,26 @@ def test_text_trie_names_the_text_each_end_completes():
     assert TextTrie([]).is_empty and not TextTrie([]).matches(b"")
 
 
+def test_compiled_text_trie_is_the_reference():
+    """The compiled trie of literal texts against the Python construction: the same spread
+    table, the same compact form (the reference merges its table's columns, so the trie may
+    skip the merge), the same accepting states and ends, on random text sets over a few bytes
+    (prefixes, repeats, empty texts, no texts) and on every byte once."""
+    from enforcer.automaton import _text_trie_reference, text_trie
+
+    if text_trie is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = np.random.default_rng(11)
+    alphabet = np.array([0, 0x3A, 0x61, 0x62, 0xFF], dtype=np.uint8)
+    sets = [[], [b""], [b"", b""], [bytes([b]) for b in range(256)]]
+    sets += [[rng.choice(alphabet, size=int(rng.integers(0, 7))).tobytes() for _ in range(int(rng.integers(1, 6)))]
+             for _ in range(2_000)]
+    for texts in sets:
+        fast, slow = text_trie(list(texts)), _text_trie_reference(list(texts))
+        for a, b in zip(fast, slow):
+            assert a.dtype == b.dtype and np.array_equal(a, b), texts
+
+
 def test_dfa_rows_are_built_as_walks_read_them():
     """A DFA's list rows (the byte walks' form) are made per state on first read, not for the
     whole table at the first walk; all_rows() makes the rest."""
