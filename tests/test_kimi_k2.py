@@ -619,15 +619,34 @@ def test_tool_names_with_marker_characters_but_no_marker_compile(kimi_vocab):
 def test_compile_builds_each_tools_arguments_nfa(kimi_vocab: Any) -> None:
     """A tool set's argument automata have their NFA when the compile returns (built while the
     expressions are warm, not at the call's first mask mid-stream); their states are still
-    built lazily. A lone schema's automaton is left to its first mask, needed at once."""
+    built lazily. A lone schema's automaton is left to its first mask, needed at once. K2's
+    header holds the call counter: the compile makes the first call's (its text trie and its
+    first ids), a matcher whose turn starts at another counter makes that one's, and a call
+    past them makes its own when it begins."""
     enforcer.clear_cache()
     tools = compile_tools(load_tools("weather"), kimi_vocab)
     lazy = [s.dfa for s in tools.schemas if s is not None]
     assert lazy and all(dfa.nfa_built and dfa.num_states == 1 for dfa in lazy)
     alone = enforcer.compile_json_schema({"type": "object", "properties": {"q": {"type": "string"}}}, kimi_vocab)
     assert not alone.dfa.nfa_built
-    k2_headers = [r for r in tools._rules.values() if isinstance(r, ChoiceRule)]
-    assert not k2_headers  # K2's header holds the call counter: made when a call reaches it
+
+    def headers() -> dict[tuple, ChoiceRule]:
+        return {key: r for key, r in tools._rules.items() if isinstance(r, ChoiceRule)}
+
+    first = headers()
+    assert list(first) == [("header", 0)]
+    assert first[("header", 0)].table.few_ids(0, compute=False)  # made: no walk asked for it
+    tools.matcher()
+    assert list(headers()) == [("header", 0)]
+    third = tools.matcher(first_call_index=2)
+    assert list(headers()) == [("header", 0), ("header", 2)]
+    assert headers()[("header", 2)].table.few_ids(0, compute=False)
+    begin, call_id = kimi_vocab.token_id(CALL_BEGIN), kimi_vocab.encode_text(kimi_k2.call_id("get_weather", 2))
+    assert third.accept_tokens([kimi_vocab.token_id(SECTION_BEGIN), begin, *call_id])
+    arguments = kimi_vocab.encode_text('{"city": "Oslo", "unit": "celsius"}')
+    assert third.accept_tokens(arguments) is False  # the argument marker first
+    assert third.accept_tokens([kimi_vocab.token_id(ARG_BEGIN), *arguments, kimi_vocab.token_id(CALL_END), begin])
+    assert ("header", 3) in headers()
 
 
 def test_header_text_trie_masks_equal_the_lazy_unions(kimi_vocab: Any) -> None:
