@@ -21,7 +21,7 @@ from array import array
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -217,11 +217,27 @@ class Node:
 
 
 def _set_derived(node: Node, count: int, empty: bool, blocks: int, whole: int) -> None:
-    """Record what a node's constructor derives from its children (frozen dataclasses)."""
-    object.__setattr__(node, "nfa_states", count)
-    object.__setattr__(node, "whole_states", whole)
-    object.__setattr__(node, "empty", empty)
-    object.__setattr__(node, "block_states", blocks)
+    """Record what a node's constructor derives from its children (frozen dataclasses: written
+    through their slots' descriptors, half the cost of ``object.__setattr__``; a large schema's
+    compile builds tens of thousands of nodes)."""
+    setters = _DERIVED_SETTERS.get(type(node))
+    if setters is None:
+        setters = _DERIVED_SETTERS[type(node)] = _slot_setters(type(node), _DERIVED_FIELDS)
+    set_count, set_whole, set_empty, set_blocks = setters
+    set_count(node, count)
+    set_whole(node, whole)
+    set_empty(node, empty)
+    set_blocks(node, blocks)
+
+
+_DERIVED_FIELDS = ("nfa_states", "whole_states", "empty", "block_states")
+_DERIVED_SETTERS: dict[type, tuple[Callable[[Any, Any], None], ...]] = {}
+
+
+def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of each named slot of ``cls`` (a frozen dataclass's fields, written once
+    by its constructor)."""
+    return tuple(next(c.__dict__[name] for c in cls.__mro__ if name in c.__dict__).__set__ for name in names)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -261,9 +277,12 @@ class Concat(Node):
         from the flattened parts' own sums: a 20-part key-and-value member costs one pass over
         its 3 arguments, not one over its 20 parts)."""
         node = object.__new__(cls)
-        object.__setattr__(node, "parts", parts)
+        _set_concat_parts(node, parts)
         _set_derived(node, count, empty, blocks, whole)
         return node
+
+
+(_set_concat_parts,) = _slot_setters(Concat, ("parts",))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -558,9 +577,11 @@ def literal(data: bytes | str) -> Node:
     (keys and punctuation are built thousands of times in a large schema)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    if not data:
-        return EPSILON
-    return seq(*(_SINGLE_BYTES[b] for b in data))
+    if len(data) < 2:
+        return _SINGLE_BYTES[data[0]] if data else EPSILON
+    # what seq makes of the single bytes, summed here: a byte set adds no state and is never empty
+    joints = len(data) - 1
+    return Concat.of_flat(tuple([_SINGLE_BYTES[b] for b in data]), joints, False, 0, joints)
 
 
 def seq(*parts: Node) -> Node:
@@ -575,9 +596,9 @@ def seq(*parts: Node) -> Node:
             return NOTHING
         if part is EPSILON:
             continue
-        if isinstance(part, Concat):
+        if type(part) is Concat:  # no subclass
             inner = part.parts
-            flat.extend(inner)
+            flat += inner
             joints = len(inner) - 1
             count += part.nfa_states - joints
             whole += part.whole_states - joints
