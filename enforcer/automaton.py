@@ -366,16 +366,22 @@ class Deferred(Node):
         object.__setattr__(self, "whole_states", self.bounded.whole_states)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, init=False)
 class Graph(Node):
-    """An automaton whose edges are expressions: ``edges`` holds ``(source, node, target)``
-    over states ``0..num_states-1``; it starts at ``start`` and may end at any of ``accepting``.
-    Used to lift character-level automata (regex engines) to bytes."""
+    """An automaton whose edges are expressions over states ``0..num_states-1``: built from
+    ``edges``, ``(source, node, target)`` triples, and held as three columns, edge ``k`` going
+    from ``sources[k]`` to ``targets[k]`` by ``bodies[k]`` (the collector stops tracking the
+    two columns of ints at its first pass over them: a large schema's object graphs left
+    thousands of triples for every collection inside a decode to walk); it starts at
+    ``start`` and may end at any of ``accepting``. Used to lift character-level automata
+    (regex engines) to bytes, and for objects' and arrays' members."""
 
     num_states: int
     start: int
     accepting: frozenset[int]
-    edges: tuple[tuple[int, Node, int], ...]
+    sources: tuple[int, ...]
+    bodies: tuple[Node, ...]
+    targets: tuple[int, ...]
     nfa_states: int = field(init=False, repr=False)
     empty: bool = field(init=False, repr=False)
     block_states: int = field(init=False, repr=False)
@@ -384,12 +390,14 @@ class Graph(Node):
     """Every state reaches an accepting one (edges other than NOTHING taken as non-empty):
     the Thompson NFA leaves no dead state inside it."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, num_states: int, start: int, accepting: frozenset[int],
+                 edges: Iterable[tuple[int, Node, int]]) -> None:
+        self._set_shape(num_states, start, accepting, edges)
         # the sizes in one pass over the edges (a string enum's graph has one per character)
-        count = whole = self.num_states
+        count = whole = num_states
         blocks = 0
         empty_body = False
-        for _, sub, _ in self.edges:
+        for sub in self.bodies:
             count += sub.nfa_states
             whole += sub.whole_states
             blocks += sub.block_states
@@ -400,9 +408,21 @@ class Graph(Node):
         _set_derived(self, count, self.reaches_no_end() if empty_body else not live[self.start], blocks, whole)
         object.__setattr__(self, "trim", all(live))
 
+    def _set_shape(self, num_states: int, start: int, accepting: frozenset[int],
+                   edges: Iterable[tuple[int, Node, int]]) -> None:
+        """Write the fields the constructor is given, ``edges`` as columns."""
+        sources, bodies, targets = tuple(zip(*edges)) or ((), (), ())
+        for set_field, value in zip(_GRAPH_SHAPE_SETTERS, (num_states, start, accepting, sources, bodies, targets)):
+            set_field(self, value)
+
+    @property
+    def edges(self) -> Iterator[tuple[int, Node, int]]:
+        """The ``(source, node, target)`` triples, made as they are read."""
+        return zip(self.sources, self.bodies, self.targets)
+
     @classmethod
     def of_trim(cls, num_states: int, start: int, accepting: frozenset[int],
-                edges: tuple[tuple[int, Node, int], ...]) -> "Graph":
+                edges: Sequence[tuple[int, Node, int]]) -> "Graph":
         """A graph its maker knows to be trim (every state reaches an accepting one: a minimal
         acyclic automaton of some sequences), its derived fields summed without the liveness
         pass (half the cost of a string enum's graph); built as any other graph where a body
@@ -418,9 +438,8 @@ class Graph(Node):
         if not accepting:
             return cls(num_states, start, accepting, edges)
         graph = object.__new__(cls)
-        for name, value in (("num_states", num_states), ("start", start), ("accepting", accepting), ("edges", edges),
-                            ("trim", True)):
-            object.__setattr__(graph, name, value)
+        graph._set_shape(num_states, start, accepting, edges)
+        object.__setattr__(graph, "trim", True)
         _set_derived(graph, count, False, blocks, whole)
         return graph
 
@@ -442,9 +461,10 @@ class Graph(Node):
     def _live_states(self) -> list[bool]:
         """Per state, whether it reaches an accepting state over the edges other than NOTHING."""
         reverse: list[list[int]] = [[] for _ in range(self.num_states)]
-        for src, sub, dst in self.edges:
-            if sub is not NOTHING:
-                reverse[dst].append(src)
+        pairs = zip(self.sources, self.targets) if NOTHING not in self.bodies else \
+            ((src, dst) for src, sub, dst in self.edges if sub is not NOTHING)
+        for src, dst in pairs:
+            reverse[dst].append(src)
         return _reaching(reverse, self.accepting)
 
     def reaches_no_end(self, empty: Callable[[Node], bool] = lambda body: body.empty) -> bool:
@@ -466,6 +486,11 @@ class Graph(Node):
                     reached.add(b)
                     stack.append(b)
         return True
+
+
+
+
+_GRAPH_SHAPE_SETTERS = _slot_setters(Graph, ("num_states", "start", "accepting", "sources", "bodies", "targets"))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -1069,7 +1094,7 @@ def sub_expressions(node: Node) -> Sequence[Node]:
     if isinstance(node, Repeat):
         return (node.node,)
     if isinstance(node, Graph):
-        return [sub for _, sub, _ in node.edges]
+        return node.bodies
     return ()
 
 

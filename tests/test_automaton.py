@@ -86,6 +86,21 @@ def test_graph_node():
     assert dfa.matches("") and dfa.matches("abcc") and dfa.matches("cc") and not dfa.matches("a")
 
 
+def test_a_graph_holds_its_edges_as_columns_the_collector_lets_go():
+    """A graph built from (source, node, target) triples reads them back in order, and holds
+    them as three columns: after a collection the two of ints are no longer tracked, so a
+    collection walks one tuple per graph (its nodes), not one per edge (an object's members
+    left thousands of edge triples for every collection in a decode to walk)."""
+    import gc
+    members = [seq(literal(f'"k{i}"'), literal(":"), literal("1")) for i in range(20)]
+    edges = tuple(edge for i, m in enumerate(members) for edge in ((i, m, i + 1), (i, EPSILON, i + 1)))
+    graph = Graph(21, 0, frozenset({20}), edges)
+    assert tuple(graph.edges) == edges and graph.bodies == tuple(m for _, m, _ in edges)
+    gc.collect()
+    assert not gc.is_tracked(graph.sources) and not gc.is_tracked(graph.targets)
+    assert Graph(1, 0, frozenset({0}), ()).trim and not tuple(Graph(1, 0, frozenset({0}), ()).edges)
+
+
 def test_graph_trimmed_drops_dead_states_only():
     # states 2 and 3 reach no accepting state (3 only through NOTHING): trimmed keeps the
     # language, renumbers the live states, and is trim; a dead start is NOTHING
@@ -93,7 +108,7 @@ def test_graph_trimmed_drops_dead_states_only():
                                      (1, EPSILON, 3), (3, NOTHING, 4), (4, literal("d"), 4)))
     assert not g.trim
     t = g.trimmed()
-    assert t.trim and t.num_states == 3 and len(t.edges) == 3
+    assert t.trim and t.num_states == 3 and len(t.bodies) == 3
     for text in ("ab", "abd", "abdd", "c", "a", "acb", ""):
         assert compile_node(t).matches(text) == compile_node(g).matches(text), text
     assert Graph(2, 0, frozenset({1}), ((1, literal("x"), 1),)).trimmed() is NOTHING
