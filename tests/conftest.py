@@ -7,6 +7,7 @@ each; the fast Kimi conversion is cached under ``$ENFORCER_CACHE_DIR`` or
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 os.environ["OMP_NUM_THREADS"] = "1"  # before anything imports torch: 2-core machines, no oversubscription
@@ -55,7 +56,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_slow = pytest.mark.skip(reason="slow: needs --run-slow")
     skip_vllm = pytest.mark.skip(reason="vllm: needs --run-vllm")
     skip_all_compiles = pytest.mark.skip(reason="needs --all-compiles")
+    skip_kernels = pytest.mark.skip(reason="the compiled kernels are not built in this tree")
+    kernels_built = importlib.util.find_spec("enforcer._kernels") is not None
     for item in items:
+        if item.get_closest_marker("kernels") is not None and not kernels_built:
+            item.add_marker(skip_kernels)
         if item.get_closest_marker("corpus") is not None and config.getoption("--corpus") is None:
             item.add_marker(skip_corpus)
         if item.get_closest_marker("slow") is not None and not config.getoption("--run-slow"):

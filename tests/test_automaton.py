@@ -686,6 +686,7 @@ def test_counted_repeats_of_one_unit_share_its_step_table() -> None:
             CountedDFA(not_prefix_free, 0, 3)
 
 
+@pytest.mark.kernels
 def test_counted_repeat_embedded_builds_the_tables_rows() -> None:
     # a lazy automaton around a table-less counted repeat builds the same states, numbered
     # alike, as around its table: the compiled subset construction (unit rows shifted per
@@ -937,6 +938,7 @@ def test_rows_read_by_threads_while_the_table_grows() -> None:
     assert lazy.num_states > 256  # the table grew past its first capacity while read
 
 
+@pytest.mark.kernels
 def test_scratch_arrays_of_a_large_nfa_grow_as_levels_are_added(kimi_vocab) -> None:
     """The per-NFA-state scratch arrays of the compiled construction, grown with the states
     that free-form levels add while a text is read: a value nested ten levels deep, read where

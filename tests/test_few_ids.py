@@ -169,6 +169,7 @@ ORDER = {"type": "object", "properties": {
     "required": ["id", "status"], "additionalProperties": False}
 
 
+@pytest.mark.kernels
 def test_json_rows_from_walked_ids_are_the_packed_masks(kimi_vocab: Any) -> None:
     """Plain JSON: a state whose walk finds few ids keeps them (a key's next pieces, a
     delimiter); at every position of an instance the row written from them, or from the packed
@@ -199,6 +200,7 @@ def test_json_rows_from_walked_ids_are_the_packed_masks(kimi_vocab: Any) -> None
         assert oracle.accept_token(token)
 
 
+@pytest.mark.kernels
 def test_few_ids_and_packed_masks_of_one_table_agree(kimi_vocab: Any) -> None:
     """A state listed first packs the same ids; a state packed first lists none afterwards; a
     walk past MAX_FEW_IDS (a number's digits) and a shared-work state (a string body) stay

@@ -29,7 +29,9 @@ from enforcer.json_schema import SchemaOptions
 
 def test_compiled_walk_is_built() -> None:
     """The package's build compiles the walk (``pip install -e .`` or ``python setup.py
-    build_ext --inplace``); without it every mask would take the numpy reference walk."""
+    build_ext --inplace``); without it every mask would take the numpy reference walk. The
+    guard of the build: it fails, on purpose, in a source tree without the built extension
+    (where the tests marked ``kernels`` are skipped)."""
     assert masks.walk_tokens is not None
 
 
@@ -45,6 +47,7 @@ def test_compiled_walk_matches_reference_on_every_state(kimi_vocab) -> None:
                               pack_ids(index.ids[masks.walk_positions(index, dfa, state, candidates)], index.words))
 
 
+@pytest.mark.kernels
 def test_trie_walk_matches_reference_on_every_state(kimi_vocab) -> None:
     """The token-trie walk (what a state without a shared shortcut uses) against the plain
     walk from every state of a fully built DFA with many byte classes."""
@@ -56,6 +59,7 @@ def test_trie_walk_matches_reference_on_every_state(kimi_vocab) -> None:
         assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), state
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("rows_per_walk", [0, 1, 1024])
 def test_trie_walk_builds_a_lazy_automaton(kimi_vocab, monkeypatch, rows_per_walk) -> None:
     """On a lazy DFA the trie walk builds the rows it reaches (up to ``rows_per_walk`` per
@@ -77,6 +81,7 @@ def test_trie_walk_builds_a_lazy_automaton(kimi_vocab, monkeypatch, rows_per_wal
         assert np.array_equal(got, reference_mask(index, lazy, s)), path
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("seed", range(4))
 def test_trie_walk_allows_loop_subtrees_whole(kimi_vocab, seed) -> None:
     """A subtree whose bytes all lead a state back to itself is allowed without walking it:
@@ -102,6 +107,7 @@ def test_trie_walk_allows_loop_subtrees_whole(kimi_vocab, seed) -> None:
                     assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), chars
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("seed", range(3))
 def test_trie_walk_allows_bounded_runs_whole(kimi_vocab, seed) -> None:
     """A subtree whose ASCII strings all live from a state that does not loop (a bounded repeat:
@@ -133,6 +139,7 @@ def test_trie_walk_allows_bounded_runs_whole(kimi_vocab, seed) -> None:
         assert np.array_equal(masks.trie_mask(index, dfa, state), reference_mask(index, dfa, state)), text
 
 
+@pytest.mark.kernels
 def test_trie_of_prefixes_and_equal_tokens() -> None:
     """A token that prefixes others, and two ids with the same bytes, share trie nodes: the
     walk allows both ids of a duplicated spelling and each prefix on its own."""
@@ -319,6 +326,7 @@ def test_a_string_shared_by_union_branches_shares_its_automaton_masks(kimi_vocab
     assert assert_table_matches_reference(compiled.masks) >= len(set(states))
 
 
+@pytest.mark.kernels
 def test_a_pattern_body_over_ascii_bytes_shares_its_safe_tokens(kimi_vocab) -> None:
     """Inside a string whose pattern loops over a set of ASCII bytes (WashingtonPost's
     ``^([a-z]|[ ])*$``), the tokens made only of those bytes are one mask per vocabulary and
@@ -344,6 +352,7 @@ def test_a_pattern_body_over_ascii_bytes_shares_its_safe_tokens(kimi_vocab) -> N
     assert compiled.masks._class_body(compiled.dfa.walk(0, b'{"')) is None  # a key: not a body
 
 
+@pytest.mark.kernels
 def test_a_pattern_body_over_every_character_but_a_few_shares_its_safe_tokens(kimi_vocab) -> None:
     """Inside a string whose pattern loops over every character but a few ASCII ones (a file
     name's ``^[^/]+$``, a ``[^<>]`` text), the tokens it reads whole (raw-body tokens, non-ASCII
@@ -370,6 +379,7 @@ def test_a_pattern_body_over_every_character_but_a_few_shares_its_safe_tokens(ki
     assert assert_table_matches_reference(compiled.masks) >= 2
 
 
+@pytest.mark.kernels
 def test_a_class_body_that_a_few_bytes_leave_walks_only_the_tokens_holding_them(kimi_vocab) -> None:
     """Inside ``^/dev/[^/]+(/[^/]+)*$`` after a name's first character, ``/`` leaves the loop
     (it starts the next name): the tokens without it are the shared class mask of ``[^/]``, and
