@@ -619,10 +619,10 @@ def test_tool_names_with_marker_characters_but_no_marker_compile(kimi_vocab):
 def test_compile_builds_each_tools_arguments_nfa(kimi_vocab: Any) -> None:
     """A tool set's argument automata have their NFA when the compile returns (built while the
     expressions are warm, not at the call's first mask mid-stream); their states are still
-    built lazily. A lone schema's automaton is left to its first mask, needed at once. K2's
-    header holds the call counter: the compile makes the first call's (its text trie and its
-    first ids), a matcher whose turn starts at another counter makes that one's, and a call
-    past them makes its own when it begins."""
+    built lazily. A lone schema's automaton is left to its first mask, needed at once. The
+    compile makes a turn's first mask; K2's header holds the call counter: the compile makes
+    the first call's (its text trie and its first ids), a matcher whose turn starts at another
+    counter makes that one's, and a call past them makes its own when it begins."""
     enforcer.clear_cache()
     tools = compile_tools(load_tools("weather"), kimi_vocab)
     lazy = [s.dfa for s in tools.schemas if s is not None]
@@ -638,6 +638,8 @@ def test_compile_builds_each_tools_arguments_nfa(kimi_vocab: Any) -> None:
 
     first = headers()
     assert list(first) == [("header", 0)] and first_ids_made(first[("header", 0)])
+    start = tools.enter(tools.place_index[tools.format.start], 0, None, 0, None, 0)
+    assert tools.cached_mask(start, 0) is not None  # the turn's first fill: made too
     tools.matcher()
     assert list(headers()) == [("header", 0)]
     third = tools.matcher(first_call_index=2)
