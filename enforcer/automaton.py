@@ -392,7 +392,7 @@ class Graph(Node):
 
     def __init__(self, num_states: int, start: int, accepting: frozenset[int],
                  edges: Iterable[tuple[int, Node, int]]) -> None:
-        self._set_shape(num_states, start, accepting, edges)
+        self._set_shape(num_states, start, accepting, *(tuple(zip(*edges)) or ((), (), ())))
         # the sizes in one pass over the edges (a string enum's graph has one per character)
         count = whole = num_states
         blocks = 0
@@ -408,10 +408,9 @@ class Graph(Node):
         _set_derived(self, count, self.reaches_no_end() if empty_body else not live[self.start], blocks, whole)
         object.__setattr__(self, "trim", all(live))
 
-    def _set_shape(self, num_states: int, start: int, accepting: frozenset[int],
-                   edges: Iterable[tuple[int, Node, int]]) -> None:
-        """Write the fields the constructor is given, ``edges`` as columns."""
-        sources, bodies, targets = tuple(zip(*edges)) or ((), (), ())
+    def _set_shape(self, num_states: int, start: int, accepting: frozenset[int], sources: tuple[int, ...],
+                   bodies: tuple[Node, ...], targets: tuple[int, ...]) -> None:
+        """Write the fields a constructor is given."""
         for set_field, value in zip(_GRAPH_SHAPE_SETTERS, (num_states, start, accepting, sources, bodies, targets)):
             set_field(self, value)
 
@@ -421,24 +420,24 @@ class Graph(Node):
         return zip(self.sources, self.bodies, self.targets)
 
     @classmethod
-    def of_trim(cls, num_states: int, start: int, accepting: frozenset[int],
-                edges: Sequence[tuple[int, Node, int]]) -> "Graph":
-        """A graph its maker knows to be trim (every state reaches an accepting one: a minimal
-        acyclic automaton of some sequences), its derived fields summed without the liveness
-        pass (half the cost of a string enum's graph); built as any other graph where a body
-        is empty or no state accepts."""
+    def of_trim(cls, num_states: int, start: int, accepting: frozenset[int], sources: tuple[int, ...],
+                bodies: tuple[Node, ...], targets: tuple[int, ...]) -> "Graph":
+        """A graph given as columns whose maker knows it to be trim (every state reaches an
+        accepting one: a minimal acyclic automaton of some sequences), its derived fields summed
+        without the liveness pass (half the cost of a string enum's graph); built as any other
+        graph where a body is empty or no state accepts."""
         count = whole = num_states
         blocks = 0
-        for _, sub, _ in edges:
+        for sub in bodies:
             if sub.empty:
-                return cls(num_states, start, accepting, edges)
+                return cls(num_states, start, accepting, zip(sources, bodies, targets))
             count += sub.nfa_states
             whole += sub.whole_states
             blocks += sub.block_states
         if not accepting:
-            return cls(num_states, start, accepting, edges)
+            return cls(num_states, start, accepting, zip(sources, bodies, targets))
         graph = object.__new__(cls)
-        graph._set_shape(num_states, start, accepting, edges)
+        graph._set_shape(num_states, start, accepting, sources, bodies, targets)
         object.__setattr__(graph, "trim", True)
         _set_derived(graph, count, False, blocks, whole)
         return graph

@@ -3793,6 +3793,7 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
     symbol_of: Callable[[Any], Any]  # a row's symbol (an int from the kernel) as ``form`` takes it
     if minimal_acyclic is None:
         num_states, finals, rows = _acyclic_reference(distinct)
+        sources, symbols, targets = (list(column) for column in zip(*rows)) if rows else ([], [], [])
         symbol_of = _same
     else:
         if all(isinstance(value, str) for value in distinct):
@@ -3803,15 +3804,16 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
             coded = [array("i", [ids.setdefault(x, len(ids)) for x in value]) for value in distinct]
             symbol_of = list(ids).__getitem__
         num_states, final, table = minimal_acyclic(coded)
-        finals, rows = np.flatnonzero(final).tolist(), table.tolist()
+        finals = np.flatnonzero(final).tolist()
+        sources, symbols, targets = table.T.tolist()
     forms: dict[Any, Node] = {}
-    edges: list[tuple[int, Node, int]] = []
-    for src, symbol, dst in rows:
+    bodies: list[Node] = []
+    for symbol in symbols:
         node = forms.get(symbol)
         if node is None:
             node = forms[symbol] = form(symbol_of(symbol))
-        edges.append((src, node, dst))
-    return Graph.of_trim(num_states, 0, frozenset(finals), tuple(edges))
+        bodies.append(node)
+    return Graph.of_trim(num_states, 0, frozenset(finals), tuple(sources), tuple(bodies), tuple(targets))
 
 
 def _same(symbol: Any) -> Any:

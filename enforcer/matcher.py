@@ -488,12 +488,15 @@ def compile_json_schema(schema: Any, vocabulary: Vocabulary, **options: Any) -> 
     return compiled_schema(_parse(schema), vocabulary, schema_options(options))
 
 
-def compiled_schema(schema: Any, vocabulary: Vocabulary, opts: SchemaOptions, checked: bool = False) -> CompiledSchema:
+def compiled_schema(schema: Any, vocabulary: Vocabulary, opts: SchemaOptions, checked: bool = False,
+                    schema_json: str | None = None) -> CompiledSchema:
     """:func:`compile_json_schema` for a parsed schema and options (``checked``: the caller
-    validated the document already, as ``compile_tools`` does for each tool)."""
+    validated the document already, as ``compile_tools`` does for each tool; ``schema_json``:
+    its :func:`canonical_json` when the caller wrote it already)."""
     if not checked:
         check_document(schema)
-    schema_json = canonical_json(schema)
+    if schema_json is None:
+        schema_json = canonical_json(schema)
     key = (schema_json, opts, vocabulary.fingerprint)
     hit = _CACHE.get(key)
     if hit is not None:

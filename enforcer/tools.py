@@ -9,7 +9,6 @@ canonical key in a bounded LRU; the masks it fills lazily are shared by every ma
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import unicodedata
@@ -27,7 +26,7 @@ from .formats import (ArgumentTag, ArgumentValue, CallHeader, CallTag, FormatSpe
                       Separator, Word, get_format)
 from .lru import COMPILED, LRU
 from .masks import MAX_FEW_IDS, MaskTable, token_index
-from .matcher import CompiledSchema, compiled_schema, schema_node, schema_options
+from .matcher import CompiledSchema, canonical_json, compiled_schema, schema_node, schema_options
 from .unique_items import UniqueItemsPlan
 from .matcher import clear_cache as clear_schema_cache
 from .json_schema import SchemaOptions
@@ -641,8 +640,9 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             raise InvalidToolsError(f"tools[{i}] at /tools/{i}/function{exc.pointer}: {exc.reason}") from None
     names = [n for n, _ in normalized]
     mode, forced = _parse_tool_choice(tool_choice, names)
-    key = (json.dumps(normalized, sort_keys=False, ensure_ascii=False), fmt, mode, forced,
-           bool(parallel_tool_calls), bool(allow_thinking), opts, vocabulary.fingerprint)
+    texts = [canonical_json(params) for _, params in normalized]  # written once: the key's and each schema's
+    key = (tuple(zip(names, texts)), fmt, mode, forced, bool(parallel_tool_calls), bool(allow_thinking), opts,
+           vocabulary.fingerprint)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -651,13 +651,14 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     if markers is None:
         markers = _MARKERS.put(markers_key, _markers_by_first_character(
             set(vocabulary.special_tokens) | set(fmt.controlled) | {fmt.stop}))
-    texts = {type(p.text) for p in fmt.places}
+    kinds = {type(p.text) for p in fmt.places}
     schemas: list[CompiledSchema | None] = []
     arguments: list[SplitArguments | None] = []
     nodes: list[Node | None] = []
     for i, (name, params) in enumerate(normalized):
-        _check_name(name, i, markers, colon=CallHeader in texts)
+        _check_name(name, i, markers, colon=CallHeader in kinds)
         args = _arguments_schema(name, i, params)
+        args_json = texts[i] if params.get("type") == "object" else None  # else another text
         if mode == "named" and name != forced:
             schemas.append(None)
             arguments.append(None)
@@ -665,16 +666,17 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
             continue
         where = f"/tools/{i}/function/parameters"
         try:
-            schema = compiled_schema(args, vocabulary, opts, checked=True) if JsonArguments in texts else None
+            schema = compiled_schema(args, vocabulary, opts, checked=True, schema_json=args_json) \
+                if JsonArguments in kinds else None
             if schema is not None and isinstance(schema.dfa, LazyDFA):
                 # now, while its expression is warm, not cold at the call's first mask, mid-stream
                 schema.dfa.build_nfa()
             schemas.append(schema)
-            node = schema_node(args, opts, checked=True) if NamedJson in texts else None
+            node = schema_node(args, opts, checked=True) if NamedJson in kinds else None
             if node is not None and node.empty:
                 raise InvalidSchemaError("", "no JSON value satisfies this schema")
             nodes.append(node)
-            arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in texts else None)
+            arguments.append(split_arguments(args, vocabulary, opts) if ArgumentValue in kinds else None)
         except UnsupportedSchemaError as exc:  # SchemaTooComplexError too: relocated keeps the class
             raise exc.relocated(where, f"in tool {name!r}") from None
         except InvalidSchemaError as exc:
