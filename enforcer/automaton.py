@@ -487,8 +487,6 @@ class Graph(Node):
         return True
 
 
-
-
 _GRAPH_SHAPE_SETTERS = _slot_setters(Graph, ("num_states", "start", "accepting", "sources", "bodies", "targets"))
 
 
@@ -2754,8 +2752,8 @@ class TextTrie(DFA):
     """Literal texts as one :class:`DFA`: their byte trie, whose accepting states know the text
     they end (:meth:`branch`, like :meth:`TaggedUnion.branch`). Built whole, at once, compact
     and spread, by one compiled call (:func:`enforcer._kernels.text_trie`; about 5 us for two
-    call headers), with none of a lazy union's NFA and subset construction. Trimmed, not minimal (texts that end alike
-    keep their own states, so each end names its text)."""
+    call headers), with none of a lazy union's NFA and subset construction. Trimmed, not
+    minimal (texts that end alike keep their own states, so each end names its text)."""
 
     __slots__ = ("_ends",)
 

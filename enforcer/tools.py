@@ -658,7 +658,7 @@ def compile_tools(tools: Any, vocabulary: Vocabulary, *, format: str | FormatSpe
     for i, (name, params) in enumerate(normalized):
         _check_name(name, i, markers, colon=CallHeader in kinds)
         args = _arguments_schema(name, i, params)
-        args_json = texts[i] if params.get("type") == "object" else None  # else another text
+        args_json = texts[i] if params.get("type") == "object" else None  # else a type was added or changed
         if mode == "named" and name != forced:
             schemas.append(None)
             arguments.append(None)
