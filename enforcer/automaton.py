@@ -2003,7 +2003,10 @@ class _Determiniser:
                 self.num_nfa_states, start, self.end, self._edge_start,
                 self._edge_lo, self._edge_hi, self._edge_dst, self._eps_start,
                 self._eps_dst, self._important, [(b.base, *_kernel_block(b.dfa), b.end) for b in self.blocks],
-                [b.dfa if isinstance(b.dfa, Deferred) else None for b in self.blocks], self._template)
+                # the kernel's levels are the compiled builder's; a module function, not a bound
+                # method: that would tie this object and its kernel in a cycle, which only the
+                # collector frees (an eager build's determiniser, its blocks and levels)
+                [b.dfa if isinstance(b.dfa, Deferred) else None for b in self.blocks], level_template)
             self.accepting: list[bool] = self._kernel.accepting(0)
             return
         first = self.closure(start)

@@ -334,18 +334,23 @@ def _json_key(value: Any) -> str:
         d = numbers.to_decimal(value)
         if d is not None:  # fast path for numbers: equal numbers share one canonical text
             return "n" + numbers.canonical_text(d)[0]
-    def norm(v: Any) -> Any:
-        if isinstance(v, bool) or v is None or isinstance(v, str):
-            return [type(v).__name__, v]
-        if isinstance(v, (int, float)):
-            d = numbers.to_decimal(v)
-            return ["num", str(d.normalize()) if d is not None else repr(v)]
-        if isinstance(v, list):
-            return ["list", [norm(x) for x in v]]
-        if isinstance(v, dict):
-            return ["dict", sorted((k, norm(x)) for k, x in v.items())]
-        return ["other", repr(v)]
-    return json.dumps(norm(value), sort_keys=True)
+    return json.dumps(_json_key_form(value), sort_keys=True)
+
+
+def _json_key_form(v: Any) -> Any:
+    """:func:`_json_key`'s value as plain JSON: each value tagged with its kind, numbers
+    normalised, object members sorted. (A module function: a nested recursive one would be a
+    closure in a reference cycle, left for the collector at each call.)"""
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return [type(v).__name__, v]
+    if isinstance(v, (int, float)):
+        d = numbers.to_decimal(v)
+        return ["num", str(d.normalize()) if d is not None else repr(v)]
+    if isinstance(v, list):
+        return ["list", [_json_key_form(x) for x in v]]
+    if isinstance(v, dict):
+        return ["dict", sorted((k, _json_key_form(x)) for k, x in v.items())]
+    return ["other", repr(v)]
 
 
 class SchemaCompiler:

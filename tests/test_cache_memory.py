@@ -149,3 +149,35 @@ def test_dropped_and_cleared_entries_leave_the_total() -> None:
     assert pool.recorded == 102 + 103 + 104 + 7 == pool.size_bytes()
     small.clear()
     assert pool.recorded == 7 == pool.size_bytes()
+
+
+def test_a_compile_and_its_decode_leave_no_cycles_for_the_collector(kimi_vocab) -> None:
+    """What a compile builds and then drops is freed as it goes: no reference cycle is left for
+    the collector (an eager sub-automaton's determiniser was tied to its compiled construction
+    by a bound method, and a nested recursive function to its own cell, so each compile left
+    blocks, levels and expression nodes behind, 1,200-1,600 objects for a Github schema, for a
+    collection inside the next decode to walk)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$", "maxLength": 12},
+            "mail": {"type": "string", "format": "email"},
+            "kind": {"enum": [{"a": 1}, [1, 2], "x"]},
+            "child": {"$ref": "#"},
+        },
+        "required": ["code"],
+    }
+    text = '{"code": "AB-12", "mail": "a@b.io", "kind": [1, 2], "child": {"code": "CD-3"}}'
+    enforcer.clear_cache()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        _decode(compile_json_schema(schema, kimi_vocab), kimi_vocab, text)
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
