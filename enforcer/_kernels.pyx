@@ -2296,6 +2296,46 @@ cdef class RowWriter:
             raise ValueError(f"write_ids: id {bad} is not below {width * 32}")
 
 
+cdef class TableReader:
+    """Reads a token's bytes through one automaton table (int32 rows of 256 entries, rows
+    contiguous) and its flags of built rows (uint8 per row; None: every row is built): one call
+    per token, where a loop in Python reads a row object per byte (and keeps one per state for
+    the collector to walk). Its buffers are acquired once (a typed view per call would cost
+    about 0.3 us). Lifetime: that of the table (a lazy automaton makes a new reader when its
+    table grows; one made before keeps reading the rows built in the table it holds)."""
+
+    cdef const int32_t[:, ::1] table  # holds the buffers; reads go through the pointers
+    cdef const uint8_t[::1] built
+    cdef const int32_t* cells
+    cdef const uint8_t* flags
+    cdef Py_ssize_t num_rows
+
+    def __init__(self, const int32_t[:, ::1] table, const uint8_t[::1] built=None):
+        if table.shape[1] != 256 or (built is not None and built.shape[0] < table.shape[0]):
+            raise ValueError("TableReader: a table of 256 columns, and a flag per row")
+        self.table = table
+        self.num_rows = table.shape[0]
+        self.cells = &table[0, 0] if self.num_rows else NULL
+        self.built = built
+        self.flags = &built[0] if built is not None and built.shape[0] else NULL
+
+    def read(self, int32_t state, bytes data, Py_ssize_t at=0):
+        """The state after ``data[at:]`` from ``state`` (-1: it dies there), or, when it meets a
+        row that this table has not built (or a state past it), ``-2 - (s | i << 32)``: state
+        ``s`` before byte ``i``, for the caller to build and read on from."""
+        cdef const unsigned char* text = <const unsigned char*>data
+        cdef Py_ssize_t n = len(data), i
+        if state < 0:
+            return -1
+        for i in range(at, n):
+            if state >= self.num_rows or (self.flags != NULL and not self.flags[state]):
+                return -2 - (<int64_t>state | (<int64_t>i << 32))
+            state = self.cells[<Py_ssize_t>state * 256 + text[i]]
+            if state < 0:
+                return -1
+        return state
+
+
 # --------------------------------------------------------------------------------------------
 # Minimal acyclic automata of finite sets of sequences
 

@@ -29,12 +29,13 @@ import numpy as np
 from .errors import SchemaTooComplexError
 
 try:
-    from ._kernels import (BLOCK_STATE_FLAG, DEFERRED_PERIOD, SubsetConstruction, ThompsonNFA, blocks_last,
-                           column_classes, dfa_product, finalised_table, live_order, moore_classes, nfa_csr,
-                           reaching, text_trie)
+    from ._kernels import (BLOCK_STATE_FLAG, DEFERRED_PERIOD, SubsetConstruction, TableReader, ThompsonNFA,
+                           blocks_last, column_classes, dfa_product, finalised_table, live_order, moore_classes,
+                           nfa_csr, reaching, text_trie)
     from ._kernels import counted_live as _counted_live_kernel
 except ImportError:  # a source tree without the built extension: the Python walks do the work
-    SubsetConstruction = ThompsonNFA = blocks_last = dfa_product = finalised_table = live_order = moore_classes = None
+    SubsetConstruction = TableReader = ThompsonNFA = blocks_last = dfa_product = finalised_table = live_order = None
+    moore_classes = None
     column_classes = None
     nfa_csr = reaching = _counted_live_kernel = text_trie = None
     DEFERRED_PERIOD = -1
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 DEAD = -1
 ROW_BYTES = 1_180
 """A row as an int array of 256 entries (the form byte-by-byte walks read)."""
-ROW_VIEW_BYTES = 200
-"""A lazy automaton's row as a view into its table (the same form, no copy)."""
 FIRST_TABLE_ROWS = (256, 4096)
 """Bounds on a lazy automaton's first table capacity, which is its NFA's state count: room for
 the rows a walk builds without stopping to grow the table (a 512-row copy took ~50 us inside
@@ -1112,6 +1111,10 @@ class _Reading:
             if state < 0:
                 return DEAD
         return state
+
+    def read(self, state: int, data: bytes) -> int:
+        """:meth:`walk`: what a matcher calls per token."""
+        return self.walk(state, data)
 
     def matches(self, data: bytes | str) -> bool:
         if isinstance(data, str):
@@ -2452,6 +2455,35 @@ MEMORY_CHECK_ROWS = 64
 most (their views and the subsets of the states they create), and not summed at 0.4 us a walk."""
 
 
+class _TableReaderReference:
+    """:class:`enforcer._kernels.TableReader` in Python: the fallback without the compiled
+    kernels and the oracle of its differential test."""
+
+    __slots__ = ("_cells", "_flags", "_num_rows")
+
+    def __init__(self, table: np.ndarray, built: np.ndarray | None = None) -> None:
+        self._num_rows = table.shape[0]
+        self._cells = memoryview(table).cast("B").cast("i")
+        self._flags = None if built is None else memoryview(built)
+
+    def read(self, state: int, data: bytes, at: int = 0) -> int:
+        if state < 0:
+            return DEAD
+        cells, flags, num_rows = self._cells, self._flags, self._num_rows
+        for i in range(at, len(data)):
+            if state >= num_rows or (flags is not None and not flags[state]):
+                return -2 - (state | i << 32)
+            state = cells[state * 256 + data[i]]
+            if state < 0:
+                return DEAD
+        return state
+
+
+def _table_reader(table: np.ndarray, built: np.ndarray | None) -> "TableReader | _TableReaderReference":
+    """A reader of ``table`` (int32, 256 columns) with its built flags: compiled when built."""
+    return (TableReader or _TableReaderReference)(table, built)
+
+
 class LazyDFA(_Reading):
     """A DFA built on demand: the NFA when first read (or by :meth:`build_nfa`, as a tool set's
     compile does), then each state by subset construction the first time a walk reaches it.
@@ -2485,7 +2517,6 @@ class LazyDFA(_Reading):
         """Why the automaton stopped growing while decoding (None: it did not)."""
         self._node: Node | None = node
         self._det: _Determiniser | None = None
-        self.rows: list[Sequence[int] | None] = [None]
         capacity = min(max(nfa_states, FIRST_TABLE_ROWS[0]), FIRST_TABLE_ROWS[1], max_states + 1)
         self._table = np.empty((capacity, 256), dtype=np.int32)  # see _grow
         self._built = np.zeros(capacity, dtype=bool)
@@ -2495,7 +2526,9 @@ class LazyDFA(_Reading):
         self._view: tuple[memoryview, memoryview] | None = None
         """The table as one int sequence (sliced into rows) and the built flags, of one table:
         replaced together when the table grows, so one read of the pair is consistent."""
-        self._retired_bytes = 0  # former tables that rows handed out still view
+        self._reader = _table_reader(self._table, self._built_flags)
+        """What :meth:`read` reads tokens through: a reader of the table as it is now, replaced
+        when the table grows."""
         self._lock = threading.RLock()
 
     _keep_nfa_states: Sequence[int] = ()
@@ -2550,30 +2583,42 @@ class LazyDFA(_Reading):
         return self._table
 
     def row(self, state: int) -> Sequence[int]:
-        """The row of ``state`` as an int array (the form byte-by-byte walks read; made on
-        first read, the row itself built on demand)."""
-        rows = self.rows
-        r = rows[state] if state < len(rows) else None
-        if r is None:
-            # without the lock when the row is built in the table the pair was read with: a
-            # built row never changes, and a table that grows is copied, so a view of it stays
-            # right (its buffer is retired); a view, not a copy (~0.1 us against ~0.6). A state
-            # that ``rows`` does not list yet was created by a build still under way (another
-            # thread's, whose rows and flags a reader may see first): the lock waits for it.
-            view = self._view
-            if view is None or state >= len(rows) or not view[1][state]:
-                view = self._built_view(state)
-            r = rows[state] = view[0][state * 256:(state + 1) * 256]
-        return r
+        """The row of ``state`` as an int sequence (a view into the table, made at each call and
+        kept by no one: a matcher reads tokens through :meth:`read`), the row built on demand.
+        Without the lock when the row is built in the table the pair was read with: a built row
+        never changes, and a table that grows is copied, so a view of it stays right."""
+        view = self._view
+        if view is None or state >= len(view[1]) or not view[1][state]:
+            view = self._built_view(state)
+        return view[0][state * 256:(state + 1) * 256]
 
     def _built_view(self, state: int) -> tuple[memoryview, memoryview]:
-        """:attr:`_view` (made if missing) once the row of ``state`` is built."""
-        if not self._built[state]:
-            self._build_rows((state,))
+        """:attr:`_view` (made if missing) once the row of ``state`` is built. Under the lock: a
+        state that a build still under way created (another thread's, whose flags a reader may
+        see first) has its row and flags once that build is done."""
         with self._lock:
+            if not self._built[state]:
+                self._build_rows((state,))
             if self._view is None:
                 self._view = (memoryview(self._table).cast("B").cast("i"), memoryview(self._built_flags))
             return self._view
+
+    def read(self, state: int, data: bytes) -> int:
+        """State after reading ``data`` from ``state`` (``-1`` when it dies), the rows it meets
+        built on demand: one compiled call per token (:class:`enforcer._kernels.TableReader`),
+        and a build and another call per unbuilt row it meets. Without the lock but for a build:
+        a reader reads the rows its table had built, which never change."""
+        result = self._reader.read(state, data, 0)
+        while result < DEAD:  # -2 - (state | byte index << 32): that state's row is not built here
+            code = -2 - result
+            state = code & 0xFFFFFFFF
+            with self._lock:  # as in _built_view
+                if not self._built[state]:
+                    self._build_rows((state,))
+            result = self._reader.read(state, data, code >> 32)
+        return result
+
+    walk = read
 
     def array_row(self, state: int) -> np.ndarray:
         """The row of ``state`` as a numpy view (built on demand)."""
@@ -2609,10 +2654,9 @@ class LazyDFA(_Reading):
             table[:known] = self._table[:known]
             built = np.zeros(size, dtype=bool)
             built[: self._built.shape[0]] = self._built
-            if self._view is not None:  # rows handed out keep viewing the former table
-                self._retired_bytes += self._table.nbytes
-                self._view = None
+            self._view = None  # rows handed out keep viewing the former table, which stays theirs
             self._table, self._built, self._built_flags = table, built, built.view(np.uint8)
+            self._reader = _table_reader(table, self._built_flags)
 
     def _rows_added(self) -> None:
         """After rows were built: room for the states they created, and the budget checked
@@ -2622,8 +2666,6 @@ class LazyDFA(_Reading):
         grown = n > self._table.shape[0]
         if grown:
             self._grow(n)
-        if n > len(self.rows):
-            self.rows.extend([None] * (n - len(self.rows)))
         if self.exhausted is None:
             if n > self.max_states:
                 self.exhausted = f"{self.max_states:,} states (max_states)"
@@ -2635,13 +2677,11 @@ class LazyDFA(_Reading):
                 self.exhausted = f"the automaton of this value reached its budget of {self.exhausted} while decoding"
 
     def memory_size_bytes(self) -> int:
-        """Bytes held (estimate for the Python parts): the table as allocated (and former
-        tables that rows still view), the rows built so far as views, the subsets of the states
-        created and the NFA once built."""
+        """Bytes held (estimate for the Python parts): the table as allocated, the subsets of
+        the states created and the NFA once built."""
         det = self._det
         nfa = det.memory_size_bytes() if det is not None else 0
-        return (int(self._table.nbytes + self._built.nbytes) + self._retired_bytes
-                + self._num_built * ROW_VIEW_BYTES + nfa)
+        return int(self._table.nbytes + self._built.nbytes) + nfa
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
         """(table, built flags as uint8) as they are now, for the compiled walk (rows of unbuilt

@@ -70,19 +70,8 @@ def walk_positions(index: "TokenIndex", dfa: DFA | LazyDFA, state: int, pos_idx:
     if pos_idx.size == 0:
         return pos_idx
     if pos_idx.size < _SMALL_WALK:
-        rows, blobs, kept = dfa.rows, index.blobs, []
-        for p in pos_idx.tolist():
-            s = state
-            for b in blobs[p]:
-                row = rows[s]
-                if row is None:
-                    row = dfa.row(s)
-                s = row[b]
-                if s < 0:
-                    break
-            else:
-                kept.append(p)
-        return np.array(kept, dtype=np.int64)
+        read, blobs = dfa.read, index.blobs
+        return np.array([p for p in pos_idx.tolist() if read(state, blobs[p]) >= 0], dtype=np.int64)
     current = dfa.array_row(state)[index.first[pos_idx]]
     alive = current >= 0
     pos_idx, current = pos_idx[alive], current[alive]

@@ -224,12 +224,12 @@ class Matcher:
 class JsonMatcher(Matcher):
     """Per-sequence cursor over a :class:`CompiledSchema`. Not thread-safe; one per sequence."""
 
-    __slots__ = ("_compiled", "_rows", "_accepting", "_tokens", "_stop", "_stop_ids", "_states", "_finished",
+    __slots__ = ("_compiled", "_read", "_accepting", "_tokens", "_stop", "_stop_ids", "_states", "_finished",
                  "_stop_words", "_cut", "_plan", "_scans", "_masked")
 
     def __init__(self, compiled: CompiledSchema, stop_token_ids: tuple[int, ...] = ()) -> None:
         self._compiled = compiled
-        self._rows = compiled.dfa.rows
+        self._read = compiled.dfa.read
         self._accepting = compiled.dfa.accepting_list
         self._tokens = compiled.vocabulary.byte_tokens
         self._cut = compiled.masks.cut
@@ -276,14 +276,9 @@ class JsonMatcher(Matcher):
         data = self._tokens[token_id]
         if not data or state in self._cut:  # cut: the automaton's budget emptied this mask
             return False
-        rows = self._rows
-        for b in data:
-            row = rows[state]
-            if row is None:
-                row = self._compiled.dfa.row(state)
-            state = row[b]
-            if state == DEAD:
-                return False
+        state = self._read(state, data)
+        if state == DEAD:
+            return False
         if self._plan is not None:
             scanned = scan(self._plan, self._scans[-1], data, commit=True)
             if scanned is None:

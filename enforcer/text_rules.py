@@ -66,16 +66,7 @@ class DfaRule:
         data = self._byte_tokens[token] if 0 <= token < len(self._byte_tokens) else None
         if not data or state in self.table.cut:  # cut: the automaton's budget emptied this mask
             return DEAD
-        dfa = self.dfa
-        rows = dfa.rows
-        for b in data:
-            row = rows[state]
-            if row is None:
-                row = dfa.row(state)
-            state = row[b]
-            if state == DEAD:
-                return DEAD
-        return state
+        return self.dfa.read(state, data)
 
     def accepting(self, state: int) -> bool:
         return bool(self.dfa.accepting_list[state])

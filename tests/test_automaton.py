@@ -778,8 +778,9 @@ def test_rows_built_in_one_walk_survive_the_table_growing() -> None:
 def test_lazy_rows_stay_right_when_the_table_grows() -> None:
     """A lazy automaton hands out its rows as views into its table; building more states
     copies the table into a larger one, and every row handed out before still reads what the
-    table holds (a built row never changes), while the former tables count in the memory
-    estimate for as long as rows view them."""
+    table it views holds (a built row never changes). Reading tokens (``read``), a reader made
+    before a growth meets the rows built since as unbuilt and the automaton reads on in the new
+    table: the same states as a walk of the rows."""
     from enforcer.automaton import FIRST_TABLE_ROWS
 
     # the 11th letter from the end is an "a": 36 NFA states, 2,048 DFA states (the last 11 letters)
@@ -793,10 +794,38 @@ def test_lazy_rows_stay_right_when_the_table_grows() -> None:
     for byte in text:
         state = lazy.row(state)[byte]
         views.append(lazy.row(state))
-    assert lazy.transitions.shape[0] >= 4 * first and lazy._retired_bytes >= 3 * first * 256 * 4  # grown twice
+    assert lazy.transitions.shape[0] >= 4 * first  # grown twice
     for k, view in enumerate(views):
         assert list(view) == lazy.array_row(lazy.walk(0, text[:k])).tolist()
-    assert lazy.memory_size_bytes() >= lazy.transitions.nbytes + lazy._retired_bytes
+    by_tokens = LazyDFA(seq(star(byte_chars(b"ab")), literal("a"), repeat(byte_chars(b"ab"), 10, 10)))
+    state, k = 0, 0
+    while k < len(text):
+        size = rng.randrange(1, 9)
+        state = by_tokens.read(state, text[k:k + size])
+        k += size
+        assert list(by_tokens.row(state)) == list(views[min(k, len(text))])
+    assert by_tokens.transitions.shape[0] >= 4 * first
+
+
+def test_compiled_table_reader_is_the_reference() -> None:
+    """The compiled reader of a table (one call per token) and its Python reference give the
+    same answer on every read: the state after the bytes, -1 where they die, and where a row is
+    not built (or past the table) that state and the index of its byte."""
+    from enforcer.automaton import TableReader, _TableReaderReference
+
+    if TableReader is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(11)
+    for _ in range(200):
+        rows = rng.randrange(1, 12)
+        table = np.array([[rng.randrange(-1, rows + 2) if rng.random() < 0.7 else -1 for _ in range(256)]
+                          for _ in range(rows)], dtype=np.int32)
+        built = None if rng.random() < 0.3 else np.array([rng.random() < 0.8 for _ in range(rows)], dtype=np.uint8)
+        fast, slow = TableReader(table, built), _TableReaderReference(table, built)
+        for _ in range(50):
+            data = bytes(rng.randrange(256) if rng.random() < 0.2 else rng.choice(b"abc") for _ in range(rng.randrange(0, 9)))
+            state, at = rng.randrange(-1, rows + 2), rng.randrange(0, len(data) + 1)
+            assert fast.read(state, data, at) == slow.read(state, data, at), (table.tolist(), data, state, at)
 
 
 def test_block_states_are_numbered_after_the_others_and_keep_nothing_per_state() -> None:
