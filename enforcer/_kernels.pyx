@@ -1658,6 +1658,43 @@ cdef class ThompsonNFA:
         """Add ``node`` between NFA states ``start`` and ``end``."""
         self._build_shared(node, start, end)
 
+    def pieces(self, node, int64_t cap):
+        """The pieces this construction builds for ``node`` (each byte set, epsilon and
+        nothing one, a graph its states, an embedded automaton its states; a shared sub-node
+        counted at each use, a bounded repeat per copy), at most ``cap``: what
+        :func:`enforcer.automaton.thompson_pieces` measures, without building anything.
+        Linear in the distinct sub-nodes."""
+        return self._pieces(node, {}, cap)
+
+    cdef int64_t _pieces(self, object node, dict memo, int64_t cap) except -1:
+        cdef int64_t total = 0, copies
+        key = id(node)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        kind = type(node)
+        if kind is self.Concat:
+            for part in node.parts:
+                total = min(total + self._pieces(part, memo, cap), cap)
+        elif kind is self.Union:
+            for part in node.alternatives:
+                total = min(total + self._pieces(part, memo, cap), cap)
+        elif kind is self.Repeat:
+            copies = node.maximum if node.maximum is not None else node.minimum + 1
+            total = self._pieces(node.node, memo, cap)
+            if copies > 1:
+                total = cap if total > cap // copies else min(total * copies, cap)
+        elif kind is self.Graph:
+            total = min(<int64_t>node.num_states, cap)
+            for part in node.bodies:
+                total = min(total + self._pieces(part, memo, cap), cap)
+        elif kind is self.Embedded:
+            total = min(<int64_t>node.dfa.num_states, cap)
+        else:
+            total = 1
+        memo[key] = total
+        return total
+
     def take_arrays(self):
         """The byte edges int32[n, 4] (source, lo, hi, target) and the epsilon edges int32[m, 2]
         (source, target), handed over without a copy: call once, when the NFA is built (the

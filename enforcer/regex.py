@@ -40,8 +40,8 @@ from typing import Iterable, Literal
 
 import numpy as np
 
-from .automaton import (DFA, EPSILON, NOTHING, Concat, Embedded, Graph, Node, Repeat, Union, alt,
-                        byte_chars, byte_set, codepoints, compile_node, literal, normalise_ranges, plus, repeat, seq, star)
+from .automaton import (DFA, EPSILON, NOTHING, Embedded, Graph, Node, alt, byte_chars, byte_set, codepoints,
+                        compile_node, literal, normalise_ranges, plus, repeat, seq, star, thompson_pieces)
 from .errors import InvalidSchemaError, SchemaTooComplexError, UnsupportedSchemaError
 
 __all__ = ["json_string_char", "JSON_STRING_CHAR_ANY", "pattern_node", "format_node",
@@ -863,11 +863,11 @@ def pattern_node(pattern: str, pointer: str, *, escapes: Escapes = "all") -> Nod
                                             f"{exc.reason}", pointer, exc.budget, "pattern") from None
         nodes.append(node)
     node = alt(*nodes)
-    size = _expanded_size(node, {})
+    size = thompson_pieces(node, MAX_EXPANDED_NODES + 1)
     if size > MAX_EXPANDED_NODES:
         raise SchemaTooComplexError(
-            f"pattern {pattern!r} at {pointer or '(root)'} expands to {size} automaton pieces "
-            f"(limit {MAX_EXPANDED_NODES})")
+            f"pattern {pattern!r} at {pointer or '(root)'} expands to more than {MAX_EXPANDED_NODES:,} automaton "
+            f"pieces")
     return node
 
 
@@ -908,28 +908,6 @@ def _with_lookaheads(node: Node, looks: list[_Look], escapes: Escapes) -> Node:
         tested = compile_node(_search(_Cat((_Anchor(False), look.item)), escapes))
         dfa = dfa.difference(tested) if look.negative else dfa.intersect(tested)
     return Embedded(dfa)
-
-
-def _expanded_size(node: Node, memo: dict[int, int]) -> int:
-    """Pieces the Thompson construction will build for ``node`` (shared sub-nodes are built once
-    per use); linear in the number of distinct sub-nodes."""
-    hit = memo.get(id(node))
-    if hit is None:
-        if isinstance(node, Concat):
-            hit = sum(_expanded_size(p, memo) for p in node.parts)
-        elif isinstance(node, Union):
-            hit = sum(_expanded_size(a, memo) for a in node.alternatives)
-        elif isinstance(node, Repeat):
-            copies = node.maximum if node.maximum is not None else node.minimum + 1
-            hit = _expanded_size(node.node, memo) * max(copies, 1)
-        elif isinstance(node, Graph):
-            hit = node.num_states + sum(_expanded_size(body, memo) for _, body, _ in node.edges)
-        elif isinstance(node, Embedded):
-            hit = node.dfa.num_states
-        else:
-            hit = 1
-        memo[id(node)] = hit
-    return hit
 
 
 # --------------------------------------------------------------------------------------------

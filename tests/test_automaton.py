@@ -998,3 +998,28 @@ def test_sorted_distinct_is_numpy_unique() -> None:
         values = rng.integers(-5, 40, size=size)
         assert np.array_equal(sorted_distinct(values), np.unique(values))
     assert sorted_distinct(np.array([3, 3, 3])).tolist() == [3]
+
+
+@pytest.mark.kernels
+def test_compiled_thompson_pieces_is_the_reference() -> None:
+    """The compiled count of the Thompson construction's pieces against the Python one: equal
+    on patterns (searched, anchored, nested repeats, classes), on expressions sharing
+    sub-nodes, graphs and embedded automata, and both stop at the cap (a pattern past it is
+    refused naming its limit, its size never computed past it)."""
+    from enforcer.automaton import _pieces_reference, thompson_pieces
+    from enforcer.regex import MAX_EXPANDED_NODES, pattern_node
+
+    patterns = ["/api/v1/users/\\d+/exports", "^[A-Fa-f\\d]{24}$", "^(https?:\\/\\/)?([\\da-z\\.-]+)\\.([a-z\\.]{2,6})$",
+                "^(a|b){3,7}c*$", "x(y(z{2}){3}){4}", "[^/]+", "^$", "\\p{L}+"]
+    shared = seq(literal("ab"), star(byte_chars(b"xy")))
+    graph = Graph(3, 0, frozenset({2}), ((0, shared, 1), (1, EPSILON, 2), (0, literal("q"), 2)))
+    nodes = [pattern_node(p, "") for p in patterns] + [
+        alt(shared, seq(shared, repeat(shared, 2, 5))), graph, repeat(graph, 0, 3),
+        seq(Embedded(compile_node(literal("abc"))), optional(shared)), NOTHING, EPSILON]
+    for node in nodes:
+        for cap in (10**9, 50, 1):
+            assert thompson_pieces(node, cap) == _pieces_reference(node, {}, cap), (node, cap)
+    deep = repeat(repeat(repeat(literal("a"), 100, 100), 100, 100), 200, 200)  # 2,000,000 pieces
+    assert thompson_pieces(deep, 10**6 + 1) == _pieces_reference(deep, {}, 10**6 + 1) == 10**6 + 1
+    with pytest.raises(SchemaTooComplexError, match=f"more than {MAX_EXPANDED_NODES:,} automaton pieces"):
+        pattern_node("(\\p{L}{100}){100}", "")
