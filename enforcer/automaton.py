@@ -1003,8 +1003,8 @@ def thompson_pieces(node: Node, cap: int) -> int:
     set (one edge per range), epsilon and nothing one, a graph its states, an embedded
     automaton its states, a shared sub-node counted at each use and a bounded repeat once per
     copy (anchors inside nested loops multiply copies). Linear in the distinct sub-nodes:
-    :meth:`enforcer._kernels.ThompsonNFA.pieces` when built (an unanchored pattern's: 10 us
-    against 90), else :func:`_pieces_reference`."""
+    :meth:`enforcer._kernels.ThompsonNFA.pieces` when built (an unanchored path pattern's: 33
+    us against 88), else :func:`_pieces_reference`."""
     if ThompsonNFA is not None:
         return new_nfa().pieces(node, cap)
     return _pieces_reference(node, {}, cap)
@@ -2486,7 +2486,7 @@ ROWS_PER_WALK = 1024
 MEMORY_CHECK_ROWS = 64
 """Rows a lazy automaton builds between two sums of its bytes against ``max_automaton_bytes``
 (summed at every growth of its table too): the budget is overshot by what that many rows add at
-most (their views and the subsets of the states they create), and not summed at 0.4 us a walk."""
+most (the subsets of the states they create), and not summed at 0.4 us a walk."""
 
 
 class _TableReaderReference:
@@ -2522,9 +2522,9 @@ class LazyDFA(_Reading):
     """A DFA built on demand: the NFA when first read (or by :meth:`build_nfa`, as a tool set's
     compile does), then each state by subset construction the first time a walk reaches it.
     Creating one costs a structural emptiness check and an exact count of the NFA's states; the
-    NFA costs milliseconds for a large schema; each new state tens of microseconds, then a list
-    index. Same reading interface as :class:`DFA` (``rows``,
-    ``accepting``, ``transitions``) once :meth:`ensure` / :meth:`row` made the states exist.
+    NFA costs milliseconds for a large schema; each new state tens of microseconds, then a table
+    read. Same reading interface as :class:`DFA` (``read``, ``row``, ``accepting``,
+    ``transitions``) once :meth:`ensure` / :meth:`row` / :meth:`read` made the states exist.
     Thread-safe for readers: states are only ever appended, under a lock.
 
     Budget: an NFA whose estimated size (``NFA_STATE_BYTES`` per state) exceeds ``max_bytes``
