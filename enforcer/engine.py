@@ -202,11 +202,12 @@ class ToolCallMatcher(Matcher):
         place means the token at position ``k`` ended that place's text."""
         tools = self._tools
         parts: list[_Part] = []
-        frames = [frame for frame, _ in self._stack]
-        counter = frames[-2].counter
-        tool = frames[-1].tool  # the edge that ended the call knows its tool (a named-JSON text names it last)
-        for pos in range(len(frames) - 2, -1, -1):
-            frame = frames[pos]
+        stack = self._stack
+        counter = stack[-2][0].counter
+        tool = stack[-1][0].tool  # the edge that ended the call knows its tool (a named-JSON text names it last)
+        pos = len(stack) - 2
+        while pos >= 0:
+            frame = stack[pos][0]
             place, start = frame.place, frame.start
             kind = tools.kinds[place]
             if kind == "named":
@@ -214,11 +215,14 @@ class ToolCallMatcher(Matcher):
                 break
             if kind in ("header", "tag"):
                 break
-            if frames[pos + 1].place != place:
+            if stack[pos + 1][0].place != place:
                 if kind == "json":
                     parts.append(_Part(kind, start, pos))
                 elif kind == "value":
-                    parts.append(_Part(kind, start, pos, frame.value, frames[start - 1].start))
+                    parts.append(_Part(kind, start, pos, frame.value, stack[start - 1][0].start))
+            # a text's tokens keep its frame, one run from its start: nothing is learnt inside
+            # it, so the walk jumps over it (cost per place of the call, not per token)
+            pos = start - 1 if 0 <= start < pos and stack[start][0] is frame else pos - 1
         parts.reverse()
         self._calls.append(_Call(counter, tool, tuple(parts), len(self._tokens)))
 
