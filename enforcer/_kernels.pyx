@@ -2356,7 +2356,7 @@ cdef class TableReader:
         self.built = built
         self.flags = &built[0] if built is not None and built.shape[0] else NULL
 
-    def read(self, int32_t state, bytes data, Py_ssize_t at=0):
+    def read(self, int32_t state, bytes data not None, Py_ssize_t at=0):
         """The state after ``data[at:]`` from ``state`` (-1: it dies there), or, when it meets a
         row that this table has not built (or a state past it), ``-2 - (s | i << 32)``: state
         ``s`` before byte ``i``, for the caller to build and read on from."""
