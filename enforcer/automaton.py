@@ -1146,9 +1146,8 @@ class _Reading:
                 return DEAD
         return state
 
-    def read(self, state: int, data: bytes) -> int:
-        """:meth:`walk`: what a matcher calls per token."""
-        return self.walk(state, data)
+    read = walk
+    """What a matcher calls per token (a lazy automaton reads through its compiled reader)."""
 
     def matches(self, data: bytes | str) -> bool:
         if isinstance(data, str):

@@ -222,7 +222,7 @@ class ToolCallMatcher(Matcher):
                     parts.append(_Part(kind, start, pos, frame.value, stack[start - 1][0].start))
             # a text's tokens keep its frame, one run from its start: nothing is learnt inside
             # it, so the walk jumps over it (cost per place of the call, not per token)
-            pos = start - 1 if 0 <= start < pos and stack[start][0] is frame else pos - 1
+            pos = start - 1 if start < pos and stack[start][0] is frame else pos - 1
         parts.reverse()
         self._calls.append(_Call(counter, tool, tuple(parts), len(self._tokens)))
 
