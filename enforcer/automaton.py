@@ -448,13 +448,28 @@ class Graph(Node):
         state. Cost: one backward pass over the edges."""
         if self.trim:
             return self
-        live = self._live_states()
-        if not live[self.start]:
+        return Graph.trimmed_of(self.num_states, self.start, self.accepting, tuple(self.edges))
+
+    @classmethod
+    def trimmed_of(cls, num_states: int, start: int, accepting: frozenset[int],
+                   edges: tuple[tuple[int, Node, int], ...]) -> Node:
+        """``Graph(num_states, start, accepting, edges).trimmed()`` with one liveness pass
+        instead of three (the untrimmed graph is never built, the trimmed one is known trim: an
+        object's graph, built state by state, usually leaves a dead state or two)."""
+        reverse: list[list[int]] = [[] for _ in range(num_states)]
+        for src, sub, dst in edges:
+            if sub is not NOTHING:
+                reverse[dst].append(src)
+        live = _reaching(reverse, accepting)
+        if all(live):
+            return cls(num_states, start, accepting, edges)
+        if not live[start]:
             return NOTHING
-        number = {s: k for k, s in enumerate(s for s in range(self.num_states) if live[s])}
-        edges = tuple((number[a], sub, number[b]) for a, sub, b in self.edges
-                      if sub is not NOTHING and live[a] and live[b])
-        return Graph(len(number), number[self.start], frozenset(number[s] for s in self.accepting), edges)
+        number = {s: k for k, s in enumerate(s for s in range(num_states) if live[s])}
+        kept = [(number[a], sub, number[b]) for a, sub, b in edges if sub is not NOTHING and live[a] and live[b]]
+        sources, bodies, targets = (tuple(column) for column in zip(*kept)) if kept else ((), (), ())
+        return cls.of_trim(len(number), number[start], frozenset(number[s] for s in accepting), sources, bodies,
+                           targets)
 
     def _live_states(self) -> list[bool]:
         """Per state, whether it reaches an accepting state over the edges other than NOTHING."""
@@ -694,8 +709,8 @@ def separated(item: Node, separator: Node, minimum: int = 0, maximum: int | None
     rows and masks."""
     if maximum is not None and (maximum < minimum or maximum == 0):
         return EPSILON if minimum == 0 and (maximum is None or maximum >= 0) else NOTHING
-    if maximum is None:
-        loop = Graph(2, 0, frozenset({1}), ((0, item, 1), (1, separator, 0))).trimmed()
+    if maximum is None:  # trim: both states reach the end unless a body is empty (of_trim checks)
+        loop = Graph.of_trim(2, 0, frozenset({1}), (0, 1), (item, separator), (1, 0)).trimmed()
         if minimum == 0:
             return optional(loop)
         return seq(repeat(seq(item, separator), minimum - 1, minimum - 1), loop)

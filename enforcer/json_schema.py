@@ -42,6 +42,7 @@ except ImportError:  # a source tree without the built extension: the Python con
     minimal_acyclic = None
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+_TYPE_NAMES = frozenset(TYPES)
 
 ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated",
@@ -922,7 +923,8 @@ class SchemaCompiler:
         region = self._region(schema, pointer, depth, refs)
         if region is not None:
             return region
-        if isinstance(schema, dict) and len(set(schema) - ANNOTATIONS) == 1 and set(schema) & set(_REFERENCES):
+        if isinstance(schema, dict) and ("$ref" in schema or "$dynamicRef" in schema) \
+                and len(set(schema) - ANNOTATIONS) == 1:
             target, refs = self._deref_path(schema, pointer, depth, refs)  # chains: a loop, not a nesting
             if self._knots and isinstance(target, dict):  # one node per target, whichever reference names it
                 return self._sub_value(target, pointer, depth, refs)
@@ -930,7 +932,7 @@ class SchemaCompiler:
             region = self._region(schema, pointer, depth, refs)
             if region is not None:
                 return region
-        if schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS):
+        if schema is True or (isinstance(schema, dict) and ANNOTATIONS.issuperset(schema)):
             return self.any_value(depth, self.options.free_form_depth)
         if schema is False:
             return NOTHING
@@ -2493,26 +2495,25 @@ class SchemaCompiler:
     def _typed(self, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
         if "enum" in schema or "const" in schema:
             return self._enum(schema, pointer, depth)
+        declared = schema.get("type")
+        if type(declared) is str and declared in _TYPE_NAMES:  # one type: no union to build
+            return self._of_type(declared, schema, pointer, depth, refs)
         types = declared_types(schema)
         if "number" in types:
             types.discard("integer")
-        nodes = []
-        for t in TYPES:
-            if t not in types:
-                continue
-            if t == "null":
-                nodes.append(literal("null"))
-            elif t == "boolean":
-                nodes.append(alt(literal("true"), literal("false")))
-            elif t in ("integer", "number"):
-                nodes.append(self._number(schema, pointer, t == "integer"))
-            elif t == "string":
-                nodes.append(self._string(schema, pointer, raw=self.raw_strings and depth == 0))
-            elif t == "array":
-                nodes.append(self._array(schema, pointer, depth, refs))
-            else:
-                nodes.append(self._object(schema, pointer, depth, refs))
-        return alt(*nodes)
+        return alt(*(self._of_type(t, schema, pointer, depth, refs) for t in TYPES if t in types))
+
+    def _of_type(self, name: str, schema: dict, pointer: str, depth: int, refs: Refs) -> Node:
+        """The values of JSON type ``name`` that ``schema``'s keywords of that type admit."""
+        if name == "string":
+            return self._string(schema, pointer, raw=self.raw_strings and depth == 0)
+        if name == "object":
+            return self._object(schema, pointer, depth, refs)
+        if name == "integer" or name == "number":
+            return self._number(schema, pointer, name == "integer")
+        if name == "array":
+            return self._array(schema, pointer, depth, refs)
+        return _BOOLEAN if name == "boolean" else literal("null")
 
     def _enum(self, schema: dict, pointer: str, depth: int) -> Node:
         """The ``enum``/``const`` members the rest of the schema admits: strings as one trie
@@ -2527,9 +2528,15 @@ class SchemaCompiler:
         if not isinstance(values, list):
             raise InvalidSchemaError(pointer, "'enum' must be an array")
         rest = {k: v for k, v in schema.items() if k != keyword}  # an enum beside a const: checked as the rest
-        key = (keyword, id(members), _json_key(rest), depth)
-        if "$ref" in key[2] or "$dynamicRef" in key[2]:  # the rest's verdicts depend on where it is
-            return self._enum_node(values, rest, pointer, depth, keyword)
+        if ANNOTATIONS.union(("type",)).issuperset(rest):
+            # the plain case: the node depends on the type alone (no text of the annotations)
+            declared = rest.get("type")
+            rest_key: Any = ("type", declared if declared is None or isinstance(declared, str) else _json_key(declared))
+        else:
+            rest_key = _json_key(rest)
+            if "$ref" in rest_key or "$dynamicRef" in rest_key:  # the rest's verdicts depend on where it is
+                return self._enum_node(values, rest, pointer, depth, keyword)
+        key = (keyword, id(members), rest_key, depth)
         hit = self._enums.get(key)
         if hit is None or hit[0] is not members:
             hit = self._enums[key] = (members, self._enum_node(values, rest, pointer, depth, keyword))
@@ -2721,6 +2728,8 @@ class SchemaCompiler:
     def _string(self, schema: dict, pointer: str, raw: bool = False, failing: dict | None = None) -> Node:
         """A JSON string, or with ``raw`` the bare UTF-8 text of one; with ``failing`` (the
         ``pattern``/``format`` of a ``not`` beside ``schema``), only those whose content fails it."""
+        if not raw and failing is None and not any(k in schema for k in _STRING_KEYWORDS):
+            return _FREE_STRING  # any string: the most common value of all
         body = self._string_body(schema, pointer, raw, failing=failing)
         return body if raw else seq(literal('"'), body, literal('"'))
 
@@ -2899,8 +2908,11 @@ class SchemaCompiler:
             if lo > 0:
                 accepting.discard(k)
         open_ws, close_ws = self.ws(inner), self.ws(depth)
-        non_empty = seq(literal("["), open_ws, Graph(k + 2, 0, frozenset(accepting - {0}), tuple(edges)).trimmed(),
-                        close_ws, literal("]"))
+        if k == 0:  # no prefix: the items are the one edge, or there are none
+            items_node = edges[0][1] if edges else NOTHING
+        else:
+            items_node = Graph.trimmed_of(k + 2, 0, frozenset(accepting - {0}), tuple(edges))
+        non_empty = seq(literal("["), open_ws, items_node, close_ws, literal("]"))
         empty = seq(literal("["), open_ws, literal("]")) if 0 in accepting else NOTHING
         return alt(non_empty, empty)
 
@@ -3090,7 +3102,7 @@ class SchemaCompiler:
                         edges.append((here, seq(sep, node), state(nxt, after)))
         start = state(0, (0,) * len(bounds))
         open_ws, close_ws = self.ws(inner), self.ws(depth)
-        graph = Graph(size, start, frozenset(accepting - {start}), tuple(edges)).trimmed()
+        graph = Graph.trimmed_of(size, start, frozenset(accepting - {start}), tuple(edges))
         non_empty = seq(literal("["), open_ws, graph, close_ws, literal("]"))
         empty = seq(literal("["), open_ws, literal("]")) if start in accepting else NOTHING
         return alt(non_empty, empty)
@@ -3324,7 +3336,7 @@ class SchemaCompiler:
         states = len(order)
         graph_edges = tuple((src, sub, states - 1 - dst if dst < 0 else dst) for src, sub, dst in edges)
         graph_edges += tuple((states + k, member, target) for (target, _), (k, member) in entries.items())
-        body = Graph(states + len(entries), 0, frozenset(accepting), graph_edges).trimmed()
+        body = Graph.trimmed_of(states + len(entries), 0, frozenset(accepting), graph_edges)
         open_ws, close_ws = self.ws(inner), self.ws(depth)
         return alt(seq(literal("{"), open_ws, body, close_ws, literal("}")),
                    seq(literal("{"), open_ws, literal("}")) if empty_ok else NOTHING)
@@ -3438,6 +3450,9 @@ WHOLE_FREE_FORM_DEPTH = 4
 ``uniqueItems`` items): each level doubles their states (4: ~4,700 NFA states, ~5,000 DFA
 states), so they are cut there; lazily built automata take ``SchemaOptions.free_form_depth``."""
 _FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
+_BOOLEAN = alt(literal("true"), literal("false"))
+_STRING_KEYWORDS = ("pattern", "format", "minLength", "maxLength")
+"""The keywords that constrain a string's content (:meth:`SchemaCompiler._string_body`)."""
 
 
 def _free_form_level(widths: tuple[int, ...], budget: int, deeper: Callable[[tuple[int, ...], int], Node]) -> Node:
@@ -4031,6 +4046,8 @@ MAX_DEPENDENT_SCHEMAS = 6
 
 def _schema_dependencies(schema: dict) -> dict[str, Any]:
     """``dependentSchemas`` and the schema values of draft 4-7 ``dependencies``, by key."""
+    if "dependentSchemas" not in schema and "dependencies" not in schema:
+        return {}  # nearly every schema: no dictionary built from its keywords
     found = dict(schema["dependentSchemas"]) if isinstance(schema.get("dependentSchemas"), dict) else {}
     if isinstance(schema.get("dependencies"), dict):
         found.update((k, v) for k, v in schema["dependencies"].items() if not isinstance(v, list))

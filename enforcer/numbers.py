@@ -421,5 +421,5 @@ def multiple_of(step: Decimal, integer: bool) -> Node | None:
                 accepting.add(frac_state(j, r))
                 if j == s:  # before the last digit, zeros go on through the frac states
                     edges.append((frac_state(j, r), plus(literal("0")), trailing))
-    graph = Graph(trailing + 1, start, frozenset(accepting), tuple(edges)).trimmed()
+    graph = Graph.trimmed_of(trailing + 1, start, frozenset(accepting), tuple(edges))
     return seq(optional(literal("-")), graph)

@@ -756,7 +756,7 @@ class _Lift:
         final = index.get((len(n.items), True, e))
         if final is None:
             return NOTHING
-        return Graph(len(index), 0, frozenset({final}), tuple(edges)).trimmed()
+        return Graph.trimmed_of(len(index), 0, frozenset({final}), tuple(edges))
 
     def _loop(self, n: _Loop, s: bool, e: bool) -> Node:
         item, lo, hi = n.item, n.lo, n.hi
