@@ -367,7 +367,19 @@ class SchemaCompiler:
         compiler then builds that region's values in that dialect."""
         dialect_source = root if dialect_uri is None else {"$schema": dialect_uri}
         self.dialect = dialect_of(dialect_source)
-        self.root = _without_keywords(root, _LATER_KEYWORDS.get(self.dialect, frozenset()))
+        self._external = resource_documents(options.resources) if options.resources else {}
+        later = _LATER_KEYWORDS.get(self.dialect, frozenset())
+        # one walk finds the keywords looked up at the start and any the dialect lacks; the root
+        # is copied without the latter only where one appears (the walk costs less than the copy)
+        found = keys_present([root, *self._external.values()], _WALKED_KEYWORDS | later)
+        self.root = root
+        if not found.isdisjoint(later):
+            self.root = _without_keywords(root, later)
+            found = keys_present([self.root, *self._external.values()], _WALKED_KEYWORDS)
+        self.keywords_present = found & _WALKED_KEYWORDS
+        """Which of ``_WALKED_KEYWORDS`` appear in the documents at all: without a keyword refused
+        wherever it stands, :meth:`_refuse_early` has nothing to look for; without
+        ``uniqueItems``, there is no item memory to plan."""
         self.options = options
         self.raw_strings = raw_strings
         self._region_of: str | None = None if dialect_uri is None else dialect_of(root)
@@ -377,7 +389,6 @@ class SchemaCompiler:
         self._dialects: dict[str, SchemaCompiler] = {}
         """A compiler per other dialect that a region of the root is written in."""
         self._validator_cls = validator_class(dialect_source)
-        self._external = resource_documents(options.resources) if options.resources else {}
         self._checked: set[str] = set()  # the given resources checked so far
         self._validator_root = root if isinstance(root, (dict, bool)) else {}
         self._any_cache: dict[tuple[int, int], Node] = {}
@@ -436,10 +447,6 @@ class SchemaCompiler:
         """:meth:`_value_key` -> its node: a sub-schema met again (``$ref`` fan-out, a definition
         used by several properties) is one node, built once. A value compiled again with
         recursion cut earlier keeps the nodes that no cut changes."""
-        self.keywords_present = keys_present([self.root, *self._external.values()], _WALKED_KEYWORDS)
-        """Which of ``_WALKED_KEYWORDS`` appear in the documents at all: without a keyword refused
-        wherever it stands, :meth:`_refuse_early` has nothing to look for; without
-        ``uniqueItems``, there is no item memory to plan."""
         self._knots = knots and "$dynamicRef" not in self.keywords_present
         """Recursion as knots and large repeated sub-values as shares (:mod:`enforcer.knots`):
         sub-values keyed by schema and depth alone. Off where ``$dynamicRef`` makes a value
