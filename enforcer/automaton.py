@@ -461,15 +461,16 @@ class Graph(Node):
             if sub is not NOTHING:
                 reverse[dst].append(src)
         live = _reaching(reverse, accepting)
-        if all(live):
-            return cls(num_states, start, accepting, edges)
         if not live[start]:
             return NOTHING
-        number = {s: k for k, s in enumerate(s for s in range(num_states) if live[s])}
-        kept = [(number[a], sub, number[b]) for a, sub, b in edges if sub is not NOTHING and live[a] and live[b]]
+        if all(live):
+            kept = edges
+        else:
+            number = {s: k for k, s in enumerate(s for s in range(num_states) if live[s])}
+            kept = [(number[a], sub, number[b]) for a, sub, b in edges if sub is not NOTHING and live[a] and live[b]]
+            num_states, start, accepting = len(number), number[start], frozenset(number[s] for s in accepting)
         sources, bodies, targets = (tuple(column) for column in zip(*kept)) if kept else ((), (), ())
-        return cls.of_trim(len(number), number[start], frozenset(number[s] for s in accepting), sources, bodies,
-                           targets)
+        return cls.of_trim(num_states, start, accepting, sources, bodies, targets)
 
     def _live_states(self) -> list[bool]:
         """Per state, whether it reaches an accepting state over the edges other than NOTHING."""
