@@ -3308,3 +3308,76 @@ def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, lis
                 enforcer_stream_fence()
     finally:
         free(starts)
+
+
+# --------------------------------------------------------------------------------------------
+# Schema documents
+
+
+def plain_document(object value, int max_depth):
+    """Whether the JSON document ``value`` passes
+    :func:`enforcer.schema_check.check_document`: no object or array at depth ``max_depth`` or
+    deeper, string keys only, no string holding a lone surrogate, scalars of the JSON types.
+    True only where that walk passes; False where it may not (it then runs, to name the
+    problem), and for subclasses of the built-in types (left to it). Recursive, at most
+    ``max_depth`` deep. Cost: one C step per value, an ``isascii`` per string."""
+    return _plain_value(value, 0, max_depth)
+
+
+cdef inline bint _plain_text(str text) except -1:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+cdef bint _plain_value(object value, int depth, int max_depth) except -1:
+    cdef type kind = type(value)
+    if kind is str:
+        return _plain_text(<str>value)
+    if kind is dict:
+        if depth >= max_depth:
+            return False
+        for key, item in (<dict>value).items():
+            if type(key) is not str or not _plain_text(<str>key) or not _plain_value(item, depth + 1, max_depth):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        if depth >= max_depth:
+            return False
+        for item in value:
+            if not _plain_value(item, depth + 1, max_depth):
+                return False
+        return True
+    return value is None or kind is bool or kind is int or kind is float
+
+
+def keys_present(object value, frozenset keys, Py_ssize_t wanted):
+    """The compiled :func:`enforcer.schema_resources.keys_present`: those of ``keys`` that some
+    object anywhere in ``value`` has, the walk stopping once ``wanted`` of them were found (an
+    object's matching keys all counted first). Same traversal as the reference (a stack of
+    values; objects' values and lists' items pushed in order), so the same result. Cost: one C
+    step per value and a set lookup per object key."""
+    cdef set found = set()
+    cdef list stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            for key in <dict>v:
+                if key in keys:
+                    found.add(key)
+            if len(found) >= wanted and found:
+                break
+            stack.extend((<dict>v).values())
+        elif isinstance(v, dict):  # a subclass: through its own methods, as the reference
+            if not keys.isdisjoint(v.keys()):
+                found |= keys & v.keys()
+                if len(found) >= wanted:
+                    break
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(<list>v)
+    return frozenset(found)

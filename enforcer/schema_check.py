@@ -22,6 +22,11 @@ from jsonschema.validators import validator_for
 from .errors import InvalidSchemaError, SchemaTooComplexError
 from .meta_schema import certainly_valid
 
+try:
+    from ._kernels import plain_document
+except ImportError:  # a source tree without the built extension: the Python walk does the work
+    plain_document = None
+
 MAX_DOCUMENT_DEPTH = 128
 """Deepest nesting of JSON objects and arrays a schema document may have (the deepest of the
 7,491 shared corpus schemas has 63). Deeper documents raise :class:`SchemaTooComplexError`."""
@@ -36,7 +41,11 @@ def check_document(schema: Any) -> None:
     """Raise when ``schema`` nests deeper than :data:`MAX_DOCUMENT_DEPTH` or holds a string (key
     or value) that is not valid Unicode text (a lone surrogate cannot be written as UTF-8).
     Iterative: safe on any depth. Cost: one visit per value; a value's path is a link to its
-    parent's (made whole only for an error), and ASCII text needs no encoding to be checked."""
+    parent's (made whole only for an error), and ASCII text needs no encoding to be checked.
+    The compiled :func:`enforcer._kernels.plain_document` clears a document first (a C step per
+    value: 36 -> 5 us for a 2 KB schema); this walk then runs only to name a problem."""
+    if plain_document is not None and plain_document(schema, MAX_DOCUMENT_DEPTH):
+        return
     stack: list[tuple[Any, int, tuple | None]] = [(schema, 0, None)]
     while stack:
         value, depth, path = stack.pop()

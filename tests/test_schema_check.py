@@ -268,3 +268,76 @@ def test_a_reference_cycle_is_looked_for_only_where_a_reference_is_written(schem
         compiler = SchemaCompiler(schema, SchemaOptions())
         compiler.root = _NoWalk(schema)
         assert compiler._reference_cycle() is False
+
+
+def _random_document(rng, depth: int = 0):
+    """A random JSON-like document: the scalars, texts (some with a lone surrogate), lists,
+    tuples and objects (some keys not strings) that check_document judges."""
+    choice = rng.randrange(10 if depth < 6 else 6)
+    if choice == 0:
+        return rng.choice([None, True, False, 0, -7, 2.5, 1e300])
+    if choice in (1, 2):
+        return rng.choice(["", "a", "type", "é", "bad\ud800", "日本", "$ref"])
+    if choice == 3:
+        return rng.choice([{1, 2}, b"x", object()]) if rng.random() < 0.05 else "plain"
+    if choice in (4, 5):
+        return "leaf"
+    if choice in (6, 7):
+        items = [_random_document(rng, depth + 1) for _ in range(rng.randrange(4))]
+        return tuple(items) if rng.random() < 0.2 else items
+    keys = ["type", "properties", "$ref", "items", "é", "k\udfff"]
+    out = {}
+    for _ in range(rng.randrange(5)):
+        key = rng.choice(keys) if rng.random() < 0.97 else rng.choice([1, None])
+        out[key] = _random_document(rng, depth + 1)
+    return out
+
+
+def _walk_verdict(document) -> bool:
+    from enforcer import schema_check
+    try:
+        schema_check.check_document(document)
+    except (InvalidSchemaError, SchemaTooComplexError):
+        return False
+    return True
+
+
+def test_compiled_document_check_is_the_walk(monkeypatch):
+    """The compiled plain_document clears exactly the documents the Python walk passes (the
+    walk then runs only to name a problem): random documents with bad keys, lone surrogates,
+    foreign values and depths around the limit, differential against the walk alone."""
+    import random
+
+    from enforcer import schema_check
+    if schema_check.plain_document is None:
+        pytest.skip("the compiled kernels are not built")
+    kernel = schema_check.plain_document
+    monkeypatch.setattr(schema_check, "plain_document", None)
+    rng = random.Random(7)
+    documents = [_random_document(rng) for _ in range(3000)]
+    for depth in (MAX_DOCUMENT_DEPTH - 1, MAX_DOCUMENT_DEPTH, MAX_DOCUMENT_DEPTH + 1):
+        for leaf in ({}, [], "x", ("t",)):
+            doc = leaf
+            for k in range(depth):
+                doc = {"a": doc} if k % 2 else [doc]
+            documents.append(doc)
+    verdicts = [(kernel(doc, MAX_DOCUMENT_DEPTH), _walk_verdict(doc)) for doc in documents]
+    assert all(compiled == walked for compiled, walked in verdicts)
+    assert sum(walked for _, walked in verdicts) not in (0, len(verdicts))  # both verdicts occur
+
+
+def test_compiled_keys_present_is_the_reference():
+    """The compiled keys_present finds what the Python reference finds (the same stopping
+    point), on random documents for several key sets and stopping counts."""
+    import random
+
+    from enforcer import schema_resources
+    if schema_resources._keys_present_kernel is None:
+        pytest.skip("the compiled kernels are not built")
+    rng = random.Random(11)
+    documents = [_random_document(rng) for _ in range(2000)]
+    for keys in (frozenset(), frozenset({"$ref"}), frozenset({"$ref", "items", "é"}), frozenset({"absent"})):
+        for wanted in (0, 1, 2, len(keys)):
+            found = [schema_resources._keys_present_kernel(d, keys, wanted) for d in documents]
+            assert found == [schema_resources._keys_present_reference(d, keys, wanted) for d in documents]
+            assert any(found) or not keys or keys == frozenset({"absent"})
