@@ -301,6 +301,18 @@ class Union(Node):
             empty = empty and a.empty
         _set_derived(self, count, empty, blocks, whole)
 
+    @classmethod
+    def of_flat(cls, alternatives: tuple[Node, ...], count: int, empty: bool, blocks: int, whole: int) -> "Union":
+        """A Union of ``alternatives`` whose derived fields the caller summed already
+        (:func:`alt`, in its pass over them)."""
+        node = object.__new__(cls)
+        _set_union_alternatives(node, alternatives)
+        _set_derived(node, count, empty, blocks, whole)
+        return node
+
+
+(_set_union_alternatives,) = _slot_setters(Union, ("alternatives",))
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Repeat(Node):
@@ -658,24 +670,32 @@ def alt(*alternatives: Node) -> Node:
     dropped by identity (structural hashing of large trees would cost more than it saves)."""
     flat: list[Node] = []
     seen: set[int] = set()
-    ranges: list[tuple[int, int]] = []
+    byte_sets: list[ByteSet] = []
+    count = blocks = whole = 0
+    empty = True
     for a in alternatives:
         items = a.alternatives if isinstance(a, Union) else (a,)
         for item in items:
             if item is NOTHING or id(item) in seen:
                 continue
             if isinstance(item, ByteSet):
-                ranges.extend(item.ranges)
+                byte_sets.append(item)
                 continue
             seen.add(id(item))
             flat.append(item)
-    if ranges:
-        flat.insert(0, byte_set(ranges))
+            count += item.nfa_states
+            blocks += item.block_states
+            whole += item.whole_states
+            empty = empty and item.empty
+    if byte_sets:  # one byte set stands as it is; several are merged
+        merged = byte_sets[0] if len(byte_sets) == 1 else byte_set([r for b in byte_sets for r in b.ranges])
+        flat.insert(0, merged)
+        empty = empty and merged.empty
     if not flat:
         return NOTHING
     if len(flat) == 1:
         return flat[0]
-    return Union(tuple(flat))
+    return Union.of_flat(tuple(flat), count, empty, blocks, whole)
 
 
 def repeat(node: Node, minimum: int = 0, maximum: int | None = None) -> Node:
