@@ -3381,3 +3381,59 @@ def keys_present(object value, frozenset keys, Py_ssize_t wanted):
         elif isinstance(v, list):
             stack.extend(<list>v)
     return frozenset(found)
+
+
+MAX_META_CHECK_DEPTH = 4000
+"""Most checks :class:`MetaCheck` nests, over all threads (documents are checked at most 128
+levels deep first: a few checks a level): the C stack stays bounded."""
+cdef int _meta_check_depth = 0
+
+
+cdef class MetaCheck:
+    """The compiled :class:`enforcer.meta_schema._CheckReference`: one meta-schema object's
+    check (the Python types a value may have, the checks of each object key, the other
+    constraints), whose :meth:`ok` walks a document in C where the reference walks it in
+    Python; :mod:`enforcer.meta_schema` builds its checks on it when the extension is built."""
+
+    cdef public object types
+    cdef public bint float_integers
+    cdef public dict by_key
+    cdef public list rest
+
+    def __init__(self):
+        self.types = None
+        self.float_integers = False
+        self.by_key = {}
+        self.rest = []
+
+    def ok(self, value):
+        """True only when ``value`` satisfies this check; RecursionError past
+        ``MAX_META_CHECK_DEPTH`` nested checks (as the reference's walk meets Python's limit)."""
+        return self._ok(value)
+
+    cdef bint _ok(self, object value) except -1:
+        global _meta_check_depth
+        if _meta_check_depth >= MAX_META_CHECK_DEPTH:
+            raise RecursionError("the document nests too deeply for the meta-schema check")
+        _meta_check_depth += 1
+        try:
+            return self._ok_here(value)
+        finally:
+            _meta_check_depth -= 1
+
+    cdef bint _ok_here(self, object value) except -1:
+        cdef object kind = type(value)
+        if self.types is not None and kind not in <frozenset>self.types:
+            if not (self.float_integers and kind is float and value.is_integer()):
+                return False
+        if self.by_key and kind is dict:
+            for key, item in (<dict>value).items():
+                checks = self.by_key.get(key)
+                if checks is not None:
+                    for check in <list>checks:
+                        if not (<MetaCheck>check)._ok(item):
+                            return False
+        for constraint in self.rest:
+            if not constraint(value):
+                return False
+        return True

@@ -43,16 +43,18 @@ class _Unsupported(Exception):
     """The meta-schema uses something this compiler does not model (the dialect falls back)."""
 
 
-class _Check:
+class _CheckReference:
     """One meta-schema object: the Python types a value may have, the checks of each object
-    key, and any other constraints (each a callable returning True only when satisfied)."""
+    key, and any other constraints (each a callable returning True only when satisfied). The
+    base of :class:`_Check` without the compiled :class:`enforcer._kernels.MetaCheck` (which
+    walks a document in C), and the oracle of its differential test."""
 
     __slots__ = ("types", "float_integers", "by_key", "rest")
 
     def __init__(self) -> None:
         self.types: frozenset[type] | None = None
         self.float_integers = False  # a float with an integral value counts as an "integer"
-        self.by_key: dict[str, list[_Check]] = {}
+        self.by_key: dict[str, list[_CheckReference]] = {}
         self.rest: list[Callable[[Any], bool]] = []
 
     def ok(self, value: Any) -> bool:
@@ -73,18 +75,25 @@ class _Check:
                 return False
         return True
 
-    def merge(self, other: "_Check") -> None:
-        """Add ``other``'s constraints to this one's (both must hold: ``allOf``)."""
-        if other.types is not None:
-            if self.types is None:
-                self.types, self.float_integers = other.types, other.float_integers
-            else:
-                floats = (float in self.types or self.float_integers) and (float in other.types or other.float_integers)
-                self.types = self.types & other.types
-                self.float_integers = floats and float not in self.types
-        for key, checks in other.by_key.items():
-            self.by_key.setdefault(key, []).extend(checks)
-        self.rest.extend(other.rest)
+
+try:
+    from ._kernels import MetaCheck as _Check
+except ImportError:  # a source tree without the built extension: checks walk in Python
+    _Check = _CheckReference  # type: ignore[assignment,misc]
+
+
+def _merge(check: Any, other: Any) -> None:
+    """Add ``other``'s constraints to ``check``'s (both must hold: ``allOf``)."""
+    if other.types is not None:
+        if check.types is None:
+            check.types, check.float_integers = other.types, other.float_integers
+        else:
+            floats = (float in check.types or check.float_integers) and (float in other.types or other.float_integers)
+            check.types = check.types & other.types
+            check.float_integers = floats and float not in check.types
+    for key, checks in other.by_key.items():
+        check.by_key.setdefault(key, []).extend(checks)
+    check.rest.extend(other.rest)
 
 
 _PY_TYPES = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,), "null": (type(None),),
@@ -128,7 +137,10 @@ class _Compiler:
     """Compiles the meta-schema of one jsonschema validator class (its resources come from
     jsonschema's registry of specifications)."""
 
-    def __init__(self, cls: type) -> None:
+    def __init__(self, cls: type, new_check: type = _Check) -> None:
+        """``new_check``: the class of the checks built (the compiled one when built; the
+        differential test builds the reference too)."""
+        self.new_check = new_check
         self.legacy = cls in _LEGACY
         self.float_integers = cls.TYPE_CHECKER.is_type(1.0, "integer")
         self.root_uri = urldefrag(cls.META_SCHEMA.get("$id", cls.META_SCHEMA.get("id", "")))[0]
@@ -156,9 +168,9 @@ class _Compiler:
         for part in fragment.split("/")[1:]:
             part = part.replace("~1", "/").replace("~0", "~")
             node = node[int(part)] if isinstance(node, list) else node[part]
-        check = self.done[key] = _Check()  # registered first: references may come back here
+        check = self.done[key] = self.new_check()  # registered first: references may come back here
         self.building.add(key)
-        check.merge(self.compile(node, uri))
+        _merge(check, self.compile(node, uri))
         self.building.discard(key)
         return check
 
@@ -168,7 +180,7 @@ class _Compiler:
         if key in self.building:
             check.rest.append(target.ok)
         else:
-            check.merge(target)
+            _merge(check, target)
 
     def dynamic_root(self, keyword: str, value: Any) -> _Check:
         """``$dynamicRef: "#meta"`` / ``$recursiveRef: "#"`` as the meta-schemas use them: the
@@ -181,7 +193,7 @@ class _Compiler:
         return self.reference((self.root_uri, ""))
 
     def compile(self, schema: Any, base: str) -> _Check:
-        check = _Check()
+        check = self.new_check()
         if schema is True:
             return check
         if not isinstance(schema, dict):
@@ -212,14 +224,14 @@ class _Compiler:
     def _type(self, check: _Check, value: Any, schema: dict, base: str) -> None:
         names = [value] if isinstance(value, str) else value
         types = {t for name in names for t in _PY_TYPES[name]}
-        sub = _Check()
+        sub = self.new_check()
         sub.types = frozenset(types)
         sub.float_integers = "integer" in names and "number" not in names and self.float_integers
-        check.merge(sub)
+        _merge(check, sub)
 
     def _allOf(self, check: _Check, value: Any, schema: dict, base: str) -> None:
         for branch in value:
-            check.merge(self.compile(branch, base))
+            _merge(check, self.compile(branch, base))
 
     def _anyOf(self, check: _Check, value: Any, schema: dict, base: str) -> None:
         branches = tuple(self.compile(branch, base).ok for branch in value)
