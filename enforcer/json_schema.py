@@ -763,7 +763,8 @@ class SchemaCompiler:
         if building:  # the flags were set where the facts were found: only the parent learns them
             parent = building[-1]
             parent.deepest_expansion = max(parent.deepest_expansion, facts.deepest_expansion)
-        self.check_size(node, pointer)
+        if nfa_budget_size(node) > self.options.max_nfa_states:  # (inline: once per sub-value)
+            self.check_size(node, pointer)
         self._values[key] = _Built(schema, node, facts)
         # where recursion can happen every large sub-value is a share at its first use too: a
         # knot's or share's level is copied at each expansion, so it holds placeholders, not
@@ -3833,14 +3834,9 @@ def _minimal_acyclic(sequences: Iterable[Sequence[Hashable]], form: Callable[[An
         num_states, final, table = minimal_acyclic(coded)
         finals = np.flatnonzero(final).tolist()
         sources, symbols, targets = table.T.tolist()
-    forms: dict[Any, Node] = {}
-    bodies: list[Node] = []
-    for symbol in symbols:
-        node = forms.get(symbol)
-        if node is None:
-            node = forms[symbol] = form(symbol_of(symbol))
-        bodies.append(node)
-    return Graph.of_trim(num_states, 0, frozenset(finals), tuple(sources), tuple(bodies), tuple(targets))
+    forms = {symbol: form(symbol_of(symbol)) for symbol in set(symbols)}  # one node per distinct symbol
+    bodies = tuple(map(forms.__getitem__, symbols))
+    return Graph.of_trim(num_states, 0, frozenset(finals), tuple(sources), bodies, tuple(targets))
 
 
 def _same(symbol: Any) -> Any:
