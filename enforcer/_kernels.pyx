@@ -8,11 +8,12 @@ not built yet stop the walk of the tokens that reach them; those come back as *p
 step) for the caller to build and resume. Cost: about one table lookup per trie edge.
 """
 
-from libc.stdint cimport INT32_MAX, UINT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, UINT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 from libc.math cimport INFINITY
 from cython.view cimport array as cython_array
+from cpython.ref cimport PyObject
 
 import numpy as np
 
@@ -1609,6 +1610,44 @@ def nfa_csr(Py_ssize_t n, const int32_t[:, ::1] edges, const int32_t[:, ::1] eps
 # Thompson construction
 
 
+cdef object _single_bytes_owner = None  # the nodes the table below was made from (kept alive)
+cdef uintptr_t _single_keys[1024]  # open addressing by address: 0 is an empty slot
+cdef int16_t _single_values[1024]
+
+
+cdef int _index_single_bytes(tuple nodes) except -1:
+    """Index ``nodes`` (one shared byte-set node per byte value, ``nodes[b]`` matching byte
+    ``b`` alone) by address, once per process."""
+    global _single_bytes_owner
+    cdef Py_ssize_t b, slot
+    cdef uintptr_t address
+    if nodes is _single_bytes_owner:
+        return 0
+    if len(nodes) > 512:
+        raise ValueError("at most 512 single-byte nodes")
+    memset(_single_keys, 0, sizeof(_single_keys))
+    for b in range(len(nodes)):
+        address = <uintptr_t><PyObject*>nodes[b]
+        slot = (address >> 4) & 1023
+        while _single_keys[slot] != 0:
+            slot = (slot + 1) & 1023
+        _single_keys[slot] = address
+        _single_values[slot] = <int16_t>b
+    _single_bytes_owner = nodes
+    return 0
+
+
+cdef inline int _single_byte(object node) noexcept:
+    """The byte of a shared single-byte node (-1: another node)."""
+    cdef uintptr_t address = <uintptr_t><PyObject*>node
+    cdef Py_ssize_t slot = (address >> 4) & 1023
+    while _single_keys[slot] != 0:
+        if _single_keys[slot] == address:
+            return _single_values[slot]
+        slot = (slot + 1) & 1023
+    return -1
+
+
 cdef class ThompsonNFA:
     """Thompson construction of an expression tree (:class:`enforcer.automaton.Node`) into flat
     arrays: the compiled version of :class:`enforcer.automaton._NFA`, which it must match state
@@ -1639,9 +1678,13 @@ cdef class ThompsonNFA:
         free(self.edges)
         free(self.eps)
 
-    def __init__(self, tuple kinds, Py_ssize_t fragment_min, bint deferred=False):
+    def __init__(self, tuple kinds, Py_ssize_t fragment_min, bint deferred=False, tuple single_bytes=None):
+        """``single_bytes``: the shared node of each byte value (``single_bytes[b]`` is byte ``b``
+        alone), read by address rather than through its ranges (a key's literal bytes)."""
         (self.ByteSet, self.Concat, self.Union, self.Repeat, self.Graph, self.Embedded, self.EPSILON,
          self.NOTHING, self.Block, self.Deferred) = kinds
+        if single_bytes is not None:
+            _index_single_bytes(single_bytes)
         self.fragment_min = fragment_min
         self.deferred = deferred
         self.num_states = 0
@@ -1728,6 +1771,9 @@ cdef class ThompsonNFA:
         return <int32_t>(self.num_states - 1)
 
     cdef int _byte_set(self, object node, int32_t start, int32_t end) except -1:
+        cdef int byte = _single_byte(node)
+        if byte >= 0:
+            return self._edge(start, byte, byte, end)
         for lo, hi in node.ranges:
             self._edge(start, lo, hi, end)
         return 0

@@ -1075,7 +1075,7 @@ def new_nfa(compiled: bool = True, deferred: bool = False) -> "_NFA":
     built)."""
     if compiled and ThompsonNFA is not None:
         return ThompsonNFA((ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block, Deferred),
-                           _FRAGMENT_MIN_STATES, deferred)
+                           _FRAGMENT_MIN_STATES, deferred, _SINGLE_BYTES)
     return _NFA(deferred)
 
 
