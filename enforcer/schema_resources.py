@@ -175,14 +175,15 @@ class ResourceIndex:
             self._bases[id(node)] = base
             self._pointers[id(node)] = pointer
             self._keep.append(node)
-            for key, sub in node.items():
-                where = f"{pointer}/{escape(key)}"
+            for key, sub in node.items():  # (a pointer is written only for a schema keyword's values)
                 if key in SCHEMA_MAPS and isinstance(sub, dict):
-                    stack.extend((v, f"{where}/{escape(k)}", base) for k, v in sub.items())
+                    where = f"{pointer}/{escape(key)}"
+                    stack.extend((v, f"{where}/{escape(k)}", base) for k, v in sub.items() if isinstance(v, dict))
                 elif key in SCHEMA_LISTS and isinstance(sub, list):
-                    stack.extend((v, f"{where}/{i}", base) for i, v in enumerate(sub))
-                elif key in SCHEMA_VALUES:
-                    stack.append((sub, where, base))
+                    where = f"{pointer}/{escape(key)}"
+                    stack.extend((v, f"{where}/{i}", base) for i, v in enumerate(sub) if isinstance(v, dict))
+                elif key in SCHEMA_VALUES and isinstance(sub, dict):
+                    stack.append((sub, f"{pointer}/{escape(key)}", base))
 
     def holds(self, schema: Any) -> bool:
         """Whether the walk met ``schema``: one of the documents' own schema objects (their ids
