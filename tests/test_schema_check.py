@@ -341,3 +341,11 @@ def test_compiled_keys_present_is_the_reference():
             found = [schema_resources._keys_present_kernel(d, keys, wanted) for d in documents]
             assert found == [schema_resources._keys_present_reference(d, keys, wanted) for d in documents]
             assert any(found) or not keys or keys == frozenset({"absent"})
+
+    class Schema(dict):  # a subclass: left to the reference, which reads it through its methods
+        def keys(self):
+            return {"$ref": 0}.keys()
+
+    document = {"items": [Schema(type="string")]}
+    assert schema_resources._keys_present_kernel(document, frozenset({"$ref"}), 1) is None
+    assert schema_resources.keys_present(document, frozenset({"$ref"})) == frozenset({"$ref"})
