@@ -2536,7 +2536,7 @@ class SchemaCompiler:
         if not isinstance(values, list):
             raise InvalidSchemaError(pointer, "'enum' must be an array")
         rest = {k: v for k, v in schema.items() if k != keyword}  # an enum beside a const: checked as the rest
-        if ANNOTATIONS.union(("type",)).issuperset(rest):
+        if _PLAIN_ENUM_KEYWORDS.issuperset(rest):
             # the plain case: the node depends on the type alone (no text of the annotations)
             declared = rest.get("type")
             rest_key: Any = ("type", declared if declared is None or isinstance(declared, str) else _json_key(declared))
@@ -3460,6 +3460,8 @@ states), so they are cut there; lazily built automata take ``SchemaOptions.free_
 _FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
 _BOOLEAN = alt(literal("true"), literal("false"))
 _STRING_KEYWORDS = ("pattern", "format", "minLength", "maxLength")
+_PLAIN_ENUM_KEYWORDS = ANNOTATIONS | {"type"}
+"""What an enum's schema may hold besides it for its node to depend on its type alone."""
 """The keywords that constrain a string's content (:meth:`SchemaCompiler._string_body`)."""
 
 

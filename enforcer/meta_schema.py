@@ -45,8 +45,8 @@ class _Unsupported(Exception):
 
 class _CheckReference:
     """One meta-schema object: the Python types a value may have, the checks of each object
-    key, and any other constraints (each a callable returning True only when satisfied). The
-    base of :class:`_Check` without the compiled :class:`enforcer._kernels.MetaCheck` (which
+    key, and any other constraints (each a callable returning True only when satisfied), walked
+    in Python: the checks' class without the compiled :class:`enforcer._kernels.MetaCheck` (which
     walks a document in C), and the oracle of its differential test."""
 
     __slots__ = ("types", "float_integers", "by_key", "rest")
