@@ -1615,14 +1615,16 @@ cdef uintptr_t _single_keys[1024]  # open addressing by address: 0 is an empty s
 cdef int16_t _single_values[1024]
 
 
-cdef int _index_single_bytes(tuple nodes) except -1:
+def index_single_bytes(tuple nodes):
     """Index ``nodes`` (one shared byte-set node per byte value, ``nodes[b]`` matching byte
-    ``b`` alone) by address, once per process."""
+    ``b`` alone; kept alive here) by address: every :class:`ThompsonNFA` then reads such a node's
+    byte from this table rather than through its ranges (a key's literal bytes). Once per
+    process, by :mod:`enforcer.automaton` at import."""
     global _single_bytes_owner
     cdef Py_ssize_t b, slot
     cdef uintptr_t address
     if nodes is _single_bytes_owner:
-        return 0
+        return
     if len(nodes) > 512:
         raise ValueError("at most 512 single-byte nodes")
     memset(_single_keys, 0, sizeof(_single_keys))
@@ -1634,7 +1636,6 @@ cdef int _index_single_bytes(tuple nodes) except -1:
         _single_keys[slot] = address
         _single_values[slot] = <int16_t>b
     _single_bytes_owner = nodes
-    return 0
 
 
 cdef inline int _single_byte(object node) noexcept:
@@ -1678,13 +1679,9 @@ cdef class ThompsonNFA:
         free(self.edges)
         free(self.eps)
 
-    def __init__(self, tuple kinds, Py_ssize_t fragment_min, bint deferred=False, tuple single_bytes=None):
-        """``single_bytes``: the shared node of each byte value (``single_bytes[b]`` is byte ``b``
-        alone), read by address rather than through its ranges (a key's literal bytes)."""
+    def __init__(self, tuple kinds, Py_ssize_t fragment_min, bint deferred=False):
         (self.ByteSet, self.Concat, self.Union, self.Repeat, self.Graph, self.Embedded, self.EPSILON,
          self.NOTHING, self.Block, self.Deferred) = kinds
-        if single_bytes is not None:
-            _index_single_bytes(single_bytes)
         self.fragment_min = fragment_min
         self.deferred = deferred
         self.num_states = 0

@@ -30,12 +30,12 @@ from .errors import SchemaTooComplexError
 
 try:
     from ._kernels import (BLOCK_STATE_FLAG, DEFERRED_PERIOD, SubsetConstruction, TableReader, ThompsonNFA,
-                           blocks_last, column_classes, dfa_product, finalised_table, live_order, moore_classes,
-                           nfa_csr, reaching, text_trie)
+                           blocks_last, column_classes, dfa_product, finalised_table, index_single_bytes,
+                           live_order, moore_classes, nfa_csr, reaching, text_trie)
     from ._kernels import counted_live as _counted_live_kernel
 except ImportError:  # a source tree without the built extension: the Python walks do the work
     SubsetConstruction = TableReader = ThompsonNFA = blocks_last = dfa_product = finalised_table = live_order = None
-    moore_classes = None
+    moore_classes = index_single_bytes = None
     column_classes = None
     nfa_csr = reaching = _counted_live_kernel = text_trie = None
     DEFERRED_PERIOD = -1
@@ -617,7 +617,10 @@ def byte_chars(chars: bytes) -> Node:
 
 
 _SINGLE_BYTES: tuple[Node, ...] = tuple(ByteSet(((b, b),)) for b in range(256))
-"""One shared node per byte value (nodes are immutable)."""
+"""One shared node per byte value (nodes are immutable); the compiled Thompson builder reads
+their bytes by address (:func:`enforcer._kernels.index_single_bytes`)."""
+if index_single_bytes is not None:
+    index_single_bytes(_SINGLE_BYTES)
 
 
 @lru_cache(maxsize=8192)
@@ -1075,7 +1078,7 @@ def new_nfa(compiled: bool = True, deferred: bool = False) -> "_NFA":
     built)."""
     if compiled and ThompsonNFA is not None:
         return ThompsonNFA((ByteSet, Concat, Union, Repeat, Graph, Embedded, EPSILON, NOTHING, Block, Deferred),
-                           _FRAGMENT_MIN_STATES, deferred, _SINGLE_BYTES)
+                           _FRAGMENT_MIN_STATES, deferred)
     return _NFA(deferred)
 
 
