@@ -18,7 +18,7 @@ from .automaton import DEAD
 from .formats.base import call_id
 from .ids import as_token_id
 from .item_memory import START, Scan, remembered_words, scan
-from .matcher import Matcher
+from .matcher import Matcher, write_row
 from .text_rules import DfaRule
 
 if TYPE_CHECKING:  # the compiled tools make matchers: tools.py imports this module, not the reverse
@@ -127,14 +127,15 @@ class ToolCallMatcher(Matcher):
             token_id = as_token_id(token_id)
             if token_id is None:
                 return False
-        if not 0 <= token_id < self._tools.vocabulary.vocab_size:
+        tools = self._tools
+        if not 0 <= token_id < tools.vocab_size:
             return False
         frame, text_state = self._stack[-1]
         nxt = self._next(frame, text_state, token_id)
         if nxt is None:
             return False
         remembered = None
-        plan = self._tools.unique_plan(nxt[0])
+        plan = tools.unique_plan(nxt[0]) if tools.remembers_items else None
         if plan is not None:  # JSON arguments with unique arrays: the token's text, if any, is theirs
             text = nxt[0] is frame or token_id not in frame.exits
             before = self._scans[-1] if nxt[0] is frame else START
@@ -242,6 +243,13 @@ class ToolCallMatcher(Matcher):
             words = remembered_words(plan, remembered, words, self._tools.vocabulary)
         self._masked = (remembered, frame, text_state, words)
         return words
+
+    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        if self._scans[-1] is not None:  # the item memory may refuse some tokens: its mask
+            write_row(bitmask, index, self.mask_words(), self._tools.words, True)
+            return
+        allowed = self._tools.allowed(*self._stack[-1])
+        write_row(bitmask, index, allowed, self._tools.words, type(allowed) is not tuple)
 
     def few_allowed_ids(self, compute: bool = True) -> tuple[int, ...] | None:
         if self._scans[-1] is not None:  # the item memory may refuse some of them

@@ -102,31 +102,37 @@ def _checked(bitmask: Any, index: Any, words: int) -> tuple[_CheckedBitmask, int
 
 def write_bitmask_row(bitmask: Any, index: int, words: np.ndarray) -> None:
     """Copy packed ``words`` into row ``index`` of a numpy or torch int32 bitmask of
-    ``words.shape[0]`` columns (checked by :func:`check_bitmask`). A CPU tensor is written
-    through its numpy view (about a microsecond for 150k ids); a tensor on another device gets
-    one host-to-device copy."""
-    checked, index = _checked(bitmask, index, words.shape[0])
-    _copy_row(bitmask, checked, index, words)
-
-
-def _copy_row(bitmask: Any, checked: _CheckedBitmask, index: int, words: np.ndarray) -> None:
-    """Copy ``words`` into row ``index`` of the checked ``bitmask``."""
-    if checked.rows is None:
-        bitmask[index].copy_(sys.modules["torch"].from_numpy(np.array(words)))
-    else:
-        checked.rows[index] = words
+    ``words.shape[0]`` columns (checked by :func:`check_bitmask`): :func:`write_row`."""
+    write_row(bitmask, index, words, words.shape[0], True)
 
 
 def write_bitmask_ids(bitmask: Any, index: int, ids: Sequence[int], words: int) -> None:
     """Set row ``index`` of a numpy or torch int32 bitmask of ``words`` columns (checked by
-    :func:`check_bitmask`) to exactly the bits of ``ids`` (ints in ``[0, 32 * words)``): a row
-    cleared and a bit set per id (:class:`~enforcer._kernels.RowWriter`, about 0.3 us for 150k
-    ids, where packing a mask and copying it costs 1.3), or the packed mask copied."""
+    :func:`check_bitmask`) to exactly the bits of ``ids`` (ints in ``[0, 32 * words)``):
+    :func:`write_row`."""
+    write_row(bitmask, index, ids, words, False)
+
+
+def write_row(bitmask: Any, index: int, allowed: Any, words: int, packed: bool) -> None:
+    """Row ``index`` of ``bitmask`` (``words`` columns, checked) set to ``allowed``: packed
+    mask words (``packed``) or ids. Through the compiled :class:`~enforcer._kernels.RowWriter`
+    where the rows allow it: one copy of the words (about 0.5 us for 150k ids, where a numpy
+    row assignment costs 0.9), or a row cleared and a bit set per id (about 0.3 us, where
+    packing a mask and copying it costs 1.3). Otherwise a CPU tensor is written through its
+    numpy view, and a tensor on another device gets one host-to-device copy."""
     checked, index = _checked(bitmask, index, words)
-    if checked.writer is not None:
-        checked.writer.write_ids(index, ids)
+    writer = checked.writer
+    if writer is not None:
+        if packed:
+            writer.write_words(index, allowed)
+        else:
+            writer.write_ids(index, allowed)
+        return
+    row = allowed if packed else pack_ids(allowed, words)
+    if checked.rows is None:
+        bitmask[index].copy_(sys.modules["torch"].from_numpy(np.array(row)))
     else:
-        _copy_row(bitmask, checked, index, pack_ids(ids, words))
+        checked.rows[index] = row
 
 
 class CompiledSchema:

@@ -130,6 +130,7 @@ class CompiledTools:
                  arguments: list[SplitArguments | None], nodes: list[Node | None],
                  schema_opts: SchemaOptions) -> None:
         self.vocabulary = vocabulary
+        self.vocab_size = vocabulary.vocab_size
         self.format = fmt
         self.tool_names = tuple(n for n, _ in tools)
         self.parameters = tuple(p for _, p in tools)
@@ -138,6 +139,8 @@ class CompiledTools:
         self.parallel_tool_calls = parallel_tool_calls
         self.allow_thinking = allow_thinking
         self.schemas = tuple(schemas)
+        self.remembers_items = any(s is not None and s.unique_plan is not None for s in self.schemas)
+        """Some tool's JSON arguments keep an item memory (:meth:`unique_plan`)."""
         self.arguments = tuple(arguments)
         self.nodes = tuple(nodes)
         """Per tool, its arguments' expression, for formats that combine it with the call text
@@ -167,6 +170,7 @@ class CompiledTools:
         self._masks: dict[tuple, np.ndarray] = {}
         self._exit_masks: dict[tuple, np.ndarray | None] = {}
         self._few: dict[tuple, tuple[int, ...] | None] = {}
+        self._allowed: dict[tuple, tuple[int, ...] | np.ndarray] = {}
         self._value_index: dict[tuple[int, Argument], CompiledSchema] = {}
         for place, text in enumerate(p.text for p in fmt.places):
             if isinstance(text, Word):  # tag words need the tokenizer's encoder: fail at compile
@@ -460,6 +464,20 @@ class CompiledTools:
             self._few[key] = hit
         return hit
 
+    def allowed(self, frame: Frame, tstate: int) -> tuple[int, ...] | np.ndarray:
+        """What a fill writes at ``frame`` and text state ``tstate``: the few ids
+        (:meth:`few_ids`, a tuple), else the packed mask (:meth:`mask`, an array). Cached per
+        (frame, text state): one lookup per token once seen, where asking for the ids and then
+        the mask costs two calls and a tuple each."""
+        key = (frame.mask_key, tstate)
+        hit = self._allowed.get(key)
+        if hit is None:
+            hit = self.few_ids(frame, tstate)
+            if hit is None:
+                hit = self.mask(frame, tstate)
+            self._allowed[key] = hit
+        return hit
+
     def cached_mask(self, frame: Frame, tstate: int) -> np.ndarray | None:
         """The mask at ``frame`` and text state ``tstate`` if it was computed already (no work)."""
         return self._masks.get((frame.mask_key, tstate))
@@ -499,7 +517,8 @@ class CompiledTools:
         argument automata it uses (each counted once). Grows as new states are reached."""
         own = sum(m.nbytes for m in self._masks.values()) \
             + sum(m.nbytes for m in self._exit_masks.values() if m is not None) \
-            + sum(sys.getsizeof(ids) for ids in self._few.values() if ids is not None)
+            + sum(sys.getsizeof(ids) for ids in {id(ids): ids for ids in (*self._few.values(), *self._allowed.values())
+                                                  if type(ids) is tuple}.values())
         seen: set[int] = set()
         parts = [r for r in self._rules.values()] + [s for s in self.schemas if s is not None] \
             + list(self._value_index.values())

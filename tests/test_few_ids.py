@@ -55,6 +55,26 @@ def _k3_turn(vocab: Any) -> tuple[list[int], list[int]]:
     return prompt, turn
 
 
+def test_k3_rows_filled_before_any_other_question_are_the_packed_masks(kimi_k3_vocab: Any) -> None:
+    """The turn's rows as a decode loop writes them (``fill_bitmask`` first at each position of
+    a fresh compile: the few ids, else the mask, found by the fill itself) against the packed
+    masks of a second fresh compile."""
+    prompt, turn = _k3_turn(kimi_k3_vocab)
+    clear_cache()
+    matcher = compile_tools(TOOLS, kimi_k3_vocab, format="kimi_k3").matcher(prompt_ids=prompt)
+    rows = []
+    for token in turn:
+        bitmask = torch.full((1, matcher.words_per_row), -1, dtype=torch.int32)
+        matcher.fill_bitmask(bitmask, 0)
+        rows.append(bitmask[0].numpy().copy())
+        assert matcher.accept_token(token)
+    clear_cache()
+    oracle = compile_tools(TOOLS, kimi_k3_vocab, format="kimi_k3").matcher(prompt_ids=prompt)
+    for position, (token, row) in enumerate(zip(turn, rows)):
+        assert np.array_equal(row, oracle.mask_words()), f"position {position}"
+        assert oracle.accept_token(token)
+
+
 def _k2_turn(vocab: Any) -> list[int]:
     """A K2 section with one call: markers by id, the rest as text."""
     def marker(name: str) -> int:
@@ -158,6 +178,27 @@ def test_row_writer_checks_ids_and_rows() -> None:
         writer.write_ids(2, [1])
     with pytest.raises(ValueError):  # rows not contiguous inside: refused when made
         RowWriter(np.zeros((2, 8), dtype=np.int32)[:, ::2])
+
+
+@pytest.mark.skipif(RowWriter is None, reason="needs the compiled extension")
+def test_row_writer_copies_packed_words_of_the_row_width_only() -> None:
+    rows = np.full((2, 4), -1, dtype=np.int32)
+    writer = RowWriter(rows)
+    words = np.array([1, -2, 3, 1 << 30], dtype=np.int32)
+    words.setflags(write=False)  # masks are kept read-only
+    writer.write_words(1, words)
+    assert rows[1].tolist() == words.tolist() and (rows[0] == -1).all()
+    writer.write_words(0, np.array([7, 0, 0, 1], dtype=np.uint32))  # a walk's scratch words
+    assert rows[0].tolist() == [7, 0, 0, 1]
+    for wrong, match in ((np.zeros(3, np.int32), "12 bytes"), (np.zeros(4, np.int64), "8-byte items"),
+                         (np.zeros(5, np.int32), "20 bytes")):
+        with pytest.raises(ValueError, match=match):
+            writer.write_words(1, wrong)
+    with pytest.raises(ValueError, match="contiguous"):  # not copied as if it were
+        writer.write_words(1, np.zeros(8, np.int32)[::2])
+    with pytest.raises(ValueError, match="row 2"):
+        writer.write_words(2, words)
+    assert rows[1].tolist() == words.tolist()  # nothing written by a refused call
 
 
 ORDER = {"type": "object", "properties": {
