@@ -16,13 +16,14 @@ by every matcher, and build masks lazily (thread-safe: a race builds the same ma
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .automaton import DEAD, DEFAULT_MAX_AUTOMATON_BYTES, DEFAULT_MAX_STATES, DFA, LazyDFA, Node, TaggedUnion, TextTrie
 from .errors import TokenizerError
-from .masks import MaskTable, TokenIndex
+from .masks import MAX_FEW_IDS, MaskTable, TokenIndex
 
 __all__ = ["DEAD", "ChoiceRule", "DfaRule", "FreeRule", "TokenTrie", "TrieWithFreeText"]
 
@@ -121,12 +122,13 @@ class TokenTrie:
     """``options`` (token ids, payload) as a trie: the only tokenization allowed for each text.
     Node 0 is the root; a node with a payload ends an option. Cost: linear in the options."""
 
-    __slots__ = ("_children", "_payloads", "_masks", "_index")
+    __slots__ = ("_children", "_payloads", "_masks", "_allowed", "_index")
 
     def __init__(self, options: Iterable[tuple[Sequence[int], Any]], index: TokenIndex) -> None:
         self._children: list[dict[int, int]] = [{}]
         self._payloads: list[Any] = [None]
         self._masks: dict[int, np.ndarray] = {}
+        self._allowed: dict[int, tuple[int, ...] | np.ndarray] = {}
         self._index = index
         for ids, payload in options:
             node = self.path(ids)
@@ -154,8 +156,9 @@ class TokenTrie:
         return len(self._children)
 
     def memory_size_bytes(self) -> int:
-        """Masks computed so far plus about 100 bytes per node."""
-        return sum(m.nbytes for m in self._masks.values()) + 100 * len(self._children)
+        """Masks and listed ids made so far plus about 100 bytes per node."""
+        return sum(m.nbytes for m in self._masks.values()) + 100 * len(self._children) \
+            + sum(sys.getsizeof(ids) for ids in self._allowed.values() if type(ids) is tuple)
 
     def step(self, state: int, token: int) -> int:
         return self._children[state].get(token, DEAD)
@@ -172,6 +175,17 @@ class TokenTrie:
         hit = self._masks.get(state)
         if hit is None:
             hit = self._masks[state] = self._index.ids_mask(self._children[state])
+        return hit
+
+    def allowed(self, state: int) -> tuple[int, ...] | np.ndarray:
+        """What a row gets at the node (its own tokens only, no place's exits): the ids of its
+        children (:meth:`next_ids`) when at most :data:`~enforcer.masks.MAX_FEW_IDS`, else
+        their packed mask (:meth:`mask`). Made once per node: a tag's piece is filled with one
+        lookup and no tuple, first time or not."""
+        hit = self._allowed.get(state)
+        if hit is None:
+            children = self._children[state]
+            hit = self._allowed[state] = tuple(children) if len(children) <= MAX_FEW_IDS else self.mask(state)
         return hit
 
     def payload(self, state: int) -> Any:

@@ -468,7 +468,11 @@ class CompiledTools:
         """What a fill writes at ``frame`` and text state ``tstate``: the few ids
         (:meth:`few_ids`, a tuple), else the packed mask (:meth:`mask`, an array). Cached per
         (frame, text state): one lookup per token once seen, where asking for the ids and then
-        the mask costs two calls and a tuple each."""
+        the mask costs two calls and a tuple each; a tag's piece where the place cannot end is
+        the token trie node's own (:meth:`TokenTrie.allowed`, no key to hash)."""
+        rule = frame.rule
+        if type(rule) is TokenTrie and not (frame.exits and rule.accepting(tstate)):
+            return rule.allowed(tstate)
         key = (frame.mask_key, tstate)
         hit = self._allowed.get(key)
         if hit is None:

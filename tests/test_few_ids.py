@@ -55,13 +55,13 @@ def _k3_turn(vocab: Any) -> tuple[list[int], list[int]]:
     return prompt, turn
 
 
-def test_k3_rows_filled_before_any_other_question_are_the_packed_masks(kimi_k3_vocab: Any) -> None:
+def _rows_filled_first(tools: list[dict], vocab: Any, prompt: list[int], turn: list[int]) -> int:
     """The turn's rows as a decode loop writes them (``fill_bitmask`` first at each position of
     a fresh compile: the few ids, else the mask, found by the fill itself) against the packed
-    masks of a second fresh compile."""
-    prompt, turn = _k3_turn(kimi_k3_vocab)
+    masks of a second fresh compile. Returns how many positions were written from a packed
+    mask (no few ids)."""
     clear_cache()
-    matcher = compile_tools(TOOLS, kimi_k3_vocab, format="kimi_k3").matcher(prompt_ids=prompt)
+    matcher = compile_tools(tools, vocab, format="kimi_k3").matcher(prompt_ids=prompt)
     rows = []
     for token in turn:
         bitmask = torch.full((1, matcher.words_per_row), -1, dtype=torch.int32)
@@ -69,10 +69,45 @@ def test_k3_rows_filled_before_any_other_question_are_the_packed_masks(kimi_k3_v
         rows.append(bitmask[0].numpy().copy())
         assert matcher.accept_token(token)
     clear_cache()
-    oracle = compile_tools(TOOLS, kimi_k3_vocab, format="kimi_k3").matcher(prompt_ids=prompt)
+    oracle = compile_tools(tools, vocab, format="kimi_k3").matcher(prompt_ids=prompt)
+    packed = 0
     for position, (token, row) in enumerate(zip(turn, rows)):
         assert np.array_equal(row, oracle.mask_words()), f"position {position}"
+        packed += oracle.few_allowed_ids() is None
         assert oracle.accept_token(token)
+    return packed
+
+
+def test_k3_rows_filled_before_any_other_question_are_the_packed_masks(kimi_k3_vocab: Any) -> None:
+    prompt, turn = _k3_turn(kimi_k3_vocab)
+    _rows_filled_first(TOOLS, kimi_k3_vocab, prompt, turn)
+
+
+def test_k3_tag_node_with_more_children_than_listed_ids_fills_its_packed_mask(kimi_k3_vocab: Any) -> None:
+    """Past ``MAX_FEW_IDS`` tools whose names start with different tokens, the call tag's node
+    before the name holds more children than a row lists: filled from its packed mask."""
+    names = []
+    for token in range(1000, kimi_k3_vocab.vocab_size):  # whole lowercase words, one token each
+        text = kimi_k3_vocab.token_bytes(token) or b""
+        if len(text) >= 5 and text.isalpha() and text.islower() and text.isascii() \
+                and kimi_k3_vocab.encode_text(text.decode()) == [token]:
+            names.append(text.decode())
+            if len(names) == MAX_FEW_IDS + 6:
+                break
+    assert len(names) > MAX_FEW_IDS
+    many = [{"type": "function", "function": {"name": n, "parameters": WEATHER}} for n in names]
+    prompt, turn = _k3_turn(kimi_k3_vocab)
+    open_id, sep_id, close_id = (kimi_k3_vocab.token_id(n) for n in (kimi_k3.OPEN, kimi_k3.SEP, kimi_k3.CLOSE))
+    call_word = kimi_k3_vocab.encode_text("call")
+    first_call = next(k for k in range(len(turn))
+                      if turn[k] == open_id and turn[k + 1:k + 1 + len(call_word)] == call_word)
+    turn = turn[:first_call]  # up to the tools' first call
+    pieces = [t for p in kimi_k3.tag_pieces("call", [("tool", names[-1]), ("index", "1")])
+              for t in kimi_k3_vocab.encode_text(p)]
+    city = [t for p in kimi_k3.tag_pieces("argument", [("key", "city"), ("type", "string")])
+            for t in kimi_k3_vocab.encode_text(p)]
+    turn += [open_id, *pieces, sep_id, open_id, *city, sep_id, *kimi_k3_vocab.encode_text("Oslo"), close_id]
+    assert _rows_filled_first(many, kimi_k3_vocab, prompt, turn) >= 2  # the name's node, the value
 
 
 def _k2_turn(vocab: Any) -> list[int]:
