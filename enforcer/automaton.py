@@ -2805,8 +2805,11 @@ class LazyDFA(_Reading):
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist); under the lock, as the
-        closure it takes may add a level's states."""
+        closure it takes may add a level's states; without blocks (fixed when the NFA is laid
+        out), None at once."""
         det = self._det or self._determiniser()
+        if not det.blocks:
+            return None
         with self._lock:
             return det.embedding(state)
 
