@@ -2379,8 +2379,8 @@ cdef class RowWriter:
     def write_words(self, Py_ssize_t row, object words):
         """Row ``row`` set to ``words`` (a C-contiguous buffer of exactly ``width`` 4-byte
         words, a packed mask; ``ValueError`` for another size or a row out of range, nothing
-        written): one copy through the buffer protocol, about 0.3 us for 150k ids where a numpy
-        row assignment costs 1.1."""
+        written): one copy through the buffer protocol, about 0.5 us for 150k ids where a numpy
+        row assignment costs 0.9."""
         cdef Py_buffer view
         cdef Py_ssize_t width = self.width
         if row < 0 or row >= self.height or width == 0:
