@@ -55,11 +55,11 @@ def _k3_turn(vocab: Any) -> tuple[list[int], list[int]]:
     return prompt, turn
 
 
-def _rows_filled_first(tools: list[dict], vocab: Any, prompt: list[int], turn: list[int]) -> int:
+def _rows_filled_first(tools: list[dict], vocab: Any, prompt: list[int], turn: list[int]) -> list[int]:
     """The turn's rows as a decode loop writes them (``fill_bitmask`` first at each position of
     a fresh compile: the few ids, else the mask, found by the fill itself) against the packed
-    masks of a second fresh compile. Returns how many positions were written from a packed
-    mask (no few ids)."""
+    masks of a second fresh compile. Returns the positions whose allowed tokens are no few ids
+    (rows written from a packed mask)."""
     clear_cache()
     matcher = compile_tools(tools, vocab, format="kimi_k3").matcher(prompt_ids=prompt)
     rows = []
@@ -70,10 +70,11 @@ def _rows_filled_first(tools: list[dict], vocab: Any, prompt: list[int], turn: l
         assert matcher.accept_token(token)
     clear_cache()
     oracle = compile_tools(tools, vocab, format="kimi_k3").matcher(prompt_ids=prompt)
-    packed = 0
+    packed = []
     for position, (token, row) in enumerate(zip(turn, rows)):
         assert np.array_equal(row, oracle.mask_words()), f"position {position}"
-        packed += oracle.few_allowed_ids() is None
+        if oracle.few_allowed_ids() is None:
+            packed.append(position)
         assert oracle.accept_token(token)
     return packed
 
@@ -106,8 +107,9 @@ def test_k3_tag_node_with_more_children_than_listed_ids_fills_its_packed_mask(ki
               for t in kimi_k3_vocab.encode_text(p)]
     city = [t for p in kimi_k3.tag_pieces("argument", [("key", "city"), ("type", "string")])
             for t in kimi_k3_vocab.encode_text(p)]
+    name_at = len(turn) + 1 + pieces.index(kimi_k3_vocab.encode_text(names[-1])[0])
     turn += [open_id, *pieces, sep_id, open_id, *city, sep_id, *kimi_k3_vocab.encode_text("Oslo"), close_id]
-    assert _rows_filled_first(many, kimi_k3_vocab, prompt, turn) >= 2  # the name's node, the value
+    assert name_at in _rows_filled_first(many, kimi_k3_vocab, prompt, turn)  # the name's node: packed
 
 
 def _k2_turn(vocab: Any) -> list[int]:
