@@ -2805,8 +2805,9 @@ class LazyDFA(_Reading):
 
     def embedding(self, state: int) -> tuple[Block, int, np.ndarray] | None:
         """See :meth:`_Determiniser.embedding` (``state`` must exist); under the lock, as the
-        closure it takes may add a level's states; without blocks (fixed when the NFA is laid
-        out), None at once."""
+        closure it takes may add a level's states; while no block is registered, None at once,
+        without the lock (what the determiniser answers first then; a block a level adds later
+        is found by the next call)."""
         det = self._det or self._determiniser()
         if not det.blocks:
             return None

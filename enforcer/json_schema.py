@@ -3460,9 +3460,9 @@ states), so they are cut there; lazily built automata take ``SchemaOptions.free_
 _FREE_STRING = seq(literal('"'), repeat(JSON_STRING_CHAR_ANY, 0, None), literal('"'))
 _BOOLEAN = alt(literal("true"), literal("false"))
 _STRING_KEYWORDS = ("pattern", "format", "minLength", "maxLength")
+"""The keywords that constrain a string's content (:meth:`SchemaCompiler._string_body`)."""
 _PLAIN_ENUM_KEYWORDS = ANNOTATIONS | {"type"}
 """What an enum's schema may hold besides it for its node to depend on its type alone."""
-"""The keywords that constrain a string's content (:meth:`SchemaCompiler._string_body`)."""
 
 
 def _free_form_level(widths: tuple[int, ...], budget: int, deeper: Callable[[tuple[int, ...], int], Node]) -> Node:
