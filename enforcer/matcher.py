@@ -188,7 +188,7 @@ class Matcher:
 
     def mask_words(self, compute: bool = True) -> np.ndarray | None:  # pragma: no cover - abstract
         """The packed int32 row of the allowed tokens; with ``compute=False``, None when it is
-        not computed yet (what :func:`enforcer.batch.fill_bitmasks` hands to worker threads)."""
+        not computed yet."""
         raise NotImplementedError
 
     @property
@@ -200,8 +200,8 @@ class Matcher:
         """The allowed ids when they are few and known as ids (a key's next pieces, a tag's,
         a place's delimiters: see :data:`~enforcer.masks.MAX_FEW_IDS`), which
         :meth:`fill_bitmask` writes bit by bit; None: only :meth:`mask_words` has them. With
-        ``compute`` False, None unless found before (no walk: what
-        :func:`enforcer.batch.fill_bitmasks` asks before handing new masks to its workers)."""
+        ``compute`` False, None unless found before (no walk: a caller can tell a cached row
+        from one that costs a new mask)."""
         raise NotImplementedError
 
     def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:

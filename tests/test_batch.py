@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 
 import numpy as np
@@ -46,7 +45,7 @@ def _rows_one_by_one(matchers, rows, shape):
 
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 def test_batch_matches_row_by_row(kimi_vocab, kind) -> None:
-    clear_cache()  # new states: the workers compute masks in parallel
+    clear_cache()  # new states: computed inside the batch call
     rng = random.Random(11)
     matchers = _matchers(kimi_vocab, rng, 24)
     words = (kimi_vocab.vocab_size + 31) // 32

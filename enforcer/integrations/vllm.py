@@ -56,7 +56,6 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
-from ..batch import batch_mask_words
 from ..engine import ToolCallMatcher
 from ..errors import EnforcerError
 from ..formats.registry import detect_family, families, family_of, get_family
@@ -342,10 +341,8 @@ class BatchEnforcer:
             self._check_logits(logits)
             width = logits.shape[-1]
             kept = [(logits_row, self.rows[key]) for logits_row, key in targets if self.rows[key].state != _RELEASED]
-            masks = [row.stop for _, row in kept]  # mask i belongs to logits row kept[i][0]
-            active = [i for i, (_, row) in enumerate(kept) if row.state == _ACTIVE]
-            for i, words in zip(active, batch_mask_words([kept[i][1].matcher for i in active])):
-                masks[i] = words
+            # mask i belongs to logits row kept[i][0]
+            masks = [row.matcher.mask_words() if row.state == _ACTIVE else row.stop for _, row in kept]
             for i, (_, row) in enumerate(kept):
                 if not allows_any(masks[i], width):
                     self._warn_once(f"empty:{row.name}", "enforcer: request %s reached a state that allows no "
