@@ -22,6 +22,7 @@ import numpy as np
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
     int __builtin_ctz(unsigned int) nogil
+    void __builtin_prefetch(const void*) nogil
 
 cdef extern from *:
     """
@@ -29,13 +30,32 @@ cdef extern from *:
     #include <string.h>
     #if defined(__SSE2__)
     #include <emmintrin.h>
+    /* p[0:n] = v, but p[at[k]] = kept[k] for the m ascending columns at[k]: the 16-byte aligned
+       chunks by non-temporal stores (a chunk holding kept columns built in a register first,
+       so no line is written by both kinds of store), the unaligned head and tail plainly. */
     #define ENFORCER_STREAM(T, SET1)                                                        \
-        static void enforcer_stream_##T(T* p, Py_ssize_t n, T v) {                         \
-            while (n > 0 && ((uintptr_t)p & 15)) { *p++ = v; n--; }                        \
+        static void enforcer_stream_##T(T* p, Py_ssize_t n, T v, const int32_t* at,         \
+                                        const T* kept, Py_ssize_t m) {                      \
+            const Py_ssize_t per = 16 / (Py_ssize_t)sizeof(T);                              \
+            Py_ssize_t i = 0, k = 0, j, full, stop;                                         \
+            T chunk[16 / sizeof(T)] __attribute__((aligned(16)));                           \
             __m128i x = SET1;                                                               \
-            for (; n * (Py_ssize_t)sizeof(T) >= 16; n -= 16 / sizeof(T), p += 16 / sizeof(T)) \
-                _mm_stream_si128((__m128i*)p, x);                                           \
-            while (n > 0) { *p++ = v; n--; }                                                \
+            for (; i < n && ((uintptr_t)(p + i) & 15); i++)                                 \
+                p[i] = k < m && at[k] == i ? kept[k++] : v;                                 \
+            full = i + (n - i) / per * per;                                                 \
+            while (i < full) {                                                              \
+                stop = k < m && at[k] < full ? i + (at[k] - i) / per * per : full;          \
+                for (; i < stop; i += per)                                                  \
+                    _mm_stream_si128((__m128i*)(p + i), x);                                 \
+                if (i == full)                                                              \
+                    break;                                                                  \
+                for (j = 0; j < per; j++)                                                   \
+                    chunk[j] = k < m && at[k] == i + j ? kept[k++] : v;                     \
+                _mm_stream_si128((__m128i*)(p + i), _mm_load_si128((const __m128i*)chunk)); \
+                i += per;                                                                   \
+            }                                                                               \
+            for (; i < n; i++)                                                              \
+                p[i] = k < m && at[k] == i ? kept[k++] : v;                                 \
         }
     ENFORCER_STREAM(int16_t, _mm_set1_epi16(v))
     ENFORCER_STREAM(int32_t, _mm_set1_epi32(v))
@@ -47,9 +67,27 @@ cdef extern from *:
         while (n > 0) { *dst++ = *src++; n--; }
     }
     static void enforcer_stream_fence(void) { _mm_sfence(); }
+    /* The word after the run of words equal to mask[w] that starts at w, eight words compared
+       at a time (64 free-text rows of 4,747 words, all ones but two: 51 instead of 110-133 us). */
+    static Py_ssize_t enforcer_run_end(const int32_t* mask, Py_ssize_t w, Py_ssize_t words) {
+        const int32_t value = mask[w++];
+        const __m128i x = _mm_set1_epi32(value);
+        for (; w + 8 <= words; w += 8) {
+            __m128i a = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i*)(mask + w)), x);
+            __m128i b = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i*)(mask + w + 4)), x);
+            if (_mm_movemask_epi8(_mm_and_si128(a, b)) != 0xFFFF)
+                break;
+        }
+        while (w < words && mask[w] == value) w++;
+        return w;
+    }
     #else
     #define ENFORCER_STREAM(T)                                                              \
-        static void enforcer_stream_##T(T* p, Py_ssize_t n, T v) { while (n-- > 0) *p++ = v; }
+        static void enforcer_stream_##T(T* p, Py_ssize_t n, T v, const int32_t* at,         \
+                                        const T* kept, Py_ssize_t m) {                      \
+            for (Py_ssize_t i = 0; i < n; i++) p[i] = v;                                    \
+            for (Py_ssize_t k = 0; k < m; k++) p[at[k]] = kept[k];                          \
+        }
     ENFORCER_STREAM(int16_t)
     ENFORCER_STREAM(int32_t)
     ENFORCER_STREAM(int64_t)
@@ -57,13 +95,22 @@ cdef extern from *:
         memcpy(dst, src, (size_t)n * sizeof(int32_t));
     }
     static void enforcer_stream_fence(void) { }
+    static Py_ssize_t enforcer_run_end(const int32_t* mask, Py_ssize_t w, Py_ssize_t words) {
+        const int32_t value = mask[w++];
+        while (w < words && mask[w] == value) w++;
+        return w;
+    }
     #endif
     """
-    void enforcer_stream_int16_t(int16_t* p, Py_ssize_t n, int16_t v) nogil
-    void enforcer_stream_int32_t(int32_t* p, Py_ssize_t n, int32_t v) nogil
-    void enforcer_stream_int64_t(int64_t* p, Py_ssize_t n, int64_t v) nogil
+    void enforcer_stream_int16_t(int16_t* p, Py_ssize_t n, int16_t v, const int32_t* at, const int16_t* kept,
+                                 Py_ssize_t m) nogil
+    void enforcer_stream_int32_t(int32_t* p, Py_ssize_t n, int32_t v, const int32_t* at, const int32_t* kept,
+                                 Py_ssize_t m) nogil
+    void enforcer_stream_int64_t(int64_t* p, Py_ssize_t n, int64_t v, const int32_t* at, const int64_t* kept,
+                                 Py_ssize_t m) nogil
     void enforcer_stream_copy(int32_t* dst, const int32_t* src, Py_ssize_t n) nogil
     void enforcer_stream_fence() nogil
+    Py_ssize_t enforcer_run_end(const int32_t* mask, Py_ssize_t w, Py_ssize_t words) nogil
 
 cdef enum:
     MAX_TOKEN_BYTES = 4096
@@ -3210,21 +3257,20 @@ cdef inline void _fill(score_bits* row, Py_ssize_t start, Py_ssize_t end, score_
     if not stream or end - start < STREAM_MIN_WORDS * 32:
         for i in range(start, end):
             row[i] = value
-    elif score_bits is int16_t:
-        enforcer_stream_int16_t(row + start, end - start, value)
-    elif score_bits is int32_t:
-        enforcer_stream_int32_t(row + start, end - start, value)
     else:
-        enforcer_stream_int64_t(row + start, end - start, value)
+        _stream(row + start, end - start, value, NULL, NULL, 0)
 
 
-cdef inline Py_ssize_t _run_end(const int32_t* mask, Py_ssize_t w, Py_ssize_t words) noexcept nogil:
-    """The word after the run of words equal to ``mask[w]`` that starts at ``w``."""
-    cdef int32_t value = mask[w]
-    w += 1
-    while w < words and mask[w] == value:
-        w += 1
-    return w
+cdef inline void _stream(score_bits* p, Py_ssize_t n, score_bits value, const int32_t* at, const score_bits* kept,
+                         Py_ssize_t m) noexcept nogil:
+    """``p[:n] = value`` but ``p[at[k]] = kept[k]`` (``m`` ascending columns), by non-temporal
+    stores (``enforcer_stream_*``)."""
+    if score_bits is int16_t:
+        enforcer_stream_int16_t(p, n, value, at, kept, m)
+    elif score_bits is int32_t:
+        enforcer_stream_int32_t(p, n, value, at, kept, m)
+    else:
+        enforcer_stream_int64_t(p, n, value, at, kept, m)
 
 
 def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_t[:, ::1] bitmask,
@@ -3258,7 +3304,7 @@ def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_
                 base = w * 32
                 bits = <uint32_t> mask[w]
                 if bits == 0 or bits == UINT32_MAX:
-                    w = _run_end(mask, w, read)
+                    w = enforcer_run_end(mask, w, read)
                     end = w * 32 if w * 32 <= width else width
                     if bits == 0:
                         _fill(<int32_t*> dst, base, end, minus_inf_bits, stream)
@@ -3277,14 +3323,54 @@ def masked_scores(const float[:, ::1] source, float[:, ::1] target, const int32_
             enforcer_stream_fence()
 
 
-cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_t* mask, Py_ssize_t words,
+cdef enum:
+    KEEP_MAX = 256  # allowed columns a streaming row keeps through one whole-row fill
+STREAM_KEEP_LIMIT = KEEP_MAX
+"""Most allowed columns a streaming row keeps through one whole-row fill (more: run by run)."""
+
+
+cdef inline bint _stream_sparse_row(score_bits* row, Py_ssize_t width, const int32_t* mask, Py_ssize_t words,
+                                    score_bits minus_inf) noexcept nogil:
+    """With ``stream``, a row that allows at most ``KEEP_MAX`` columns: their scores read
+    (prefetched during the scan of the words, read after it), then the whole row written by one
+    run of non-temporal stores, the 16-byte chunks that hold kept columns built with their
+    scores. Filled run by run, each allowed column broke the stream with plain stores into the
+    lines beside streamed ones (64 rows of 151,899 float32 allowing 50 scattered ids each: 3.3 ms
+    against 2.0 for none; now 2.1). False, with nothing written, for a row that allows more.
+    ``words``: the mask's words inside the width."""
+    cdef Py_ssize_t w, i, k, n = 0
+    cdef uint32_t bits
+    cdef int32_t columns[KEEP_MAX]
+    cdef score_bits saved[KEEP_MAX]
+    for w in range(words):
+        bits = <uint32_t> mask[w]
+        while bits:
+            i = w * 32 + __builtin_ctz(bits)
+            if i >= width:
+                break
+            if n == KEEP_MAX:
+                return False
+            columns[n] = <int32_t> i
+            __builtin_prefetch(row + i)
+            n += 1
+            bits &= bits - 1
+    for k in range(n):  # read once the scan is done: its misses overlap instead of stalling it
+        saved[k] = row[columns[k]]
+    _stream(row, width, minus_inf, columns, saved, n)
+    return True
+
+
+cdef inline void _mask_row(score_bits* row, Py_ssize_t width, const int32_t* mask, Py_ssize_t words,
                            score_bits minus_inf, bint stream) noexcept nogil:
-    """``logits[r, i] = minus_inf`` where bit ``i`` of ``mask`` (``words`` words) is clear,
-    columns past the words too. Words of ones are skipped, a run of zero words is one fill
-    (:func:`_fill`), other words go bit by bit."""
-    cdef Py_ssize_t width = logits.shape[1], w = 0, i, base, end
-    cdef score_bits* row = &logits[r, 0]
+    """``row[i] = minus_inf`` (``width`` columns) where bit ``i`` of ``mask`` (``words`` words)
+    is clear, columns past the words too. Words of ones are skipped, a run of zero words is one
+    fill (:func:`_fill`), other words go bit by bit; with ``stream`` a row that allows few
+    columns is one fill (:func:`_stream_sparse_row`)."""
+    cdef Py_ssize_t w = 0, i, base, end
     cdef uint32_t bits, clear
+    if stream and _stream_sparse_row(row, width, mask, words if words * 32 < width else (width + 31) // 32,
+                                     minus_inf):
+        return
     if words * 32 < width:
         _fill(row, words * 32, width, minus_inf, stream)
     else:
@@ -3293,9 +3379,9 @@ cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_
         base = w * 32
         bits = <uint32_t> mask[w]
         if bits == UINT32_MAX:
-            w = _run_end(mask, w, words)
+            w = enforcer_run_end(mask, w, words)
         elif bits == 0:
-            w = _run_end(mask, w, words)
+            w = enforcer_run_end(mask, w, words)
             _fill(row, base, w * 32 if w * 32 <= width else width, minus_inf, stream)
         else:
             end = base + 32 if base + 32 <= width else width
@@ -3309,6 +3395,25 @@ cdef inline void _mask_row(score_bits[:, ::1] logits, Py_ssize_t r, const int32_
             w += 1
 
 
+cdef void _mask_rows(score_bits[:, ::1] logits, const int64_t[::1] rows, const int32_t** starts, Py_ssize_t words,
+                     score_bits minus_inf, bint stream) noexcept nogil:
+    """:func:`_mask_row` on ``logits[rows[k]]`` with mask ``starts[k]`` (``starts`` NULL: no
+    mask, every column banned); a streaming call ends with one fence."""
+    cdef Py_ssize_t k, width = logits.shape[1]
+    for k in range(rows.shape[0]):
+        _mask_row(&logits[rows[k], 0], width, starts[k] if starts != NULL else NULL, words, minus_inf, stream)
+    if stream:
+        enforcer_stream_fence()
+
+
+cdef int _check_rows(const int64_t[::1] rows, Py_ssize_t height, str caller) except -1:
+    cdef Py_ssize_t k
+    for k in range(rows.shape[0]):
+        if not 0 <= rows[k] < height:
+            raise ValueError(f"{caller}: row {rows[k]} is not a row of logits with {height}")
+    return 0
+
+
 def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const int32_t[:, ::1] bitmask,
                        score_bits minus_inf, bint stream=False):
     """``logits[rows[k], i] = minus_inf`` where bit ``i`` of ``bitmask[k]`` is clear (columns past
@@ -3317,24 +3422,22 @@ def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const
     ``-inf`` in that format. Words of ones are skipped, a run of zero words is one fill, others
     go bit by bit: free text (a few banned ids) costs a scan of the words, a structural row one
     write of the row (by non-temporal stores with ``stream``: :func:`_fill`). GIL released."""
-    cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], words = bitmask.shape[1], k
+    cdef Py_ssize_t n = rows.shape[0], words = bitmask.shape[1], k
+    cdef const int32_t** starts = NULL
     if bitmask.shape[0] < n:
         raise ValueError("mask_rows_in_place: the bitmask needs a row per logits row named")
-    for k in range(n):
-        if not 0 <= rows[k] < height:
-            raise ValueError(f"mask_rows_in_place: row {rows[k]} is not a row of logits with {height}")
-    if words == 0:
-        with nogil:
-            for k in range(n):
-                _mask_row(logits, rows[k], NULL, 0, minus_inf, stream)
-            if stream:
-                enforcer_stream_fence()
+    _check_rows(rows, logits.shape[0], "mask_rows_in_place")
+    if n == 0:
         return
-    with nogil:
+    if words:
+        starts = <const int32_t**> malloc(n * sizeof(int32_t*))
+        if starts == NULL:
+            raise MemoryError()
         for k in range(n):
-            _mask_row(logits, rows[k], &bitmask[k, 0], words, minus_inf, stream)
-        if stream:
-            enforcer_stream_fence()
+            starts[k] = &bitmask[k, 0]
+    with nogil:
+        _mask_rows(logits, rows, starts, words, minus_inf, stream)
+    free(starts)
 
 
 def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, list masks, score_bits minus_inf,
@@ -3342,14 +3445,12 @@ def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, lis
     """:func:`mask_rows_in_place` with row ``k``'s mask the int32 array ``masks[k]`` (C-contiguous,
     one length for all), read where it lies: no packed copy of the batch (rows that share a mask,
     free text, read one array). GIL released for the writes."""
-    cdef Py_ssize_t n = rows.shape[0], height = logits.shape[0], words = -1, k
+    cdef Py_ssize_t n = rows.shape[0], words = -1, k
     cdef const int32_t[::1] view
     cdef const int32_t** starts
     if len(masks) != n:
         raise ValueError(f"mask_rows_from_words: {len(masks)} masks for {n} rows")
-    for k in range(n):
-        if not 0 <= rows[k] < height:
-            raise ValueError(f"mask_rows_from_words: row {rows[k]} is not a row of logits with {height}")
+    _check_rows(rows, logits.shape[0], "mask_rows_from_words")
     if n == 0:
         return
     starts = <const int32_t**> malloc(n * sizeof(int32_t*))
@@ -3364,10 +3465,7 @@ def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, lis
                 raise ValueError(f"mask_rows_from_words: masks of {words} and {view.shape[0]} words")
             starts[k] = &view[0] if words else NULL
         with nogil:
-            for k in range(n):
-                _mask_row(logits, rows[k], starts[k], words, minus_inf, stream)
-            if stream:
-                enforcer_stream_fence()
+            _mask_rows(logits, rows, starts if words else NULL, words, minus_inf, stream)
     finally:
         free(starts)
 

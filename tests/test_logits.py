@@ -229,3 +229,39 @@ def test_rows_masked_in_place_refuse_what_they_cannot_write() -> None:
         logits.mask_rows_in_place(np.zeros((2, 64), np.float32), [0, 1], np.zeros((1, 2), np.int32))
     with pytest.raises(ValueError, match="not all rows"):
         logits.mask_rows_in_place(np.zeros((2, 64), np.float32), [2], np.zeros((1, 2), np.int32))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("width", [3_001, 3_004, 3_040])
+def test_streamed_rows_keep_their_allowed_scores_up_to_the_limit_and_past_it(dtype: str, width: int,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streaming rows that allow few columns are written whole, the allowed scores built into
+    their chunks: rows allowing none, one, neighbours inside one 16-byte chunk, the first and
+    last columns (the unaligned head and tail), and exactly the kernel's limit, one more and
+    one less (past it, run by run), at every row alignment the widths give: bit for bit what
+    the numpy fallback writes."""
+    if logits._mask_rows_kernel is None:
+        pytest.skip("the compiled extension is not built")
+    from enforcer._kernels import STREAM_KEEP_LIMIT as limit
+
+    monkeypatch.setattr(logits, "STREAM_MIN_BYTES", 0)
+    rng = np.random.default_rng(width + limit)
+    vocab, words = RUNS_VOCAB, (RUNS_VOCAB + 31) // 32
+    allowed = [[], [1_500], [64, 65, 66, 67, 68], [0, 1, vocab - 1], [0, width - 1]]
+    allowed += [sorted(rng.choice(vocab, size=n, replace=False).tolist()) for n in (limit - 1, limit, limit + 1)]
+    bitmask = np.zeros((len(allowed), words), dtype=np.int32)
+    for k, ids in enumerate(allowed):
+        for tid in ids:
+            if tid < vocab:
+                bitmask[k, tid // 32] |= np.int32(np.uint32(1 << (tid % 32)).view(np.int32))
+    scores = _scores(rng, len(allowed) + 1, width, dtype)
+    expected = scores.clone() if hasattr(scores, "clone") else scores.copy()
+    rows = list(range(len(allowed), 0, -1))
+    logits.mask_rows_in_place(scores, rows, bitmask)
+    monkeypatch.setattr(logits, "_mask_rows_kernel", None)
+    logits.mask_rows_in_place(expected, rows, bitmask)
+    got = _as_numpy(scores)
+    assert np.array_equal(got, _as_numpy(expected), equal_nan=True)
+    for k, ids in enumerate(allowed):
+        kept = [t for t in ids if t < vocab]
+        assert np.isneginf(got[rows[k]]).sum() == width - len(kept)
