@@ -13,6 +13,13 @@ advance one token per step), ``string`` (every row inside a JSON string argument
 ``structural`` (every row where fewer than 200 tokens fit: call headers, keys, punctuation),
 both held in that state (no new token: the cost of that kind of mask), ``mixed`` (rows start at
 random points of tool calls and advance one random allowed token per step). Needs vLLM installed (the processor subclasses its interfaces).
+
+References timed in the same loop, each step, on a fresh copy of the same logits: xgrammar's
+CPU kernel (``apply_token_bitmask_inplace``, backend ``cpu``: what vLLM's structured outputs
+apply per step) and llguidance's (``llguidance.torch``) given the same masks packed into a
+bitmask beforehand (their matchers' work not counted), and ``logits.fill_(-inf)``: every score
+written once, the floor for rows that ban almost everything. Their results are checked once per
+scenario against ours (same ``-inf`` positions, same kept scores).
 """
 
 from __future__ import annotations
@@ -27,10 +34,11 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 TOOL_SETS = ("weather", "travel", "small_nested", "cjk")
@@ -63,6 +71,40 @@ def walk(matcher: Any, rng: random.Random, want: str, limit: int = 400) -> list[
     return matcher.token_ids
 
 
+def packed_masks(core: Any, rows: int) -> torch.Tensor:
+    """The int32 bitmask of the masks the processor applies to rows ``0..rows-1`` now: its
+    matchers' cached masks, the stop row for a row held to the stop token, all ones for a row
+    released (a finished turn)."""
+    from enforcer.integrations.vllm import _ACTIVE, _STOPPING
+
+    packed = np.full((rows, core.words), -1, dtype=np.int32)
+    for i in range(rows):
+        row = core.rows[i]
+        if row.state in (_ACTIVE, _STOPPING):
+            packed[i] = row.matcher.mask_words() if row.state == _ACTIVE else row.stop
+    return torch.from_numpy(packed)
+
+
+def reference_methods() -> dict[str, Callable[[torch.Tensor, torch.Tensor], Any]]:
+    """Same-run references: the peers' CPU bitmask kernels that are installed, and the floor."""
+    found: dict[str, Callable[[torch.Tensor, torch.Tensor], Any]] = {}
+    try:
+        import xgrammar
+
+        found["xgrammar"] = lambda logits, bitmask: xgrammar.apply_token_bitmask_inplace(
+            logits, bitmask, vocab_size=logits.shape[1], backend="cpu")
+    except ImportError:
+        pass
+    try:
+        import llguidance.torch as llg_torch
+
+        found["llguidance"] = llg_torch.apply_token_bitmask_inplace
+    except ImportError:
+        pass
+    found["fill_(-inf)"] = lambda logits, bitmask: logits.fill_(float("-inf"))
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=64)
@@ -80,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     from enforcer.testing.tokenizers import kimi_k2_tokenizer
     from enforcer.tools import compile_tools
 
+    references = reference_methods()
     tokenizer = kimi_k2_tokenizer("fast")
     width = len(tokenizer)
     results: dict[str, Any] = {"rows": args.rows, "vocab": width, "steps": args.steps}
@@ -109,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             logits = torch.randn(args.rows, width)
             processor.apply(logits.clone())  # warm the mask cache for the starting states
             times = []
+            ref_times: dict[str, list[float]] = {name: [] for name in references}
             moving = scenario in ("free", "mixed")
             for step in range(args.steps):
                 for i, out in enumerate(outputs):  # one more allowed token per row (not timed)
@@ -122,12 +166,23 @@ def main(argv: list[str] | None = None) -> int:
                 start = time.perf_counter()
                 processor.apply(batch)
                 times.append(time.perf_counter() - start)
+                bitmask = packed_masks(core, args.rows)  # the masks ours applied (not timed)
+                for name, method in references.items():
+                    other = logits.clone()
+                    start = time.perf_counter()
+                    method(other, bitmask)
+                    ref_times[name].append(time.perf_counter() - start)
+                    if step == 0 and name != "fill_(-inf)":
+                        assert torch.equal(other, batch), f"{name} masked differently from ours"
             ms = statistics.median(times) * 1e3
             p90 = sorted(times)[int(0.9 * len(times))] * 1e3
+            refs = {name: round(statistics.median(t) * 1e3, 3) for name, t in ref_times.items()}
             results[scenario] = {"median_ms": round(ms, 3), "p90_ms": round(p90, 3),
-                                 "per_row_us": round(ms * 1e3 / args.rows, 1)}
+                                 "per_row_us": round(ms * 1e3 / args.rows, 1), "references_median_ms": refs}
             print(f"{scenario:>10}: apply() {ms:7.3f} ms median, {p90:7.3f} ms p90 for {args.rows} rows "
-                  f"({ms * 1e3 / args.rows:6.1f} us per row)", flush=True)
+                  f"({ms * 1e3 / args.rows:6.1f} us per row); same steps: "
+                  + ", ".join(f"{name} {value:.3f} ms ({ms / value:.2f}x)" for name, value in refs.items()),
+                  flush=True)
             processor.update_state(BatchUpdate(batch_size=0, removed=list(range(args.rows)), added=[], moved=[]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
