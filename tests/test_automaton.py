@@ -915,7 +915,7 @@ def test_dfa_rows_are_built_as_walks_read_them():
 
 def test_rows_read_by_threads_while_the_table_grows() -> None:
     """Threads reading rows of one lazy automaton while others build rows and grow its table
-    (what ``fill_bitmasks``' workers and the matchers do) see the rows a single-threaded,
+    (matchers of one compiled object used from several threads) see the rows a single-threaded,
     fully built automaton has: a row view is made without the lock from one consistent read
     of the table and its built flags."""
     import sys
