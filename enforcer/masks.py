@@ -57,6 +57,8 @@ _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
 _EVERY_BYTE = np.ones(256, dtype=bool)
 _MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes (and none past ASCII) holds few tokens: walked as it stands
 _MAX_LEAVING_BYTES = 4  # a class body that more ASCII bytes leave is walked as it stands
+_MAX_LEAVING_LEADS = 8  # nor one that lacks characters behind more lead bytes (``\S``: five)
+_LEADS = np.arange(0xC2, 0xF5)  # the UTF-8 lead bytes
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
 
@@ -189,11 +191,12 @@ class ClassBody(NamedTuple):
     shortcut of :meth:`MaskTable._class_body`)."""
 
     inside: np.ndarray
-    """256 bools: the set's safe bytes (its ASCII bytes, and the UTF-8 lead bytes when it holds
-    every character past ASCII)."""
+    """256 bools: the set's safe bytes (its ASCII bytes, and when it holds characters past
+    ASCII the UTF-8 lead bytes: all of them, or all but those in :attr:`leaving`)."""
     leaving: tuple[int, ...]
-    """The live ASCII bytes that leave the loop for another state (a path's ``/`` in
-    ``^/dev/[^/]+(/[^/]+)*$``): tokens holding one are walked."""
+    """The live bytes that leave the loop: ASCII bytes that lead to another state (a path's
+    ``/`` in ``^/dev/[^/]+(/[^/]+)*$``), then the lead bytes of characters the set lacks
+    (ECMAScript's ``.`` lacks U+2028 and U+2029, behind 0xE2). Tokens holding one are walked."""
     columns: np.ndarray
     """uint8[256]: the bytes the loop is checked over (safe bytes but the leaving ones)."""
 
@@ -368,9 +371,10 @@ class TokenIndex:
         """Packed mask of the tokens a string body over one set of characters reads whole from
         a character boundary (read-only): ``inside`` (256 bools, safe bytes only) flags its
         ASCII bytes and, when the set holds every character past ASCII, the UTF-8 lead bytes.
-        Those are the raw-body tokens whose ASCII bytes are all flagged, and without lead bytes
-        only the ASCII ones. Shared per vocabulary and set (:attr:`shared`); about 0.15 ms for
-        150k ids the first time a set is seen."""
+        Those are the raw-body tokens whose ASCII bytes are all flagged and that hold no lead
+        byte left out of a set that has some, and without lead bytes only the ASCII ones. Shared
+        per vocabulary and set (:attr:`shared`); about 0.15 ms for 150k ids the first time a set
+        is seen (and 0.2 ms per lead byte it leaves out)."""
         key = ("class body", np.packbits(inside).tobytes())
         hit = self.shared.get(key)
         if hit is None:
@@ -379,15 +383,18 @@ class TokenIndex:
             within = (sets.low & ~low) == 0
             within &= (sets.high & ~high) == 0
             within &= sets.ascii if not inside[0x80:].any() else sets.raw
+            lacking = tuple(_LEADS[~inside[_LEADS]].tolist()) if inside[_LEADS].any() else ()
+            if lacking:  # tokens holding the lead byte of a character the set lacks: walked
+                within[self.ids[self._safe_holding_bytes(lacking)]] = False
             hit = np.packbits(within, bitorder="little").view(np.int32)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
         return hit
 
     def safe_positions_holding(self, leaving: tuple[int, ...]) -> np.ndarray:
-        """Positions (ascending) of the safe tokens holding any of the ASCII bytes ``leaving``
-        (those a class body's shared mask leaves out, walked instead). Shared per vocabulary
-        and byte set (:attr:`shared`); about 0.2 ms for 150k ids."""
+        """Positions (ascending) of the safe tokens holding any of the bytes ``leaving`` (those
+        a class body's shared mask leaves out, walked instead). Shared per vocabulary and byte
+        set (:attr:`shared`); about 0.2 ms for 150k ids, and 0.2 ms more per byte past ASCII."""
         key = ("holding", leaving)
         hit = self.shared.get(key)
         if hit is None:
@@ -398,9 +405,24 @@ class TokenIndex:
             holding = (sets.low & low) != 0
             holding |= (sets.high & high) != 0
             hit = np.sort(sets.position[np.flatnonzero(holding)]).astype(np.int64)
+            past_ascii = tuple(b for b in leaving if b >= 0x80)
+            if past_ascii:
+                marked = self._safe_holding_bytes(past_ascii)
+                marked[hit] = True
+                hit = np.flatnonzero(marked)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
         return hit
+
+    def _safe_holding_bytes(self, values: tuple[int, ...]) -> np.ndarray:
+        """Per position: whether the token is safe and holds a byte of ``values`` (a new bool
+        array). One comparison of every token's bytes per value (~0.2 ms each for 150k ids)."""
+        found = self.flat == values[0]
+        for value in values[1:]:
+            found |= self.flat == value
+        holding = np.zeros(len(self.blobs), dtype=bool)
+        holding[np.searchsorted(self.offsets, np.flatnonzero(found), side="right") - 1] = True
+        return holding & self.safe
 
     def _body_byte_sets(self) -> BodyByteSets:
         """Each text token's ASCII bytes and which string bodies read it, per token id.
@@ -613,14 +635,15 @@ def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
 
 def class_loop(inside: np.ndarray) -> np.ndarray:
     """The automaton (a table) that reads one character of a set again and again: ``inside``
-    (256 bools) flags its ASCII bytes and, for a set holding every character past ASCII, the
-    UTF-8 lead bytes. Without those, one state over the flagged bytes; with them, the raw
-    string body's automaton with its ASCII edges (all from its start state) cut to the flagged
-    bytes."""
+    (256 bools) flags its ASCII bytes and, for a set holding characters past ASCII, the UTF-8
+    lead bytes of those. Without those, one state over the flagged bytes; with them, the raw
+    string body's automaton with its ASCII and lead edges (all from its start state) cut to the
+    flagged bytes."""
     if not inside[0x80:].any():
         return np.where(inside, 0, -1).astype(np.int32).reshape(1, 256)
     table = _RAW_STRING_DFA.transitions.copy()
     table[0, :0x80][~inside[:0x80]] = -1
+    table[0, _LEADS][~inside[_LEADS]] = -1
     return table
 
 
@@ -648,7 +671,9 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
     """The string body at ``state`` when it loops over one set of characters (a ``pattern``
     such as ``^[a-z ]*$``, ``^[^/]*$``, or ``^/dev/[^/]+(/[^/]+)*$`` whose ``/`` leaves the
     loop), or None. The gate: at least ``_MIN_CLASS_BYTES`` safe ASCII bytes live there and,
-    past ASCII, nothing or every UTF-8 lead byte (:func:`enforcer._kernels.class_body_bytes`).
+    past ASCII, nothing or every UTF-8 lead byte (:func:`enforcer._kernels.class_body_bytes`);
+    when the set lacks some characters past ASCII (``.``, ``\\S``), at most
+    ``_MAX_LEAVING_LEADS`` lead bytes of theirs (:func:`_leads_leaving`) leave the loop.
     The live ASCII bytes whose next state is not the one most of them share (the loop) leave
     the loop, and so do those of the loop's own state (``^(/[^/]+)+$`` right after a ``/``: its
     next character enters the loop, which ``/`` leaves), at most ``_MAX_LEAVING_BYTES``. The
@@ -664,13 +689,50 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
         leaving = tuple(sorted(set(leaving) | set(_loop_and_leaving(dfa.array_row(loop), loop)[1])))
     if len(leaving) > _MAX_LEAVING_BYTES:
         return None
-    inside, columns = (row >= 0) & _SAFE_BYTES, _SAFE_FLAGS
-    if leaving:
-        columns = _SAFE_FLAGS.copy()
-        inside[list(leaving)] = False
-        columns[list(leaving)] = 0
-    body = ClassBody(inside, leaving, columns)
-    return body if body_embeds(dfa, state, class_loop(inside), depth, columns) else None
+    inside, columns = (row >= 0) & _SAFE_BYTES, _SAFE_FLAGS.copy()
+    inside[list(leaving)] = False
+    columns[list(leaving)] = 0
+    if body_embeds(dfa, state, class_loop(inside), depth, columns):
+        return ClassBody(inside, leaving, columns)
+    if not inside[_LEADS].any():
+        return None
+    # every character past ASCII but a few (``.``, ``\S``): their lead bytes leave the loop too
+    leads = _leads_leaving(dfa, state, loop)
+    if loop != state:
+        leads = tuple(sorted(set(leads) | set(_leads_leaving(dfa, loop, loop))))
+    if not leads or len(leads) > _MAX_LEAVING_LEADS:
+        return None
+    inside[list(leads)] = False
+    columns[list(leads)] = 0
+    if not body_embeds(dfa, state, class_loop(inside), depth, columns):
+        return None
+    return ClassBody(inside, leaving + leads, columns)
+
+
+def _leads_leaving(dfa: DFA | LazyDFA, source: int, loop: int) -> tuple[int, ...]:
+    """The UTF-8 lead bytes after which ``dfa``, from ``source``, does not read the rest of a
+    character as the raw string body does (a continuation that one kills and the other reads,
+    or a character that ends elsewhere than at ``loop``). A breadth-first walk of the pairs
+    (raw-body state, ``dfa`` state) within one character, each pair's verdict kept for every
+    lead that reaches it: about ten pairs for a set such as ``.``."""
+    raw = _RAW_STRING_DFA.transitions
+    start_row = dfa.array_row(source)
+    verdicts: dict[tuple[int, int], bool] = {}
+
+    def reads_alike(r: int, d: int) -> bool:
+        seen = verdicts.get((r, d))
+        if seen is None:
+            verdicts[(r, d)] = True  # a cycle within a character cannot happen: this is never read back
+            r_row, d_row = raw[r][0x80:0xC0], dfa.array_row(d)[0x80:0xC0]
+            live = r_row >= 0
+            seen = bool(np.array_equal(live, d_row >= 0)) and all(
+                d_next == loop if r_next == 0 else reads_alike(r_next, d_next)
+                for r_next, d_next in set(zip(r_row[live].tolist(), d_row[live].tolist())))
+            verdicts[(r, d)] = seen
+        return seen
+
+    return tuple(lead for lead in range(0xC2, 0xF5)
+                 if start_row[lead] < 0 or not reads_alike(int(raw[0][lead]), int(start_row[lead])))
 
 
 def _loop_and_leaving(row: np.ndarray, state: int) -> tuple[int, tuple[int, ...]]:
