@@ -452,6 +452,30 @@ def test_a_class_body_lacking_characters_past_ascii_walks_only_the_tokens_holdin
     assert assert_table_matches_reference(compiled.masks) >= 3
 
 
+@pytest.mark.kernels
+def test_a_class_body_holding_a_few_characters_past_ascii_walks_only_the_tokens_holding_their_lead_bytes(
+        kimi_vocab) -> None:
+    """``[\\w\\s-]`` holds its ASCII bytes and, past ASCII, only the Unicode spaces of ``\\s``
+    (behind 0xC2, 0xE1, 0xE2, 0xE3 and 0xEF): its loop is the ASCII bytes alone, the ASCII
+    tokens of the set are the shared class mask, and only the tokens holding one of those lead
+    bytes (about 6,800 of 151,899) or an unsafe byte are walked. Masks equal the plain walk: the
+    ideographic space (U+3000) is allowed, a CJK character (behind 0xE4) is not."""
+    clear_cache()
+    schema = {"type": "object", "properties": {"css": {"type": "string", "pattern": "^[\\w\\s-]+$"}}}
+    compiled = compile_json_schema(schema, kimi_vocab)
+    state = compiled.dfa.walk(0, b'{"css": "main-')
+    body = compiled.masks._class_body(state)
+    assert body is not None and body.leaving == (0xC2, 0xE1, 0xE2, 0xE3, 0xEF)
+    assert not body.inside[0x80:].any() and body.inside[0x2D] and not body.inside[0x2F]
+    holding = token_index(kimi_vocab).safe_positions_holding(body.leaving)
+    assert 0 < holding.size < token_index(kimi_vocab).ids.size // 10
+    compiled.masks.mask(state)
+    allowed = set(compiled.masks.allowed(state).tolist())
+    space, han, word = (kimi_vocab.encode_text(t) for t in ("\u3000", "中", "_header"))
+    assert space[0] in allowed and han[0] not in allowed and word[0] in allowed
+    assert assert_table_matches_reference(compiled.masks) >= 1
+
+
 def test_the_raw_body_reads_ascii_only_at_a_character_boundary() -> None:
     """:func:`masks.class_loop` cuts a set's ASCII bytes from the raw string body's start state
     alone: that must be the only state with ASCII edges (the others read continuation bytes)."""
@@ -530,26 +554,30 @@ def _patterns(schema: object) -> list[str]:
 def test_class_bodies_past_ascii_match_reference_on_the_corpora(corpus_dir: Path, kimi_tokenizer, kimi_vocab) -> None:
     """Every mask computed while teacher-forcing the valid instances of every MaskBench and
     JSONSchemaBench schema that writes a negated class (``[^/]``, ``[^:\\s]``), and of 150 of
-    the others (about 660) that write a ``.`` or a ``\\S`` in a pattern: the class-body shortcut
-    over every character past ASCII, with ASCII bytes leaving the loop and with the lead bytes
-    of characters the set lacks leaving it, against the plain walk."""
+    the others (about 700) that write a ``.``, a ``\\s`` or a ``\\S`` in a pattern: the
+    class-body shortcut over every character past ASCII, with ASCII bytes leaving the loop,
+    with the lead bytes of characters the set lacks leaving it, and over a set holding a few
+    characters past ASCII (their lead bytes leaving it), against the plain walk."""
 
-    def lacks_some(pattern: str) -> bool:  # an unescaped ``.`` or a ``\\S``
-        return "\\S" in pattern or re.search(r"(^|[^\\])\.", pattern) is not None
+    def past_ascii(pattern: str) -> bool:  # an unescaped ``.``, a ``\\s`` or a ``\\S``
+        return "\\S" in pattern or "\\s" in pattern or re.search(r"(^|[^\\])\.", pattern) is not None
 
     every = load_maskbench(corpus_dir) + load_jsonschemabench(corpus_dir)
     negated = [case for case in every if "[^" in json.dumps(case.schema)]
     chosen = {id(case) for case in negated}
     cases = negated + spread_sample([case for case in every if id(case) not in chosen
-                                     and any(lacks_some(p) for p in _patterns(case.schema))], 150)
-    checked = leaving = lacking = 0
+                                     and any(past_ascii(p) for p in _patterns(case.schema))], 150)
+    checked = leaving = lacking = holding = 0
     for compiled in _teacher_forced(cases, kimi_tokenizer, kimi_vocab):
         for state in list(compiled.masks._masks) + list(compiled.masks._few):
             body = compiled.masks._class_body(state)
-            leaving += body is not None and bool(body.leaving)
-            lacking += body is not None and any(b >= 0x80 for b in body.leaving)
+            if body is not None:
+                leaving += bool(body.leaving)
+                leads = any(b >= 0x80 for b in body.leaving)
+                lacking += leads and body.inside[0x80:].any()
+                holding += leads and not body.inside[0x80:].any()
         checked += assert_table_matches_reference(compiled.masks)
-    assert checked > 5000 and leaving > 100 and lacking > 20, (checked, leaving, lacking)
+    assert checked > 5000 and leaving > 100 and lacking > 20 and holding > 20, (checked, leaving, lacking, holding)
 
 
 def test_pack_ids_sparse_few_and_dense_agree_with_packbits(monkeypatch) -> None:
