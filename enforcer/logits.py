@@ -96,16 +96,26 @@ def mask_rows_from_words(logits: Any, rows: Sequence[int], masks: Sequence[np.nd
     bits, minus_inf = _score_bits(logits)
     rows = _rows_of(bits, rows, "mask_rows_from_words")
     masks = list(masks)
+    if len(masks) != rows.shape[0]:
+        raise ValueError(f"mask_rows_from_words: {len(masks)} masks for {rows.shape[0]} rows")
+    if _mask_words_kernel is not None:
+        try:  # the kernel takes every mask's buffer (checking it) before it writes
+            _mask_words_kernel(bits, rows, masks, minus_inf, _streams(rows.shape[0], bits.shape[1], bits.itemsize))
+        except (TypeError, ValueError, BufferError):
+            _check_mask_words(masks)
+            raise
+        return
+    _check_mask_words(masks)
+    if masks:
+        mask_rows_in_place(logits, rows, np.stack(masks))
+
+
+def _check_mask_words(masks: list[Any]) -> None:
+    """``ValueError`` naming the first of ``masks`` that is not a 1-D C-contiguous int32 array."""
     for mask in masks:
         if type(mask) is not np.ndarray or mask.dtype != np.int32 or mask.ndim != 1 or not mask.flags.c_contiguous:
             raise ValueError(f"mask_rows_from_words: a mask must be a 1-D C-contiguous int32 array, got "
                              f"{type(mask).__name__} {getattr(mask, 'dtype', None)} {getattr(mask, 'shape', None)}")
-    if len(masks) != rows.shape[0]:
-        raise ValueError(f"mask_rows_from_words: {len(masks)} masks for {rows.shape[0]} rows")
-    if _mask_words_kernel is not None:
-        _mask_words_kernel(bits, rows, masks, minus_inf, _streams(rows.shape[0], bits.shape[1], bits.itemsize))
-    elif masks:
-        mask_rows_in_place(logits, rows, np.stack(masks))
 
 
 def _rows_of(bits: np.ndarray, rows: Sequence[int], caller: str) -> np.ndarray:
