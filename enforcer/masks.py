@@ -198,12 +198,14 @@ class ClassBody(NamedTuple):
     shortcut of :meth:`MaskTable._class_body`)."""
 
     inside: np.ndarray
-    """256 bools: the set's safe bytes (its ASCII bytes, and when it holds characters past
-    ASCII the UTF-8 lead bytes: all of them, or all but those in :attr:`leaving`)."""
+    """256 bools: the set's safe bytes (its ASCII bytes, and when it holds every character past
+    ASCII or all but a few, the UTF-8 lead bytes but those in :attr:`leaving`)."""
     leaving: tuple[int, ...]
-    """The live bytes that leave the loop: ASCII bytes that lead to another state (a path's
-    ``/`` in ``^/dev/[^/]+(/[^/]+)*$``), then the lead bytes of characters the set lacks
-    (ECMAScript's ``.`` lacks U+2028 and U+2029, behind 0xE2). Tokens holding one are walked."""
+    """The live bytes that leave the loop, tokens holding one walked: ASCII bytes that lead to
+    another state (a path's ``/`` in ``^/dev/[^/]+(/[^/]+)*$``), then lead bytes, either of the
+    few characters past ASCII a set holds (``[\\w\\s-]``'s Unicode spaces: the loop is its
+    ASCII bytes alone) or of the few a set holding the others lacks (ECMAScript's ``.`` lacks
+    U+2028 and U+2029, behind 0xE2)."""
     columns: np.ndarray
     """uint8[256]: the bytes the loop is checked over (safe bytes but the leaving ones)."""
 
@@ -720,9 +722,9 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
 def _leads_leaving(dfa: DFA | LazyDFA, source: int, loop: int) -> tuple[int, ...]:
     """The UTF-8 lead bytes after which ``dfa``, from ``source``, does not read the rest of a
     character as the raw string body does (a continuation that one kills and the other reads,
-    or a character that ends elsewhere than at ``loop``). A breadth-first walk of the pairs
-    (raw-body state, ``dfa`` state) within one character, each pair's verdict kept for every
-    lead that reaches it: about ten pairs for a set such as ``.``."""
+    or a character that ends elsewhere than at ``loop``). A walk of the pairs (raw-body
+    state, ``dfa`` state) over continuation bytes, at most three deep, each pair's verdict kept
+    for every lead that reaches it: about ten pairs for a set such as ``.``."""
     raw = _RAW_STRING_DFA.transitions
     start_row = dfa.array_row(source)
     verdicts: dict[tuple[int, int], bool] = {}
@@ -730,16 +732,14 @@ def _leads_leaving(dfa: DFA | LazyDFA, source: int, loop: int) -> tuple[int, ...
     def reads_alike(r: int, d: int) -> bool:
         seen = verdicts.get((r, d))
         if seen is None:
-            verdicts[(r, d)] = True  # a cycle within a character cannot happen: this is never read back
             r_row, d_row = raw[r][0x80:0xC0], dfa.array_row(d)[0x80:0xC0]
             live = r_row >= 0
-            seen = bool(np.array_equal(live, d_row >= 0)) and all(
+            seen = verdicts[(r, d)] = bool(np.array_equal(live, d_row >= 0)) and all(
                 d_next == loop if r_next == 0 else reads_alike(r_next, d_next)
                 for r_next, d_next in set(zip(r_row[live].tolist(), d_row[live].tolist())))
-            verdicts[(r, d)] = seen
         return seen
 
-    return tuple(lead for lead in range(0xC2, 0xF5)
+    return tuple(lead for lead in _LEADS.tolist()
                  if start_row[lead] < 0 or not reads_alike(int(raw[0][lead]), int(start_row[lead])))
 
 
