@@ -1374,13 +1374,12 @@ cdef class SubsetConstruction:
         return self.n_sets
 
 
-def class_body_bytes(const int32_t[::1] row, Py_ssize_t minimum, Py_ssize_t most_leads):
+def class_body_bytes(const int32_t[::1] row, Py_ssize_t minimum):
     """Whether ``row`` may stand in a body that loops over one set of characters: at least
     ``minimum`` safe ASCII bytes live (no quote, backslash or control byte), and past ASCII
-    nothing live but UTF-8 lead bytes (0xC2-0xF4): none, every one (a set holding most
-    characters past ASCII, such as ``[^/]``) or at most ``most_leads`` (a set holding a few,
-    such as ``[\\w\\s-]``'s Unicode spaces). The gate of the class-body shortcut, checked on every
-    new state (a fraction of a microsecond)."""
+    either no byte live, or every UTF-8 lead byte (0xC2-0xF4) and nothing else (a set holding
+    every character past ASCII, such as ``[^/]``). The gate of the class-body shortcut, checked
+    on every new state (a fraction of a microsecond)."""
     cdef Py_ssize_t b, count = 0, leads = 0
     if row.shape[0] != 256:
         raise ValueError("a row has 256 entries")
@@ -1389,7 +1388,7 @@ def class_body_bytes(const int32_t[::1] row, Py_ssize_t minimum, Py_ssize_t most
             if b < 0xC2 or b > 0xF4:
                 return False
             leads += 1
-    if leads > most_leads and leads != 0xF4 - 0xC2 + 1:
+    if leads != 0 and leads != 0xF4 - 0xC2 + 1:
         return False
     for b in range(0x20, 0x80):
         if row[b] >= 0 and b != 0x22 and b != 0x5C:

@@ -57,8 +57,6 @@ _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
 _EVERY_BYTE = np.ones(256, dtype=bool)
 _MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes (and none past ASCII) holds few tokens: walked as it stands
 _MAX_LEAVING_BYTES = 4  # a class body that more ASCII bytes leave is walked as it stands
-_MAX_LEAVING_LEADS = 8  # nor one holding or lacking characters behind more lead bytes (``\s``, ``\S``: five)
-_LEADS = np.arange(0xC2, 0xF5)  # the UTF-8 lead bytes
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
 
 
@@ -156,24 +154,19 @@ class TokenTrie(NamedTuple):
         return cls(*arrays, TrieWalk(*arrays, index.max_length))
 
 
-_BYTE_BIT = np.zeros(256, dtype=np.uint64)
-"""Each byte's bit in its word of :class:`BodyByteSets`: bytes 0-63 and 64-127 (``low``, ``high``)
-and the UTF-8 lead bytes 0xC2-0xF4 (``leads``); 0 for the others."""
-_BYTE_BIT[:128] = np.left_shift(np.uint64(1), np.arange(128, dtype=np.uint64) & np.uint64(63))
-_BYTE_BIT[0xC2:0xF5] = np.left_shift(np.uint64(1), np.arange(0xF5 - 0xC2, dtype=np.uint64))
+_BYTE_BITS = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
 
 
-def _byte_words(flagged: np.ndarray) -> tuple[np.uint64, np.uint64, np.uint64]:
-    """The bytes ``flagged`` (256 bools) as the bits of three uint64 words (bytes 0-63, 64-127
-    and the lead bytes 0xC2-0xF4), the form of :class:`BodyByteSets`' ``low``, ``high`` and
-    ``leads``."""
-    return tuple(np.bitwise_or.reduce(_BYTE_BIT[part][flagged[part]], initial=np.uint64(0))
-                 for part in (slice(0, 64), slice(64, 128), slice(0xC2, 0xF5)))
+def _ascii_words(flagged: np.ndarray) -> tuple[np.uint64, np.uint64]:
+    """The ASCII bytes ``flagged`` (256 bools) as the bits of two uint64 words (bytes 0-63,
+    64-127), the form of :class:`BodyByteSets`' ``low`` and ``high``."""
+    return (np.bitwise_or.reduce(_BYTE_BITS[flagged[:64]], initial=np.uint64(0)),
+            np.bitwise_or.reduce(_BYTE_BITS[flagged[64:128]], initial=np.uint64(0)))
 
 
 class BodyByteSets(NamedTuple):
     """Per token id (``32 * words`` entries, the padding and ids of no text token zero or
-    false): each text token's ASCII and lead bytes and which string bodies read it, as
+    false): each text token's ASCII bytes and which string bodies read it, as
     :meth:`TokenIndex.class_body_mask` and :meth:`TokenIndex.safe_positions_holding` read them
     (a few passes over flat arrays, then one ``packbits``: no gather of positions, no scatter
     of ids)."""
@@ -187,8 +180,6 @@ class BodyByteSets(NamedTuple):
     backslash or control byte)."""
     high: np.ndarray
     """A safe token's bytes 64-127 as the bits of a uint64 (0 likewise)."""
-    leads: np.ndarray
-    """A safe token's UTF-8 lead bytes (0xC2-0xF4) as the bits of a uint64 (0 likewise)."""
     position: np.ndarray
     """The token's position in the index (int32; -1: no text token)."""
 
@@ -198,14 +189,11 @@ class ClassBody(NamedTuple):
     shortcut of :meth:`MaskTable._class_body`)."""
 
     inside: np.ndarray
-    """256 bools: the set's safe bytes (its ASCII bytes, and when it holds every character past
-    ASCII or all but a few, the UTF-8 lead bytes but those in :attr:`leaving`)."""
+    """256 bools: the set's safe bytes (its ASCII bytes, and the UTF-8 lead bytes when it holds
+    every character past ASCII)."""
     leaving: tuple[int, ...]
-    """The live bytes that leave the loop, tokens holding one walked: ASCII bytes that lead to
-    another state (a path's ``/`` in ``^/dev/[^/]+(/[^/]+)*$``), then lead bytes, either of the
-    few characters past ASCII a set holds (``[\\w\\s-]``'s Unicode spaces: the loop is its
-    ASCII bytes alone) or of the few a set holding the others lacks (ECMAScript's ``.`` lacks
-    U+2028 and U+2029, behind 0xE2)."""
+    """The live ASCII bytes that leave the loop for another state (a path's ``/`` in
+    ``^/dev/[^/]+(/[^/]+)*$``): tokens holding one are walked."""
     columns: np.ndarray
     """uint8[256]: the bytes the loop is checked over (safe bytes but the leaving ones)."""
 
@@ -379,67 +367,60 @@ class TokenIndex:
     def class_body_mask(self, inside: np.ndarray) -> np.ndarray:
         """Packed mask of the tokens a string body over one set of characters reads whole from
         a character boundary (read-only): ``inside`` (256 bools, safe bytes only) flags its
-        ASCII bytes and, when the set holds every character past ASCII but those behind a few
-        lead bytes, the other UTF-8 lead bytes. Those are the raw-body tokens whose ASCII bytes
-        and lead bytes are all flagged, and without lead bytes only the ASCII ones. Shared per
-        vocabulary and set (:attr:`shared`); about 0.15 ms for 150k ids the first time a set is
-        seen."""
+        ASCII bytes and, when the set holds every character past ASCII, the UTF-8 lead bytes.
+        Those are the raw-body tokens whose ASCII bytes are all flagged, and without lead bytes
+        only the ASCII ones. Shared per vocabulary and set (:attr:`shared`); about 0.15 ms for
+        150k ids the first time a set is seen."""
         key = ("class body", np.packbits(inside).tobytes())
         hit = self.shared.get(key)
         if hit is None:
             sets = self._body_byte_sets()
-            low, high, leads = _byte_words(inside)
+            low, high = _ascii_words(inside)
             within = (sets.low & ~low) == 0
             within &= (sets.high & ~high) == 0
-            if inside[_LEADS].any():  # no lead byte of a character the set lacks (walked)
-                within &= sets.raw
-                within &= (sets.leads & ~leads) == 0
-            else:
-                within &= sets.ascii
+            within &= sets.ascii if not inside[0x80:].any() else sets.raw
             hit = np.packbits(within, bitorder="little").view(np.int32)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
         return hit
 
     def safe_positions_holding(self, leaving: tuple[int, ...]) -> np.ndarray:
-        """Positions (ascending) of the safe tokens holding any of the bytes ``leaving`` (those
-        a class body's shared mask leaves out, walked instead). Shared per vocabulary and byte
-        set (:attr:`shared`); about 0.2 ms for 150k ids."""
+        """Positions (ascending) of the safe tokens holding any of the ASCII bytes ``leaving``
+        (those a class body's shared mask leaves out, walked instead). Shared per vocabulary
+        and byte set (:attr:`shared`); about 0.2 ms for 150k ids."""
         key = ("holding", leaving)
         hit = self.shared.get(key)
         if hit is None:
             sets = self._body_byte_sets()
             flagged = np.zeros(256, dtype=bool)
             flagged[list(leaving)] = True
-            low, high, leads = _byte_words(flagged)
+            low, high = _ascii_words(flagged)
             holding = (sets.low & low) != 0
             holding |= (sets.high & high) != 0
-            holding |= (sets.leads & leads) != 0
             hit = np.sort(sets.position[np.flatnonzero(holding)]).astype(np.int64)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
         return hit
 
     def _body_byte_sets(self) -> BodyByteSets:
-        """Each text token's ASCII and lead bytes and which string bodies read it, per token id.
-        Computed once (~25 ms and ~4.6 MB for 150k ids), with the index (:func:`token_index`)."""
+        """Each text token's ASCII bytes and which string bodies read it, per token id.
+        Computed once (~17 ms and ~3.5 MB for 150k ids), with the index (:func:`token_index`)."""
         if self._body_sets is None:
             size = self.words * 32
             raw, ascii = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
-            low, high, leads = (np.zeros(size, dtype=np.uint64) for _ in range(3))
+            low, high = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
             position = np.full(size, -1, dtype=np.int32)
             if len(self.ids):
                 flat, ids = self.flat, self.ids
                 safe = self.safe.nonzero()[0]
-                bits = _BYTE_BIT[flat]
-                for part, out in ((flat < 64, low), ((flat >= 64) & (flat < 128), high),
-                                  ((flat >= _LEADS[0]) & (flat <= _LEADS[-1]), leads)):
-                    out[ids[safe]] = np.bitwise_or.reduceat(np.where(part, bits, np.uint64(0)), self.offsets)[safe]
+                bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
+                for half, out in ((flat < 64, low), ((flat >= 64) & (flat < 128), high)):
+                    out[ids[safe]] = np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)[safe]
                 positions = self._raw_body_positions()
                 raw[ids[positions]] = True
                 ascii[ids[positions]] = np.add.reduceat((flat >= 0x80).astype(np.int32), self.offsets)[positions] == 0
                 position[ids] = np.arange(len(ids), dtype=np.int32)
-            self._body_sets = BodyByteSets(raw, ascii, low, high, leads, position)
+            self._body_sets = BodyByteSets(raw, ascii, low, high, position)
         return self._body_sets
 
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
@@ -632,15 +613,14 @@ def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
 
 def class_loop(inside: np.ndarray) -> np.ndarray:
     """The automaton (a table) that reads one character of a set again and again: ``inside``
-    (256 bools) flags its ASCII bytes and, for a set holding characters past ASCII, the UTF-8
-    lead bytes of those. Without those, one state over the flagged bytes; with them, the raw
-    string body's automaton with its ASCII and lead edges (all from its start state) cut to the
-    flagged bytes."""
+    (256 bools) flags its ASCII bytes and, for a set holding every character past ASCII, the
+    UTF-8 lead bytes. Without those, one state over the flagged bytes; with them, the raw
+    string body's automaton with its ASCII edges (all from its start state) cut to the flagged
+    bytes."""
     if not inside[0x80:].any():
         return np.where(inside, 0, -1).astype(np.int32).reshape(1, 256)
     table = _RAW_STRING_DFA.transitions.copy()
     table[0, :0x80][~inside[:0x80]] = -1
-    table[0, _LEADS][~inside[_LEADS]] = -1
     return table
 
 
@@ -668,12 +648,7 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
     """The string body at ``state`` when it loops over one set of characters (a ``pattern``
     such as ``^[a-z ]*$``, ``^[^/]*$``, or ``^/dev/[^/]+(/[^/]+)*$`` whose ``/`` leaves the
     loop), or None. The gate: at least ``_MIN_CLASS_BYTES`` safe ASCII bytes live there and,
-    past ASCII, nothing but lead bytes: none, every UTF-8 lead byte, or at most
-    ``_MAX_LEAVING_LEADS`` (:func:`enforcer._kernels.class_body_bytes`). Lead bytes leave the
-    loop (tokens holding one are walked) where the set holds a few characters past ASCII
-    (``[\\w\\s-]``: the Unicode spaces; the loop is then its ASCII bytes alone) and where it
-    holds every one but a few (``.``, ``\\S``: at most ``_MAX_LEAVING_LEADS`` lead bytes of
-    the characters it lacks, :func:`_leads_leaving`).
+    past ASCII, nothing or every UTF-8 lead byte (:func:`enforcer._kernels.class_body_bytes`).
     The live ASCII bytes whose next state is not the one most of them share (the loop) leave
     the loop, and so do those of the loop's own state (``^(/[^/]+)+$`` right after a ``/``: its
     next character enters the loop, which ``/`` leaves), at most ``_MAX_LEAVING_BYTES``. The
@@ -681,7 +656,7 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
     token of up to ``depth`` bytes (:func:`body_embeds`). Then a token made only of those bytes
     is allowed exactly when the loop reads it whole. Needs the compiled kernels (without them
     every such state is walked)."""
-    if class_body_bytes is None or not class_body_bytes(dfa.row(state), _MIN_CLASS_BYTES, _MAX_LEAVING_LEADS):
+    if class_body_bytes is None or not class_body_bytes(dfa.row(state), _MIN_CLASS_BYTES):
         return None
     row = dfa.array_row(state)
     loop, leaving = _loop_and_leaving(row, state)
@@ -689,58 +664,13 @@ def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | N
         leaving = tuple(sorted(set(leaving) | set(_loop_and_leaving(dfa.array_row(loop), loop)[1])))
     if len(leaving) > _MAX_LEAVING_BYTES:
         return None
-    inside, columns = (row >= 0) & _SAFE_BYTES, _SAFE_FLAGS.copy()
-    inside[list(leaving)] = False
-    columns[list(leaving)] = 0
-    live_leads = np.count_nonzero(inside[_LEADS])
-    if 0 < live_leads < _LEADS.size:  # a few characters past ASCII (``[\w\s-]``): their lead bytes leave the loop
-        if loop != state:
-            inside[_LEADS] |= dfa.array_row(loop)[_LEADS] >= 0
-        leads = tuple(_LEADS[inside[_LEADS]].tolist())
-        if len(leads) > _MAX_LEAVING_LEADS:
-            return None
-        inside[list(leads)] = False
-        columns[list(leads)] = 0
-        leaving += leads
-    if body_embeds(dfa, state, class_loop(inside), depth, columns):
-        return ClassBody(inside, leaving, columns)
-    if live_leads < _LEADS.size:
-        return None
-    # every character past ASCII but a few (``.``, ``\S``): their lead bytes leave the loop too
-    leads = _leads_leaving(dfa, state, loop)
-    if loop != state:
-        leads = tuple(sorted(set(leads) | set(_leads_leaving(dfa, loop, loop))))
-    if not leads or len(leads) > _MAX_LEAVING_LEADS:
-        return None
-    inside[list(leads)] = False
-    columns[list(leads)] = 0
-    if not body_embeds(dfa, state, class_loop(inside), depth, columns):
-        return None
-    return ClassBody(inside, leaving + leads, columns)
-
-
-def _leads_leaving(dfa: DFA | LazyDFA, source: int, loop: int) -> tuple[int, ...]:
-    """The UTF-8 lead bytes after which ``dfa``, from ``source``, does not read the rest of a
-    character as the raw string body does (a continuation that one kills and the other reads,
-    or a character that ends elsewhere than at ``loop``). A walk of the pairs (raw-body
-    state, ``dfa`` state) over continuation bytes, at most three deep, each pair's verdict kept
-    for every lead that reaches it: about ten pairs for a set such as ``.``."""
-    raw = _RAW_STRING_DFA.transitions
-    start_row = dfa.array_row(source)
-    verdicts: dict[tuple[int, int], bool] = {}
-
-    def reads_alike(r: int, d: int) -> bool:
-        seen = verdicts.get((r, d))
-        if seen is None:
-            r_row, d_row = raw[r][0x80:0xC0], dfa.array_row(d)[0x80:0xC0]
-            live = r_row >= 0
-            seen = verdicts[(r, d)] = bool(np.array_equal(live, d_row >= 0)) and all(
-                d_next == loop if r_next == 0 else reads_alike(r_next, d_next)
-                for r_next, d_next in set(zip(r_row[live].tolist(), d_row[live].tolist())))
-        return seen
-
-    return tuple(lead for lead in _LEADS.tolist()
-                 if start_row[lead] < 0 or not reads_alike(int(raw[0][lead]), int(start_row[lead])))
+    inside, columns = (row >= 0) & _SAFE_BYTES, _SAFE_FLAGS
+    if leaving:
+        columns = _SAFE_FLAGS.copy()
+        inside[list(leaving)] = False
+        columns[list(leaving)] = 0
+    body = ClassBody(inside, leaving, columns)
+    return body if body_embeds(dfa, state, class_loop(inside), depth, columns) else None
 
 
 def _loop_and_leaving(row: np.ndarray, state: int) -> tuple[int, tuple[int, ...]]:
