@@ -76,13 +76,18 @@ def mask_rows_in_place(logits: Any, rows: Sequence[int], bitmask: np.ndarray) ->
     free-text row banning a few ids costs a few microseconds, a structural row one write of the
     row; without the built extension numpy unpacks the rows. ``ValueError`` for other arrays."""
     bits, minus_inf = _score_bits(logits)
-    rows = _rows_of(bits, rows, "mask_rows_in_place")
+    rows = np.asarray(rows, dtype=np.int64)
     if bitmask.ndim != 2 or bitmask.shape[0] < rows.shape[0] or bitmask.dtype != np.int32:
         raise ValueError(f"mask_rows_in_place: a bitmask {bitmask.shape} ({bitmask.dtype}) for {rows.shape[0]} rows")
     if _mask_rows_kernel is not None:
-        _mask_rows_kernel(bits, rows, np.ascontiguousarray(bitmask), minus_inf,
-                          _streams(rows.shape[0], bits.shape[1], bits.itemsize))
+        try:  # the kernel checks every row before it writes
+            _mask_rows_kernel(bits, rows, np.ascontiguousarray(bitmask), minus_inf,
+                              _streams(rows.shape[0], bits.shape[1], bits.itemsize))
+        except ValueError:
+            _check_rows(bits, rows, "mask_rows_in_place")
+            raise
         return
+    _check_rows(bits, rows, "mask_rows_in_place")
     keep = _allowed(bitmask[:rows.shape[0]], bits.shape[1])
     for k, row in enumerate(rows):
         bits[row][~keep[k]] = minus_inf
@@ -94,17 +99,19 @@ def mask_rows_from_words(logits: Any, rows: Sequence[int], masks: Sequence[np.nd
     The kernel reads each mask where it lies, so a batch needs no packed copy, and rows that
     share a mask (free text) read one array. ``ValueError`` for other arrays."""
     bits, minus_inf = _score_bits(logits)
-    rows = _rows_of(bits, rows, "mask_rows_from_words")
+    rows = np.asarray(rows, dtype=np.int64)
     masks = list(masks)
     if len(masks) != rows.shape[0]:
         raise ValueError(f"mask_rows_from_words: {len(masks)} masks for {rows.shape[0]} rows")
     if _mask_words_kernel is not None:
-        try:  # the kernel takes every mask's buffer (checking it) before it writes
+        try:  # the kernel checks every row and takes every mask's buffer (checking it) before it writes
             _mask_words_kernel(bits, rows, masks, minus_inf, _streams(rows.shape[0], bits.shape[1], bits.itemsize))
         except (TypeError, ValueError, BufferError):
+            _check_rows(bits, rows, "mask_rows_from_words")
             _check_mask_words(masks)
             raise
         return
+    _check_rows(bits, rows, "mask_rows_from_words")
     _check_mask_words(masks)
     if masks:
         mask_rows_in_place(logits, rows, np.stack(masks))
@@ -118,12 +125,11 @@ def _check_mask_words(masks: list[Any]) -> None:
                              f"{type(mask).__name__} {getattr(mask, 'dtype', None)} {getattr(mask, 'shape', None)}")
 
 
-def _rows_of(bits: np.ndarray, rows: Sequence[int], caller: str) -> np.ndarray:
-    """``rows`` as int64, each a row of ``bits`` (else ``ValueError`` naming ``caller``)."""
-    rows = np.asarray(rows, dtype=np.int64)
+def _check_rows(bits: np.ndarray, rows: np.ndarray, caller: str) -> None:
+    """``ValueError`` naming ``caller`` unless each of ``rows`` (int64) is a row of ``bits``: run
+    without the kernel, and to name the rows after the kernel refused them."""
     if rows.size and not (0 <= rows.min() and rows.max() < bits.shape[0]):
         raise ValueError(f"{caller}: rows {rows.tolist()} are not all rows of logits with {bits.shape[0]}")
-    return rows
 
 
 _ALLOWS: dict[int, tuple[Any, int, bool]] = {}
