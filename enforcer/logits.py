@@ -88,6 +88,12 @@ def mask_rows_in_place(logits: Any, rows: Sequence[int], bitmask: np.ndarray) ->
             raise
         return
     _check_rows(bits, rows, "mask_rows_in_place")
+    _mask_rows_numpy(bits, rows, bitmask, minus_inf)
+
+
+def _mask_rows_numpy(bits: np.ndarray, rows: np.ndarray, bitmask: np.ndarray, minus_inf: int) -> None:
+    """The fallback without the built extension (rows and bitmask checked by the caller): numpy
+    unpacks each row's bits and writes ``minus_inf`` where they are clear."""
     keep = _allowed(bitmask[:rows.shape[0]], bits.shape[1])
     for k, row in enumerate(rows):
         bits[row][~keep[k]] = minus_inf
@@ -114,7 +120,7 @@ def mask_rows_from_words(logits: Any, rows: Sequence[int], masks: Sequence[np.nd
     _check_rows(bits, rows, "mask_rows_from_words")
     _check_mask_words(masks)
     if masks:
-        mask_rows_in_place(logits, rows, np.stack(masks))
+        _mask_rows_numpy(bits, rows, np.stack(masks), minus_inf)
 
 
 def _check_mask_words(masks: list[Any]) -> None:
