@@ -4,9 +4,10 @@
 
 Schemas: the BFCL, MCPspec and JME files of ``../shared/corpus/maskbench`` and a fixed seeded
 sample of ``../shared/corpus/jsonschemabench`` (500 by default). Per library, in its own process
-(so one library's caches, threads and collector never touch another's): per schema, clear the
-library's caches, compile cold (20 s limit), then teacher-force every valid instance (keys in
-declared order, ``json.dumps`` default separators) with a new matcher each, timing
+(so one library's caches, threads and collector never touch another's), the processes taking
+turns schema by schema (so a change in the machine's load reaches all of them alike): per
+schema, clear the library's caches, compile cold (20 s limit), then teacher-force every valid
+instance (keys in declared order, ``json.dumps`` default separators) with a new matcher each, timing
 ``fill_bitmask`` + ``accept_token`` per token; then one more pass over the first instance (the
 *later* pass: everything this schema needs is built). Time to first mask = cold compile + new
 matcher + first ``fill_bitmask``. The collector's longest pause inside the timed passes is read
@@ -113,33 +114,39 @@ class PauseWatch:
             self.count += 1
 
 
-def run_worker(library: str, sample_path: Path, out_path: Path) -> None:
-    """Measure one library over the sample (runs in its own process)."""
-    pin_threads()
-    sample = json.loads(sample_path.read_text(encoding="utf-8"))
-    env = make_environment([] if library == "enforcer" else [library])
-    adapter = next((a for a in env.adapters if a.name == library), None)
-    if adapter is None:
-        out_path.write_text(json.dumps({"library": library, "failed": env.failed.get(library, "not built")}))
-        return
-    # warm up the library (imports, lazy tables, JITs) on a schema outside the sample
-    warm = adapter.compile({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
-    run_stream(adapter.matcher(warm), encode_text(env, '{"a": "b"}'), new_bitmask(env.setup.vocab_size))
-    bitmask = new_bitmask(env.setup.vocab_size)
-    # the startup heap (imports, the vocabulary, the warm-up) frozen, as vLLM's engine core does
-    # after its init (``vllm.utils.gc_utils.freeze_gc_heap``): the collector's pauses measured
-    # below are those of what the run allocates, not of the ~200,000-340,000 objects that
-    # torch and each library's imports leave (for ours, jsonschema's optional rfc3987-syntax
-    # Lark grammar alone is ~125,000)
-    gc.collect()
-    gc.freeze()
-    watch = PauseWatch()
-    signal.signal(signal.SIGALRM, _alarm)
-    clock = time.perf_counter
-    rows = []
-    for case in sample:
+class Worker:
+    """One library measured schema by schema, in its own process (:func:`serve`): the
+    environment, the warm-up, the frozen startup heap and the collector watch live as long as
+    the process."""
+
+    def __init__(self, library: str) -> None:
+        pin_threads()
+        self.library = library
+        self.env = make_environment([] if library == "enforcer" else [library])
+        self.adapter = next((a for a in self.env.adapters if a.name == library), None)
+        if self.adapter is None:
+            return
+        # warm up the library (imports, lazy tables, JITs) on a schema outside the sample
+        warm = self.adapter.compile({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+        self.bitmask = new_bitmask(self.env.setup.vocab_size)
+        run_stream(self.adapter.matcher(warm), encode_text(self.env, '{"a": "b"}'), self.bitmask)
+        # the startup heap (imports, the vocabulary, the warm-up) frozen, as vLLM's engine core
+        # does after its init (``vllm.utils.gc_utils.freeze_gc_heap``): the collector's pauses
+        # measured below are those of what the run allocates, not of the ~200,000-340,000
+        # objects that torch and each library's imports leave (for ours, jsonschema's optional
+        # rfc3987-syntax Lark grammar alone is ~125,000)
+        gc.collect()
+        gc.freeze()
+        self.watch = PauseWatch()
+        signal.signal(signal.SIGALRM, _alarm)
+
+    def measure(self, case: dict[str, Any]) -> dict[str, Any]:
+        """Clear the caches, compile ``case``'s schema cold, teacher-force its instances, then
+        the later pass: the row of the results."""
+        adapter, clock = self.adapter, time.perf_counter
+        assert adapter is not None
         row: dict[str, Any] = {"name": case["name"]}
-        streams = [encode_text(env, text) for text in case["instances"]]
+        streams = [encode_text(self.env, text) for text in case["instances"]]
         try:
             adapter.clear_cache()
             gc.collect()
@@ -151,19 +158,17 @@ def run_worker(library: str, sample_path: Path, out_path: Path) -> None:
             finally:  # an alarm due while the compile's own error is raised lands here: a timeout
                 signal.alarm(0)
         except _Timeout:
-            rows.append({**row, "status": "timeout"})
-            continue
+            return {**row, "status": "timeout"}
         except Exception as exc:  # noqa: BLE001 - the library's verdict on the schema
-            rows.append({**row, "status": "compile_error", "error": f"{type(exc).__name__}: {str(exc)[:160]}"})
-            continue
+            return {**row, "status": "compile_error", "error": f"{type(exc).__name__}: {str(exc)[:160]}"}
         row.update(status="ok", compile_s=compile_s, tokens_ns=[], later_ns=[])
-        watch.active = True
+        self.watch.active = True
         try:
             for k, ids in enumerate(streams + streams[:1]):
                 t0 = clock()
                 matcher = adapter.matcher(compiled)
                 new_matcher_s = clock() - t0
-                run = run_stream(matcher, ids, bitmask)
+                run = run_stream(matcher, ids, self.bitmask)
                 if run.rejected_at is not None:
                     row.update(status="refused", at=run.rejected_at)
                     break
@@ -176,12 +181,66 @@ def run_worker(library: str, sample_path: Path, out_path: Path) -> None:
                     row["first_mask_s"] = compile_s + new_matcher_s + run.fill_ns[0] / 1e9
         except Exception as exc:  # noqa: BLE001 - a matcher that raises refuses the stream
             row.update(status="refused", error=f"{type(exc).__name__}: {str(exc)[:160]}")
-        watch.active = False
-        rows.append(row)
-    out_path.write_text(json.dumps({
-        "library": library, "options": adapter.options, "rows": rows,
-        "gc": {"longest_pause_ms": watch.longest_ms, "total_ms": watch.total_ms, "collections": watch.count},
-    }))
+        self.watch.active = False
+        return row
+
+
+def serve(library: str, sample_path: Path) -> None:
+    """A worker process: one JSON line on stdout when ready (or why the library is not built),
+    then one result row per schema index read from stdin, and the collector's figures at
+    ``end``. Anything else the process prints goes to stderr."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sample = json.loads(sample_path.read_text(encoding="utf-8"))
+    worker = Worker(library)
+    if worker.adapter is None:
+        channel.write(json.dumps({"failed": worker.env.failed.get(library, "not built")}) + "\n")
+        return
+    channel.write(json.dumps({"options": worker.adapter.options}) + "\n")
+    for line in sys.stdin:
+        if line.strip() == "end":
+            break
+        channel.write(json.dumps(worker.measure(sample[int(line)])) + "\n")
+    watch = worker.watch
+    channel.write(json.dumps({"longest_pause_ms": watch.longest_ms, "total_ms": watch.total_ms,
+                              "collections": watch.count}) + "\n")
+
+
+def run_interleaved(libraries: Sequence[str], sample: Sequence[dict[str, Any]],
+                    sample_path: Path) -> list[dict[str, Any]]:
+    """Every library's worker started at once; schema ``i`` measured by each in turn, the order
+    rotated by one per schema, so a change in the machine's load over the run reaches every
+    library alike. The results of the libraries that were built, in ``libraries``' order."""
+    workers = {library: subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.first_sight", "--serve", library, str(sample_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, encoding="utf-8",
+        cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONHASHSEED": "0"}) for library in libraries}
+
+    def answer(library: str, what: str) -> dict[str, Any]:
+        line = workers[library].stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"first sight: the {library} worker ended (exit {workers[library].wait()}) {what}")
+        return json.loads(line)
+
+    results: dict[str, dict[str, Any]] = {}
+    for library in libraries:
+        ready = answer(library, "while starting")
+        if "failed" in ready:
+            print(f"  {library}: not built ({ready['failed']})")
+            workers.pop(library).wait()
+        else:
+            results[library] = {"library": library, "options": ready["options"], "rows": []}
+    order = list(results)
+    for i, case in enumerate(sample):
+        for library in order[i % len(order):] + order[:i % len(order)]:
+            workers[library].stdin.write(f"{i}\n")  # type: ignore[union-attr]
+            results[library]["rows"].append(answer(library, f"on {case['name']}"))
+    for library in order:
+        workers[library].stdin.write("end\n")  # type: ignore[union-attr]
+        results[library]["gc"] = answer(library, "before its collector figures")
+        workers[library].stdin.close()  # type: ignore[union-attr]
+        workers[library].wait()
+    return [results[library] for library in order]
 
 
 def pool(results: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -345,23 +404,13 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     peers = [p for p in args.peers if p in ("xgrammar", "llguidance", "outlines-core", "lm-format-enforcer")]
     libraries = ["enforcer", *[p for p in DEFAULT_PEERS if p in peers], *[p for p in peers if p not in DEFAULT_PEERS]]
     print(f"\nfirst sight: {len(sample)} schemas, {sum(len(c['instances']) for c in sample)} instances, "
-          f"libraries {libraries} (one process each)")
-    results = []
+          f"libraries {libraries} (one process each, taking turns schema by schema)")
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         sample_path = Path(tmp) / "sample.json"
         sample_path.write_text(json.dumps(sample), encoding="utf-8")
-        for library in libraries:
-            out = Path(tmp) / f"{library}.json"
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "benchmarks.first_sight", "--worker", library,
-                            str(sample_path), str(out)], check=True, cwd=Path(__file__).resolve().parents[1],
-                           env={**os.environ, "PYTHONHASHSEED": "0"})
-            res = json.loads(out.read_text(encoding="utf-8"))
-            if "failed" in res:
-                print(f"  {library}: not built ({res['failed']})")
-                continue
-            print(f"  {library}: {time.perf_counter() - start:.0f} s")
-            results.append(res)
+        results = run_interleaved(libraries, sample, sample_path)
+    print(f"  {time.perf_counter() - start:.0f} s")
     summaries, common = pool(results)
     subsets = per_subset(results, common)
     print(render(summaries))
@@ -383,8 +432,8 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--worker"]:
-        run_worker(argv[1], Path(argv[2]), Path(argv[3]))
+    if argv[:1] == ["--serve"]:
+        serve(argv[1], Path(argv[2]))
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks.first_sight", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="40 + 40 schemas, 2 instances each (a few minutes)")
