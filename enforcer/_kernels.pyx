@@ -3440,6 +3440,25 @@ def mask_rows_in_place(score_bits[:, ::1] logits, const int64_t[::1] rows, const
     free(starts)
 
 
+def allows_any(const int32_t[::1] words, Py_ssize_t width):
+    """Whether packed ``words`` set a bit below ``width`` (bits past the words count as clear):
+    a scan by blocks of 64 words (each one OR, vectorised) up to the first nonzero block, so a
+    mask that allows something early costs a block, an empty one a pass over its words."""
+    cdef Py_ssize_t full = width >> 5, rest = width & 31, n = words.shape[0], w = 0, k, end
+    cdef uint32_t seen
+    if width <= 0:
+        return False
+    end = full if full < n else n
+    while w < end:
+        seen = 0
+        for k in range(w, w + 64 if w + 64 < end else end):
+            seen |= <uint32_t> words[k]
+        if seen:
+            return True
+        w += 64
+    return rest != 0 and full < n and (<uint32_t> words[full] & ((<uint32_t> 1 << rest) - 1)) != 0
+
+
 def mask_rows_from_words(score_bits[:, ::1] logits, const int64_t[::1] rows, list masks, score_bits minus_inf,
                          bint stream=False):
     """:func:`mask_rows_in_place` with row ``k``'s mask the int32 array ``masks[k]`` (C-contiguous,

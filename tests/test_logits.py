@@ -202,22 +202,39 @@ def test_rows_masked_from_mask_arrays_refuse_what_they_cannot_read() -> None:
             logits.mask_rows_from_words(scores, [0, 1], [np.zeros(2, np.int32), np.zeros(3, np.int32)])
 
 
-def test_allows_any_is_remembered_per_read_only_mask_and_width() -> None:
-    """A read-only mask's answer is kept while it lives, per width asked; a writeable array is
-    read each time (it may change); an id past ``width`` does not count."""
+def test_allows_any_counts_the_ids_below_the_width_only() -> None:
+    """An id past ``width`` does not count; an array that changes is read again each time."""
     mask = np.zeros(4, np.int32)
     mask[3] = 1 << 5  # id 101 only
     mask.setflags(write=False)
     assert logits.allows_any(mask, 128) and logits.allows_any(mask, 102)
-    assert not logits.allows_any(mask, 101) and not logits.allows_any(mask, 96)
-    assert logits.allows_any(mask, 102)  # the width changed back: asked again, not the last answer
+    assert not logits.allows_any(mask, 101) and not logits.allows_any(mask, 96) and not logits.allows_any(mask, 0)
+    assert logits.allows_any(mask, 102)
     live = np.zeros(4, np.int32)
     assert not logits.allows_any(live, 128)
     live[0] = 1
     assert logits.allows_any(live, 128)
-    key = id(mask)
-    del mask
-    assert key not in logits._ALLOWS  # forgotten with its array
+    assert not logits.allows_any(np.zeros(2, np.int32), 1_000)  # a width past the words
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_allows_any_matches_the_first_set_id(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled scan and the numpy reading against the first id each mask sets, over sparse
+    random masks (the sign bit and the word at the width's edge included) and every width
+    around them."""
+    if compiled and logits._allows_any_kernel is None:
+        pytest.skip("the compiled extension is not built")
+    if not compiled:
+        monkeypatch.setattr(logits, "_allows_any_kernel", None)
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        words = np.zeros(int(rng.integers(1, 12)), np.int32)
+        for t in rng.integers(0, words.shape[0] * 32, size=int(rng.integers(0, 3))):
+            words.view(np.uint32)[t >> 5] |= np.uint32(1 << int(t & 31))
+        set_ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+        for width in range(0, words.shape[0] * 32 + 40):
+            expected = bool(set_ids.size and set_ids[0] < width)
+            assert logits.allows_any(words, width) is expected, (words.tolist(), width)
 
 
 def test_rows_masked_in_place_refuse_what_they_cannot_write() -> None:
