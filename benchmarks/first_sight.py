@@ -223,23 +223,29 @@ def run_interleaved(libraries: Sequence[str], sample: Sequence[dict[str, Any]],
         return json.loads(line)
 
     results: dict[str, dict[str, Any]] = {}
-    for library in libraries:
-        ready = answer(library, "while starting")
-        if "failed" in ready:
-            print(f"  {library}: not built ({ready['failed']})")
-            workers.pop(library).wait()
-        else:
-            results[library] = {"library": library, "options": ready["options"], "rows": []}
-    order = list(results)
-    for i, case in enumerate(sample):
-        for library in order[i % len(order):] + order[:i % len(order)]:
-            workers[library].stdin.write(f"{i}\n")  # type: ignore[union-attr]
-            results[library]["rows"].append(answer(library, f"on {case['name']}"))
-    for library in order:
-        workers[library].stdin.write("end\n")  # type: ignore[union-attr]
-        results[library]["gc"] = answer(library, "before its collector figures")
-        workers[library].stdin.close()  # type: ignore[union-attr]
-        workers[library].wait()
+    try:
+        for library in libraries:
+            ready = answer(library, "while starting")
+            if "failed" in ready:
+                print(f"  {library}: not built ({ready['failed']})")
+                workers.pop(library).wait()
+            else:
+                results[library] = {"library": library, "options": ready["options"], "rows": []}
+        order = list(results)
+        for i, case in enumerate(sample):
+            for library in order[i % len(order):] + order[:i % len(order)]:
+                workers[library].stdin.write(f"{i}\n")  # type: ignore[union-attr]
+                results[library]["rows"].append(answer(library, f"on {case['name']}"))
+        for library in order:
+            workers[library].stdin.write("end\n")  # type: ignore[union-attr]
+            results[library]["gc"] = answer(library, "before its collector figures")
+            workers[library].stdin.close()  # type: ignore[union-attr]
+            workers[library].wait()
+    finally:  # a worker that ended early leaves the others waiting on their input: stop them
+        for worker in workers.values():
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
     return [results[library] for library in order]
 
 

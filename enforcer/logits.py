@@ -139,9 +139,9 @@ def _check_rows(bits: np.ndarray, rows: np.ndarray, caller: str) -> None:
 
 
 def allows_any(words: np.ndarray, width: int) -> bool:
-    """Whether packed ``words`` (1-D int32) allow an id below ``width``. The compiled scan stops
-    at the first nonzero word: a mask that allows anything early costs a call (well under a
-    microsecond), an empty one a pass over its words (about a microsecond for 151,899 ids);
+    """Whether packed ``words`` (1-D int32) allow an id below ``width``. The compiled scan goes
+    by blocks of 64 words and stops at the first nonzero one: a mask that allows anything early
+    costs a call (about 0.3 us), an empty one a pass over its words (0.8 us for 151,899 ids);
     without the extension (or for another array) numpy reads the words."""
     if _allows_any_kernel is not None:
         try:

@@ -208,7 +208,7 @@ class BatchEnforcer:
     family matches); a request's ``format`` setting overrides it for that request.
     Lifetime: one per processor instance.
     Cost per step and row: one ``accept_token``, the row's mask looked up (no copy), whether it
-    allows anything (a scan to its first nonzero word), then, on a CPU, the compiled in-place kernel
+    allows anything (a scan up to its first nonzero words), then, on a CPU, the compiled in-place kernel
     (:func:`~enforcer.logits.mask_rows_from_words`: a scan of the mask's words where it lies, a
     write per banned id, any float dtype); on other devices the masks packed into one bitmask,
     one bit unpack and masked fill for all rows. Nothing is kept per mask.
