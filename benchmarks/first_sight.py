@@ -121,7 +121,6 @@ class Worker:
 
     def __init__(self, library: str) -> None:
         pin_threads()
-        self.library = library
         self.env = make_environment([] if library == "enforcer" else [library])
         self.adapter = next((a for a in self.env.adapters if a.name == library), None)
         if self.adapter is None:
@@ -232,7 +231,7 @@ def run_interleaved(libraries: Sequence[str], sample: Sequence[dict[str, Any]],
             else:
                 results[library] = {"library": library, "options": ready["options"], "rows": []}
         order = list(results)
-        for i, case in enumerate(sample):
+        for i, case in enumerate(sample if order else ()):
             for library in order[i % len(order):] + order[:i % len(order)]:
                 workers[library].stdin.write(f"{i}\n")  # type: ignore[union-attr]
                 results[library]["rows"].append(answer(library, f"on {case['name']}"))
