@@ -333,65 +333,102 @@ def measure(
     later_passes: int,
     budget_s: float = float("inf"),
 ) -> Measurement:
-    """Measure one library on one workload.
+    """Measure one library on one workload (:func:`measure_side_by_side` with one library)."""
+    return measure_side_by_side([adapter], lambda _: compile_fn, spec, ids, vocab_size, repetitions=repetitions,
+                                later_passes=later_passes, budget_s=budget_s)[0]
 
-    Per repetition: clear the library's caches; time a cold compile; time a fresh matcher over
-    it and teacher-force ``ids`` (pass 1); time a second compile (the cache hit; only for
-    libraries that cache compiled grammars); then ``later_passes`` passes, each a new matcher
-    over the first compiled object. Once ``budget_s`` is spent (slow compilers, slow matchers),
-    no further repetition starts and no further later pass runs past the first; the summary
-    says how many ran. A compile error or a refused token ends the measurement and is recorded.
 
-    One full collection first: each library starts with the collector's young generations
-    empty, not holding what the library measured before left (llguidance's warm-up left ~5,000
-    young objects, whose gen-1 collection, 1-2 ms, landed in our order schema's second cold
-    compile). Not before each compile: a collection right before one leaves the CPU caches cold
-    (1.6-1.8x slower compiles for ours and llguidance's alike).
+def measure_side_by_side(
+    adapters: Sequence[Any],
+    compile_of: Callable[[Any], Callable[[Any], Any]],
+    spec: Any,
+    ids: Sequence[int],
+    vocab_size: int,
+    *,
+    repetitions: int,
+    later_passes: int,
+    budget_s: float = float("inf"),
+) -> list[Measurement]:
+    """Measure several libraries on one workload, taking turns repetition by repetition.
+
+    Round ``r`` runs one repetition of every library, the order rotated by ``r`` so that each
+    comes first equally often; a drift in the machine's load then reaches every library alike
+    (run one after the other, the K2 suite's ratios moved by up to 2x between two runs).
+
+    Per repetition (``compile_of(adapter)`` compiles ``spec``): clear the library's caches;
+    time a cold compile; time a fresh matcher over it and teacher-force ``ids`` (pass 1); time
+    a second compile (the cache hit; only for libraries that cache compiled grammars); then
+    ``later_passes`` passes, each a new matcher over the first compiled object. Once a library
+    has spent ``budget_s`` in its own repetitions (slow compilers, slow matchers), it starts no
+    further repetition and runs no further later pass past the first; its summary says how
+    many ran. A compile error or a refused token ends that library's measurement and is
+    recorded.
+
+    One full collection starts each round, so that no library pays for what another left
+    young (llguidance's warm-up left ~5,000 young objects, whose gen-1 collection, 1-2 ms,
+    landed in our order schema's cold compile). Not before each library: a collection leaves
+    the CPU caches cold (1.6-1.8x slower compiles for ours and llguidance's alike), and the
+    rotation gives every library that place equally often.
     """
-    gc.collect()
-    result = Measurement(adapter.name, len(ids))
+    results = [Measurement(adapter.name, len(ids)) for adapter in adapters]
+    spent_s = [0.0] * len(adapters)
     bitmask = new_bitmask(vocab_size)
     clock = time.perf_counter
-    began = clock()
     for rep in range(repetitions):
-        if rep and clock() - began > budget_s:
+        gc.collect()
+        for turn in range(len(adapters)):
+            index = (turn + rep) % len(adapters)
+            result = results[index]
+            if not result.ok or (rep and spent_s[index] > budget_s):
+                continue
+            began = clock()
+            _repetition(adapters[index], compile_of(adapters[index]), spec, ids, bitmask, result,
+                        later_passes, budget_s - spent_s[index])
+            spent_s[index] += clock() - began
+    return results
+
+
+def _repetition(adapter: Any, compile_fn: Callable[[Any], Any], spec: Any, ids: Sequence[int], bitmask: Any,
+                result: Measurement, later_passes: int, budget_s: float) -> None:
+    """One repetition of :func:`measure_side_by_side` for one library, recorded into ``result``;
+    later passes past the first stop once the repetition has run ``budget_s``."""
+    clock = time.perf_counter
+    began = clock()
+    try:
+        adapter.clear_cache()
+        t0 = clock()
+        compiled = compile_fn(spec)
+        t1 = clock()
+    except Exception as exc:  # the library's own verdict on the schema: record it
+        result.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return
+    compile_s = t1 - t0
+    result.cold_compile_s.append(compile_s)
+    result.repetitions += 1
+    for pass_no in range(1 + later_passes):
+        if pass_no >= 2 and clock() - began > budget_s:
             break
-        try:
-            adapter.clear_cache()
-            t0 = clock()
-            compiled = compile_fn(spec)
-            t1 = clock()
-        except Exception as exc:  # the library's own verdict on the schema: record it
-            result.error = f"{type(exc).__name__}: {str(exc)[:200]}"
-            return result
-        compile_s = t1 - t0
-        result.cold_compile_s.append(compile_s)
-        result.repetitions += 1
-        for pass_no in range(1 + later_passes):
-            if pass_no >= 2 and clock() - began > budget_s:
-                break
-            t0 = clock()
-            matcher = adapter.matcher(compiled)
-            result.new_matcher_s.append(clock() - t0)
-            run = run_stream(matcher, ids, bitmask)
-            if run.rejected_at is not None:
-                result.rejected_at = run.rejected_at
-                return result
-            totals = [f + a for f, a in zip(run.fill_ns, run.accept_ns)]
-            (result.pass1_ns if pass_no == 0 else result.later_ns).extend(totals)
-            result.fill_ns.extend(run.fill_ns)
-            result.accept_ns.extend(run.accept_ns)
-            if pass_no == 0:
-                result.first_request_s.append(compile_s + result.new_matcher_s[-1] + sum(totals) / 1e9)
-                if run.fill_ns:
-                    result.first_mask_s.append(compile_s + result.new_matcher_s[-1] + run.fill_ns[0] / 1e9)
-                if adapter.caches_compiles:
-                    t0 = clock()
-                    compile_fn(spec)
-                    result.cached_compile_s.append(clock() - t0)
-            else:
-                result.later_passes += 1
-    return result
+        t0 = clock()
+        matcher = adapter.matcher(compiled)
+        result.new_matcher_s.append(clock() - t0)
+        run = run_stream(matcher, ids, bitmask)
+        if run.rejected_at is not None:
+            result.rejected_at = run.rejected_at
+            return
+        totals = [f + a for f, a in zip(run.fill_ns, run.accept_ns)]
+        (result.pass1_ns if pass_no == 0 else result.later_ns).extend(totals)
+        result.fill_ns.extend(run.fill_ns)
+        result.accept_ns.extend(run.accept_ns)
+        if pass_no == 0:
+            result.first_request_s.append(compile_s + result.new_matcher_s[-1] + sum(totals) / 1e9)
+            if run.fill_ns:
+                result.first_mask_s.append(compile_s + result.new_matcher_s[-1] + run.fill_ns[0] / 1e9)
+            if adapter.caches_compiles:
+                t0 = clock()
+                compile_fn(spec)
+                result.cached_compile_s.append(clock() - t0)
+        else:
+            result.later_passes += 1
 
 
 def profile_path(adapter: Any, compile_fn: Callable[[Any], Any], spec: Any, ids: Sequence[int],

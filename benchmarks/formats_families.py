@@ -35,8 +35,8 @@ from typing import Any, Callable, Sequence
 from enforcer.formats import deepseek_v3_1 as ds
 from enforcer.formats import qwen3
 
-from . import (add_timing_arguments, finish_suite, first_rejection, machine_info, measure, new_bitmask, pin_threads,
-               print_probes, probe_verdict, profile_path, render_table)
+from . import (add_timing_arguments, finish_suite, first_rejection, machine_info, measure, measure_side_by_side,
+               new_bitmask, pin_threads, print_probes, probe_verdict, profile_path, render_table)
 from .kimi_k2 import SHIPMENT_ARGS, TOOLS, WEATHER_ARGS
 from .peers import WHITESPACE_BOUND, LLGuidance, Setup, XGrammar, close_objects
 
@@ -307,8 +307,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for adapter in usable:  # warm-up pass
             measure(adapter, adapter.compile_family, TOOLS[:1], family.turn([family.call("get_weather", WEATHER_ARGS)]),
                     family.vocab_size, repetitions=1, later_passes=1)
-        summaries = [measure(a, a.compile_family, TOOLS, ids, family.vocab_size, repetitions=repetitions,
-                             later_passes=passes, budget_s=10.0 if args.quick else 60.0).summary() for a in usable]
+        summaries = [m.summary() for m in measure_side_by_side(
+            usable, lambda a: a.compile_family, TOOLS, ids, family.vocab_size, repetitions=repetitions,
+            later_passes=passes, budget_s=10.0 if args.quick else 60.0)]
         title = f"{name} two-call turn (S1 get_weather + S2 create_shipment), {len(ids)} tokens"
         print(render_table(f"\n{title}, {repetitions} repetitions x (1 + {passes}) passes", summaries))
         probe = run_probes(family, usable)

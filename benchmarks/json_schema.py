@@ -38,6 +38,7 @@ from . import (
     make_environment,
     make_json_environment,
     measure,
+    measure_side_by_side,
     Measurement,
     new_bitmask,
     pin_threads,
@@ -232,11 +233,9 @@ def maskbench_sample(corpus: Path, limit: int, seed: int = 0) -> list[tuple[str,
 def run_order(env: Environment, repetitions: int, later_passes: int, budget_s: float) -> dict[str, Any]:
     """Workload (a): the nested order."""
     ids = encode(env, json.dumps(ORDER_INSTANCE))
-    summaries = []
-    for adapter in env.adapters:
-        m = measure(adapter, adapter.compile, ORDER_SCHEMA, ids, env.setup.vocab_size,
-                    repetitions=repetitions, later_passes=later_passes, budget_s=budget_s)
-        summaries.append(m.summary())
+    measurements = measure_side_by_side(env.adapters, lambda a: a.compile, ORDER_SCHEMA, ids, env.setup.vocab_size,
+                                        repetitions=repetitions, later_passes=later_passes, budget_s=budget_s)
+    summaries = [m.summary() for m in measurements]
     return {"tokens": len(ids), "summaries": summaries}
 
 
@@ -249,9 +248,9 @@ def run_maskbench(env: Environment, corpus: Path, limit: int, repetitions: int, 
         ids = encode(env, json.dumps(instance, ensure_ascii=False))
         invalid_ids = [encode(env, json.dumps(_ordered(x, schema), ensure_ascii=False)) for x in invalid]
         row: dict[str, Any] = {"schema": name, "tokens": len(ids), "invalid_tested": len(invalid_ids), "libraries": {}}
-        for adapter in env.adapters:
-            m = measure(adapter, adapter.compile, schema, ids, env.setup.vocab_size,
-                        repetitions=repetitions, later_passes=later_passes, budget_s=budget_s)
+        measurements = measure_side_by_side(env.adapters, lambda a: a.compile, schema, ids, env.setup.vocab_size,
+                                            repetitions=repetitions, later_passes=later_passes, budget_s=budget_s)
+        for adapter, m in zip(env.adapters, measurements):
             row["libraries"][adapter.name] = {"measurement": m, "summary": m.summary(),
                                               "invalid_accepted": count_invalid_accepted(env, adapter, schema, invalid_ids)
                                               if m.error is None else None}

@@ -36,6 +36,7 @@ from . import (
     machine_info,
     make_environment,
     measure,
+    measure_side_by_side,
     new_bitmask,
     pin_threads,
     print_probes,
@@ -236,8 +237,9 @@ def run_matrix(env: Environment, adapters: Sequence[Any], sizes: Sequence[int], 
         tools = TOOLS + tool_set(pool, max(0, size - len(TOOLS)))
         for count in counts:
             ids = tr.calls(count)
-            summaries = [measure(a, a.compile_k2, tools, ids, env.setup.vocab_size, repetitions=repetitions,
-                                 later_passes=passes, budget_s=budget_s).summary() for a in adapters]
+            summaries = [m.summary() for m in measure_side_by_side(
+                adapters, lambda a: a.compile_k2, tools, ids, env.setup.vocab_size, repetitions=repetitions,
+                later_passes=passes, budget_s=budget_s)]
             print(render_table(f"\nKimi K2, {size} tools, {count} call(s), {len(ids)} tokens", summaries))
             cells.append({"tools": size, "calls": count, "tokens": len(ids), "summaries": summaries})
     return cells
@@ -266,8 +268,9 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
     for adapter in adapters:  # warm-up pass
         measure(adapter, adapter.compile_k2, [GET_WEATHER], tr.section([tr.call("get_weather", 0, WEATHER_ARGS)]),
                 env.setup.vocab_size, repetitions=1, later_passes=1)
-    summaries = [measure(a, a.compile_k2, TOOLS, ids, env.setup.vocab_size, repetitions=repetitions,
-                         later_passes=passes, budget_s=10.0 if args.quick else 60.0).summary() for a in adapters]
+    summaries = [m.summary() for m in measure_side_by_side(
+        adapters, lambda a: a.compile_k2, TOOLS, ids, env.setup.vocab_size, repetitions=repetitions, later_passes=passes,
+        budget_s=10.0 if args.quick else 60.0)]
     results: dict[str, Any] = {
         "suite": "kimi_k2",
         "machine": machine_info(),

@@ -40,6 +40,7 @@ from . import (
     finish_suite,
     machine_info,
     measure,
+    measure_side_by_side,
     new_bitmask,
     pin_threads,
     print_probes,
@@ -230,8 +231,9 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
     for adapter in adapters:  # warm-up pass
         measure(adapter, adapter.compile_k3, [GET_WEATHER], warm, env.setup.vocab_size, repetitions=1, later_passes=1)
     budget = 8.0 if quick else 60.0
-    summaries = [measure(a, a.compile_k3, TOOLS, ids, env.setup.vocab_size, repetitions=repetitions,
-                         later_passes=passes, budget_s=budget).summary() for a in adapters]
+    summaries = [m.summary() for m in measure_side_by_side(
+        adapters, lambda a: a.compile_k3, TOOLS, ids, env.setup.vocab_size, repetitions=repetitions,
+        later_passes=passes, budget_s=budget)]
     results: dict[str, Any] = {
         "suite": "kimi_k3",
         "tokenizer": f"kimi_k3_tokenizer('fast') ({env.setup.vocab_size} ids; control ids "
