@@ -17,9 +17,10 @@ random points of tool calls and advance one random allowed token per step). Need
 References timed in the same loop, each step, on a fresh copy of the same logits: xgrammar's
 CPU kernel (``apply_token_bitmask_inplace``, backend ``cpu``: what vLLM's structured outputs
 apply per step) and llguidance's (``llguidance.torch``) given the same masks packed into a
-bitmask beforehand (their matchers' work not counted), and ``logits.fill_(-inf)``: every score
-written once, the floor for rows that ban almost everything. Their results are checked once per
-scenario against ours (same ``-inf`` positions, same kept scores).
+bitmask beforehand (their matchers' work not counted); and two floors for rows that ban almost
+everything, every score written once: ``logits.fill_(-inf)`` and our own kernel given a mask
+that bans every id (its non-temporal stores, none of the processor's work). The peers' results
+are checked once per scenario against ours (same ``-inf`` positions, same kept scores).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 TOOL_SETS = ("weather", "travel", "small_nested", "cjk")
+FLOORS = ("fill_(-inf)", "ban every id")
+"""References that write every score, whatever the masks: the floors of a row that bans almost everything."""
 
 
 def fake_vllm_config(tokenizer_dir: str, width: int) -> Any:
@@ -102,6 +105,17 @@ def reference_methods() -> dict[str, Callable[[torch.Tensor, torch.Tensor], Any]
     except ImportError:
         pass
     found["fill_(-inf)"] = lambda logits, bitmask: logits.fill_(float("-inf"))
+    from enforcer.logits import mask_rows_in_place
+
+    banning: dict[tuple[int, ...], np.ndarray] = {}  # made at the first call (one of the steps)
+
+    def ban_every_id(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+        shape = tuple(bitmask.shape)
+        if shape not in banning:
+            banning[shape] = np.zeros(shape, dtype=np.int32)
+        mask_rows_in_place(logits, range(logits.shape[0]), banning[shape])
+
+    found["ban every id"] = ban_every_id
     return found
 
 
@@ -172,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                     start = time.perf_counter()
                     method(other, bitmask)
                     ref_times[name].append(time.perf_counter() - start)
-                    if step == 0 and name != "fill_(-inf)":
+                    if step == 0 and name not in FLOORS:
                         assert torch.equal(other, batch), f"{name} masked differently from ours"
             ms = statistics.median(times) * 1e3
             p90 = sorted(times)[int(0.9 * len(times))] * 1e3
