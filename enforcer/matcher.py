@@ -22,6 +22,7 @@ from .item_memory import START, Scan, remembered_words, scan
 from .json_schema import SchemaCompiler, SchemaOptions
 from .lru import COMPILED, LRU
 from .masks import MaskTable, RowWriter, clear_shared_masks, pack_ids, token_index
+from .numbers import bounded_number
 from .schema_check import check_document, check_schema
 from .unique_items import UniqueItemsPlan, holds_unique_items, plan_unique_items
 from .vocabulary import Vocabulary
@@ -397,12 +398,13 @@ _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
 
 def clear_cache() -> None:
     """Forget every cached :class:`CompiledSchema` and the masks shared between compiled
-    objects (e.g. to measure cold compiles), and the shared literal nodes. The ``format``
+    objects (e.g. to measure cold compiles), and the shared literal and bounded-number nodes. The ``format``
     automata, constants of the library built once per process at first use, stay, and so do
     their states' masks per vocabulary (:data:`enforcer.masks.FORMAT_PARTS`)."""
     _CACHE.clear()
     clear_shared_masks()
     literal.cache_clear()
+    bounded_number.cache_clear()
 
 
 def schema_options(options: dict[str, Any]) -> SchemaOptions:

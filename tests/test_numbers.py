@@ -103,3 +103,16 @@ def test_int_range(low, high):
     for v in range(0, 70000, 1 if high < 2000 else 7):
         assert dfa.matches(str(v)) == (low <= v <= high), v
     assert not dfa.matches("01") and not dfa.matches("007")
+
+
+def test_equal_bounds_share_one_node_until_the_compile_caches_are_cleared() -> None:
+    import enforcer
+
+    first = bounded_number((D(0), False), None, False)
+    assert bounded_number((D("0.0"), False), None, False) is first  # equal bounds: one node
+    assert bounded_number((D(0), True), None, False) is not first  # exclusive: another language
+    enforcer.clear_cache()
+    again = bounded_number((D(0), False), None, False)
+    assert again is not first  # a cold compile builds its bounds afresh
+    dfa = compile_node(again)
+    assert dfa.matches(b"0.5") and dfa.matches(b"1e3") and not dfa.matches(b"-1")
