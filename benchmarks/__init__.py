@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+DEFAULT_REPETITIONS = 6
+"""Repetitions per (library, workload) of the per-token suites: with three libraries taking
+turns (:func:`measure_side_by_side`), each comes first in two rounds (three repetitions put the
+order schema's compile ratio anywhere in 0.86-1.06x from run to run)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,7 +224,8 @@ def run_stream(matcher: Any, ids: Sequence[int], bitmask: Any) -> StreamRun:
 
 def add_timing_arguments(parser: Any, passes_default: str, peers: Sequence[str]) -> None:
     """The flags every per-token suite takes."""
-    parser.add_argument("--repetitions", type=int, default=None, help="repetitions, each with a cold compile (>= 3)")
+    parser.add_argument("--repetitions", type=int, default=None,
+                        help=f"repetitions, each with a cold compile (default {DEFAULT_REPETITIONS}; >= 3)")
     parser.add_argument("--passes", type=int, default=None, help=f"later passes per repetition ({passes_default})")
     parser.add_argument("--peers", nargs="*", default=list(peers), help="peer libraries to include")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of our per-token path")

@@ -35,8 +35,8 @@ from typing import Any, Callable, Sequence
 from enforcer.formats import deepseek_v3_1 as ds
 from enforcer.formats import qwen3
 
-from . import (add_timing_arguments, finish_suite, first_rejection, machine_info, measure, measure_side_by_side,
-               new_bitmask, pin_threads, print_probes, probe_verdict, profile_path, render_table)
+from . import (DEFAULT_REPETITIONS, add_timing_arguments, finish_suite, first_rejection, machine_info, measure,
+               measure_side_by_side, new_bitmask, pin_threads, print_probes, probe_verdict, profile_path, render_table)
 from .kimi_k2 import SHIPMENT_ARGS, TOOLS, WEATHER_ARGS
 from .peers import WHITESPACE_BOUND, LLGuidance, Setup, XGrammar, close_objects
 
@@ -285,7 +285,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Each family: the timed two-call turn for every library, then the probes; saved together."""
     pin_threads()
-    repetitions = args.repetitions or 3
+    repetitions = args.repetitions or DEFAULT_REPETITIONS
     passes = args.passes or (2 if args.quick else 5)
     results: dict[str, Any] = {"suite": "formats_families", "machine": machine_info(),
                                "settings": {"repetitions": repetitions, "later_passes": passes, "quick": args.quick,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import (
+    DEFAULT_REPETITIONS,
     add_timing_arguments,
     check_same_vocabulary,
     encode_text,
@@ -376,7 +377,7 @@ def run(args: argparse.Namespace, env: Environment | None = None, name: str = "j
     """Run the JSON-schema suite, print its tables, return (and save) the results. The full mode
     then runs it again over DeepSeek-V3's tokenizer (129,280 ids), saved as ``json_schema-deepseek_v3``."""
     pin_threads()
-    repetitions = args.repetitions or 3
+    repetitions = args.repetitions or DEFAULT_REPETITIONS
     passes = args.passes or (2 if args.quick else 3)
     limit = args.limit or (8 if args.quick else 40)
     if env is None:

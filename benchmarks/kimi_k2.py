@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from enforcer.formats import kimi_k2 as k2
 
 from . import (
+    DEFAULT_REPETITIONS,
     add_timing_arguments,
     check_same_vocabulary,
     encode_text,
@@ -248,7 +249,7 @@ def run_matrix(env: Environment, adapters: Sequence[Any], sizes: Sequence[int], 
 def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, Any]:
     """Run the K2 suite, print its tables, return (and save) the results."""
     pin_threads()
-    repetitions = args.repetitions or 3
+    repetitions = args.repetitions or DEFAULT_REPETITIONS
     passes = args.passes or (2 if args.quick else 5)
     if env is None:
         env = make_environment(args.peers)

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 from enforcer.formats import kimi_k3 as k3
 
 from . import (
+    DEFAULT_REPETITIONS,
     add_timing_arguments,
     check_same_vocabulary,
     Environment,
@@ -208,7 +209,7 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
     environment (:func:`make_k3_environment`); by default one is built here."""
     pin_threads()
     quick = bool(getattr(args, "quick", False))
-    repetitions = getattr(args, "repetitions", None) or 3
+    repetitions = getattr(args, "repetitions", None) or DEFAULT_REPETITIONS
     passes = getattr(args, "passes", None) or (2 if quick else 5)
     peers = list(getattr(args, "peers", DEFAULT_PEERS))
     if env is None:
