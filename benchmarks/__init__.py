@@ -25,8 +25,9 @@ from typing import Any, Callable, Sequence
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_REPETITIONS = 6
 """Repetitions per (library, workload) of the per-token suites: with three libraries taking
-turns (:func:`measure_side_by_side`), each comes first in two rounds (three repetitions put the
-order schema's compile ratio anywhere in 0.86-1.06x from run to run)."""
+turns (:func:`measure_side_by_side`), each comes first in two rounds. With three repetitions a
+median can rest on one slow compile: three runs of the same code measured our order schema's
+cold compile at 2.4, 2.6 and 3.5 ms (llguidance's at 2.6-2.7)."""
 
 
 # --------------------------------------------------------------------------------------------
