@@ -328,22 +328,6 @@ def latency_stats(values_ns: Sequence[int]) -> dict[str, float]:
     }
 
 
-def measure(
-    adapter: Any,
-    compile_fn: Callable[[Any], Any],
-    spec: Any,
-    ids: Sequence[int],
-    vocab_size: int,
-    *,
-    repetitions: int,
-    later_passes: int,
-    budget_s: float = float("inf"),
-) -> Measurement:
-    """Measure one library on one workload (:func:`measure_side_by_side` with one library)."""
-    return measure_side_by_side([adapter], lambda _: compile_fn, spec, ids, vocab_size, repetitions=repetitions,
-                                later_passes=later_passes, budget_s=budget_s)[0]
-
-
 def measure_side_by_side(
     adapters: Sequence[Any],
     compile_of: Callable[[Any], Callable[[Any], Any]],

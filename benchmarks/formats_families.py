@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 from enforcer.formats import deepseek_v3_1 as ds
 from enforcer.formats import qwen3
 
-from . import (DEFAULT_REPETITIONS, add_timing_arguments, finish_suite, first_rejection, machine_info, measure,
+from . import (DEFAULT_REPETITIONS, add_timing_arguments, finish_suite, first_rejection, machine_info,
                measure_side_by_side, new_bitmask, pin_threads, print_probes, probe_verdict, profile_path, render_table)
 from .kimi_k2 import SHIPMENT_ARGS, TOOLS, WEATHER_ARGS
 from .peers import WHITESPACE_BOUND, LLGuidance, Setup, XGrammar, close_objects
@@ -304,9 +304,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             usable.append(adapter)
         ids = family.two_calls()
-        for adapter in usable:  # warm-up pass
-            measure(adapter, adapter.compile_family, TOOLS[:1], family.turn([family.call("get_weather", WEATHER_ARGS)]),
-                    family.vocab_size, repetitions=1, later_passes=1)
+        measure_side_by_side(usable, lambda a: a.compile_family, TOOLS[:1],  # warm-up pass
+                             family.turn([family.call("get_weather", WEATHER_ARGS)]), family.vocab_size, repetitions=1,
+                             later_passes=1)
         summaries = [m.summary() for m in measure_side_by_side(
             usable, lambda a: a.compile_family, TOOLS, ids, family.vocab_size, repetitions=repetitions,
             later_passes=passes, budget_s=10.0 if args.quick else 60.0)]

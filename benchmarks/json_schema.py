@@ -9,7 +9,7 @@ Kimi-shaped tokenizer, 151,899 ids):
 * ``maskbench``: a deterministic sample of MaskBench schemas with one valid instance each.
 
 One process, one tokenizer, one thread; each library is warmed up first. See
-:func:`benchmarks.measure` for what a repetition does. Results are printed as tables and saved
+:func:`benchmarks.measure_side_by_side` for what a repetition does. Results are printed as tables and saved
 under ``benchmarks/results/``.
 """
 
@@ -38,7 +38,6 @@ from . import (
     machine_info,
     make_environment,
     make_json_environment,
-    measure,
     measure_side_by_side,
     Measurement,
     new_bitmask,
@@ -149,8 +148,8 @@ def encode(env: Environment, text: str) -> list[int]:
 def warm_up(env: Environment) -> None:
     """Compile a small schema and run one pass in every library (imports, lazy tables, JITs)."""
     ids = encode(env, json.dumps(WARMUP_INSTANCE))
-    for adapter in env.adapters:
-        measure(adapter, adapter.compile, WARMUP_SCHEMA, ids, env.setup.vocab_size, repetitions=1, later_passes=1)
+    measure_side_by_side(env.adapters, lambda a: a.compile, WARMUP_SCHEMA, ids, env.setup.vocab_size, repetitions=1,
+                         later_passes=1)
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,7 +36,6 @@ from . import (
     first_rejection,
     machine_info,
     make_environment,
-    measure,
     measure_side_by_side,
     new_bitmask,
     pin_threads,
@@ -266,9 +265,9 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
         adapters.append(adapter)
     tr = Transcript(env)
     ids = tr.two_calls()
-    for adapter in adapters:  # warm-up pass
-        measure(adapter, adapter.compile_k2, [GET_WEATHER], tr.section([tr.call("get_weather", 0, WEATHER_ARGS)]),
-                env.setup.vocab_size, repetitions=1, later_passes=1)
+    measure_side_by_side(adapters, lambda a: a.compile_k2, [GET_WEATHER],  # warm-up pass
+                         tr.section([tr.call("get_weather", 0, WEATHER_ARGS)]), env.setup.vocab_size, repetitions=1,
+                         later_passes=1)
     summaries = [m.summary() for m in measure_side_by_side(
         adapters, lambda a: a.compile_k2, TOOLS, ids, env.setup.vocab_size, repetitions=repetitions, later_passes=passes,
         budget_s=10.0 if args.quick else 60.0)]

@@ -40,7 +40,6 @@ from . import (
     Environment,
     finish_suite,
     machine_info,
-    measure,
     measure_side_by_side,
     new_bitmask,
     pin_threads,
@@ -229,8 +228,8 @@ def run(args: argparse.Namespace, env: Environment | None = None) -> dict[str, A
     tr = Transcript(env)
     ids = tr.two_calls()
     warm = tr.turn([tr.call("get_weather", 1, split_arguments(WEATHER_ARGS))])
-    for adapter in adapters:  # warm-up pass
-        measure(adapter, adapter.compile_k3, [GET_WEATHER], warm, env.setup.vocab_size, repetitions=1, later_passes=1)
+    measure_side_by_side(adapters, lambda a: a.compile_k3, [GET_WEATHER], warm, env.setup.vocab_size,  # warm-up pass
+                         repetitions=1, later_passes=1)
     budget = 8.0 if quick else 60.0
     summaries = [m.summary() for m in measure_side_by_side(
         adapters, lambda a: a.compile_k3, TOOLS, ids, env.setup.vocab_size, repetitions=repetitions,
