@@ -328,6 +328,13 @@ def latency_stats(values_ns: Sequence[int]) -> dict[str, float]:
     }
 
 
+def rotated(items: Sequence[Any], turn: int) -> list[Any]:
+    """``items`` starting at position ``turn`` (modulo their count) and wrapping around: the
+    order of round ``turn`` when libraries take turns, so each comes first equally often."""
+    k = turn % len(items) if items else 0
+    return [*items[k:], *items[:k]]
+
+
 def measure_side_by_side(
     adapters: Sequence[Any],
     compile_of: Callable[[Any], Callable[[Any], Any]],
@@ -366,8 +373,7 @@ def measure_side_by_side(
     clock = time.perf_counter
     for rep in range(repetitions):
         gc.collect()
-        for turn in range(len(adapters)):
-            index = (turn + rep) % len(adapters)
+        for index in rotated(range(len(adapters)), rep):
             result = results[index]
             if not result.ok or (rep and spent_s[index] > budget_s):
                 continue

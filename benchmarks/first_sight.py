@@ -44,6 +44,7 @@ from . import (
     pin_threads,
     quantile,
     render_simple,
+    rotated,
     run_stream,
     save_results,
 )
@@ -232,7 +233,7 @@ def run_interleaved(libraries: Sequence[str], sample: Sequence[dict[str, Any]],
                 results[library] = {"library": library, "options": ready["options"], "rows": []}
         order = list(results)
         for i, case in enumerate(sample if order else ()):
-            for library in order[i % len(order):] + order[:i % len(order)]:
+            for library in rotated(order, i):
                 workers[library].stdin.write(f"{i}\n")  # type: ignore[union-attr]
                 results[library]["rows"].append(answer(library, f"on {case['name']}"))
         for library in order:

@@ -398,9 +398,9 @@ _OPTION_NAMES = frozenset(f.name for f in fields(SchemaOptions))
 
 def clear_cache() -> None:
     """Forget every cached :class:`CompiledSchema` and the masks shared between compiled
-    objects (e.g. to measure cold compiles), and the shared literal and bounded-number nodes. The ``format``
-    automata, constants of the library built once per process at first use, stay, and so do
-    their states' masks per vocabulary (:data:`enforcer.masks.FORMAT_PARTS`)."""
+    objects (e.g. to measure cold compiles), and the shared literal and bounded-number nodes.
+    The ``format`` automata, constants of the library built once per process at first use,
+    stay, and so do their states' masks per vocabulary (:data:`enforcer.masks.FORMAT_PARTS`)."""
     _CACHE.clear()
     clear_shared_masks()
     literal.cache_clear()
