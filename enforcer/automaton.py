@@ -1375,10 +1375,14 @@ class DFA(_Reading):
         """``walk(table, built flags, None)``: a built DFA has no row to build."""
         return walk(*self.kernel_view(), None)
 
-    def walk_trie(self, kernel: "TrieWalk", state: int, words: np.ndarray) -> None:
+    def walk_trie(self, kernel: "TrieWalk", state: int, words: np.ndarray,
+                  starts: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Set in ``words`` (packed uint32) the bits of the tokens of ``kernel``'s trie that the
-        DFA reads whole from ``state`` (:meth:`enforcer._kernels.TrieWalk.walk`)."""
-        kernel.walk(self.transitions, self._all_built(), state, words)
+        DFA reads whole from ``state``, or with ``starts`` (int32 trie nodes, int32 states) the
+        tokens below each node that the DFA reads whole from its state, the node's bytes read
+        (:meth:`enforcer._kernels.TrieWalk.walk`)."""
+        nodes, states = starts if starts is not None else (None, None)
+        kernel.walk(self.transitions, self._all_built(), state, words, None, 0, nodes, states)
 
     def _all_built(self) -> np.ndarray:
         flags = self._built_flags
@@ -2773,16 +2777,23 @@ class LazyDFA(_Reading):
                 self._walk_built(result[-1])
         return result
 
-    def walk_trie(self, kernel: "TrieWalk", state: int, words: np.ndarray) -> None:
+    def walk_trie(self, kernel: "TrieWalk", state: int, words: np.ndarray,
+                  starts: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Set in ``words`` (packed uint32) the bits of the tokens of ``kernel``'s trie that the
-        automaton reads whole from ``state``: the compiled walk builds up to
-        ``ROWS_PER_WALK`` rows it reaches on the spot, under the lock; subtrees standing at
-        other unbuilt rows come back, their rows are built here and the walk resumes there.
-        Raises :class:`AutomatonBudgetError` once :attr:`exhausted`."""
-        if not self._built[state]:
-            self._build_rows((state,))
-        builder = self._det.kernel  # built by the row of ``state``
-        nodes = states = None
+        automaton reads whole from ``state``, or with ``starts`` (int32 trie nodes, int32
+        states) the tokens below each node that it reads whole from its state, the node's bytes
+        read: the compiled walk builds up to ``ROWS_PER_WALK`` rows it reaches on the spot,
+        under the lock; subtrees standing at other unbuilt rows come back, their rows are built
+        here and the walk resumes there. Raises :class:`AutomatonBudgetError` once
+        :attr:`exhausted`."""
+        if starts is None:
+            if not self._built[state]:
+                self._build_rows((state,))
+            nodes = states = None
+        else:
+            nodes, states = starts
+            self.ensure(states)
+        builder = self._det.kernel  # built by the rows walked from
         while True:
             with self._lock:
                 nodes, states, built = kernel.walk(self._table, self._built_flags, state, words, builder,

@@ -26,12 +26,12 @@ from .regex import is_format_table
 from .vocabulary import Vocabulary
 
 try:
-    from ._kernels import (TOKEN_BYTES_LIMIT, RowWriter, TrieWalk, build_trie, class_body_bytes, embeds_within,
-                           pack_few_ids, take_few_ids, walk_tokens)
+    from ._kernels import (TOKEN_BYTES_LIMIT, RowWriter, TrieWalk, ascii_byte_index, build_trie, class_body_bytes,
+                           embeds_within, first_stop_in, loop_and_leaving, pack_few_ids, take_few_ids, walk_tokens)
 except ImportError:  # a source tree without the built extension: the numpy walk does the work
     TOKEN_BYTES_LIMIT, TrieWalk, build_trie, class_body_bytes, embeds_within, pack_few_ids, walk_tokens = (
         0, None, None, None, None, None, None)
-    RowWriter = take_few_ids = None
+    RowWriter = take_few_ids = loop_and_leaving = ascii_byte_index = first_stop_in = None
 
 MAX_FEW_IDS = 64
 """A mask of at most this many ids that a walk finds (a key's next pieces, a delimiter) is kept
@@ -58,6 +58,7 @@ _EVERY_BYTE = np.ones(256, dtype=bool)
 _MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes (and none past ASCII) holds few tokens: walked as it stands
 _MAX_LEAVING_BYTES = 4  # a class body that more ASCII bytes leave is walked as it stands
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
+_MAX_LONG_TOKENS = 2048  # a bounded class body walks the safe tokens longer than its depth: at most this many
 
 
 _SMALL_WALK = 192  # below this many candidates a plain loop beats numpy's per-call overhead
@@ -154,39 +155,27 @@ class TokenTrie(NamedTuple):
         return cls(*arrays, TrieWalk(*arrays, index.max_length))
 
 
-_BYTE_BITS = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+class AsciiBytes(NamedTuple):
+    """Which safe tokens hold each ASCII byte (:func:`enforcer._kernels.ascii_byte_index`), and
+    the string-body tokens of ASCII bytes alone: what :meth:`TokenIndex.class_body_mask` and
+    :meth:`TokenIndex.positions_leaving` read (an OR of a few packed rows, a few slices: no pass
+    over the vocabulary). About 5 MB for 150k ids."""
 
-
-def _ascii_words(flagged: np.ndarray) -> tuple[np.uint64, np.uint64]:
-    """The ASCII bytes ``flagged`` (256 bools) as the bits of two uint64 words (bytes 0-63,
-    64-127), the form of :class:`BodyByteSets`' ``low`` and ``high``."""
-    return (np.bitwise_or.reduce(_BYTE_BITS[flagged[:64]], initial=np.uint64(0)),
-            np.bitwise_or.reduce(_BYTE_BITS[flagged[64:128]], initial=np.uint64(0)))
-
-
-class BodyByteSets(NamedTuple):
-    """Per token id (``32 * words`` entries, the padding and ids of no text token zero or
-    false): each text token's ASCII bytes and which string bodies read it, as
-    :meth:`TokenIndex.class_body_mask` and :meth:`TokenIndex.safe_positions_holding` read them
-    (a few passes over flat arrays, then one ``packbits``: no gather of positions, no scatter
-    of ids)."""
-
-    raw: np.ndarray
-    """Whether a raw string body reads the token whole from a character boundary."""
-    ascii: np.ndarray
-    """Whether it does and every byte of the token is ASCII."""
-    low: np.ndarray
-    """A safe token's bytes 0-63 as the bits of a uint64 (0: a token holding a quote,
-    backslash or control byte)."""
-    high: np.ndarray
-    """A safe token's bytes 64-127 as the bits of a uint64 (0 likewise)."""
-    position: np.ndarray
-    """The token's position in the index (int32; -1: no text token)."""
+    holding: np.ndarray
+    """uint32[128, words]: row ``b``, the packed ids of the safe tokens holding byte ``b``."""
+    starts: np.ndarray
+    """int64[129]: the positions of the safe tokens holding byte ``b`` are
+    ``positions[starts[b]:starts[b + 1]]``."""
+    positions: np.ndarray
+    """int32: per byte, the positions (ascending) of the safe tokens holding it."""
+    ascii_body: np.ndarray
+    """Packed uint32 mask of the tokens a raw string body reads whole whose bytes are all ASCII."""
 
 
 class ClassBody(NamedTuple):
     """A string body standing at a state that loops over one set of characters (the class
-    shortcut of :meth:`MaskTable._class_body`)."""
+    shortcut of :meth:`MaskTable._class_body`), for every token or, in a bounded run (a
+    hostname label, ``^[a-z0-9-]{1,63}$``), for the tokens of up to ``depth`` bytes."""
 
     inside: np.ndarray
     """256 bools: the set's safe bytes (its ASCII bytes, and the UTF-8 lead bytes when it holds
@@ -196,6 +185,9 @@ class ClassBody(NamedTuple):
     ``^/dev/[^/]+(/[^/]+)*$``): tokens holding one are walked."""
     columns: np.ndarray
     """uint8[256]: the bytes the loop is checked over (safe bytes but the leaving ones)."""
+    depth: int
+    """The loop reads as the state does the tokens of up to this many bytes (the index's
+    longest token: all of them); longer safe tokens are walked."""
 
 
 class TokenIndex:
@@ -243,22 +235,34 @@ class TokenIndex:
         self.exit_positions = owners[leaves]
         self.safe = np.ones(len(blobs), dtype=bool)
         self.safe[owners] = False
+        # the longest safe tokens: those a bounded class body walks (:meth:`safe_positions_longer`)
+        at_least = np.cumsum(np.bincount(self.lengths[self.safe], minlength=self.max_length + 2)[::-1])[::-1]
+        self.long_bound = int(np.argmax(at_least[1:] <= _MAX_LONG_TOKENS))
+        """The fewest bytes past which at most ``_MAX_LONG_TOKENS`` safe tokens are longer."""
+        long = np.flatnonzero(self.safe & (self.lengths > self.long_bound))
+        self._long_positions, self._long_lengths = long, self.lengths[long]
         self.trie: TokenTrie | None = None
         """The token trie (~3 MB for 150k ids, ~5 ms to build); None without the compiled kernels."""
         self.exit_trie: TokenTrie | None = None
         """The trie of :attr:`exit_positions`' tokens (those a free string body may end with)."""
         self.unsafe_trie: TokenTrie | None = None
         """The trie of :attr:`unsafe_positions`' tokens (those holding a quote, backslash or control byte)."""
+        self.root_nodes = np.full(256, -1, dtype=np.int32)
+        """Per byte, the node of :attr:`trie` of the tokens starting with it (-1: none, or no trie)."""
         if build_trie is not None and len(blobs) and self.max_length < TOKEN_BYTES_LIMIT:
             self.trie = TokenTrie.of(self, np.arange(len(blobs)))
             self.exit_trie = TokenTrie.of(self, self.exit_positions)
             self.unsafe_trie = TokenTrie.of(self, self.unsafe_positions)
+            node, end = 1, int(self.trie.end[0])
+            while node < end:  # the root's children, in preorder
+                self.root_nodes[self.trie.byte[node]] = node
+                node = int(self.trie.end[node])
         self._raw_body: np.ndarray | None = None
         self._string_body_mask: np.ndarray | None = None
         self._safe_words: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
         self._bounded: np.ndarray | None = None
-        self._body_sets: BodyByteSets | None = None
+        self._ascii_bytes: AsciiBytes | None = None
         self.shared: LRU[np.ndarray] = LRU(4096)
         """Masks that depend only on this vocabulary and an automaton's content, shared by every
         compiled object: per remaining length of a bounded string, per embedded state."""
@@ -333,6 +337,13 @@ class TokenIndex:
             self._bounded = table
         return self._bounded[min(remaining, self._bounded.shape[0] - 1)]
 
+    def safe_positions_longer(self, length: int) -> np.ndarray:
+        """Positions (ascending) of the safe tokens of more than ``length`` bytes, ``length`` at
+        least :attr:`long_bound` (at most ``_MAX_LONG_TOKENS`` of them; a few microseconds)."""
+        if length < self.long_bound:
+            raise ValueError(f"{length} bytes is below the long-token bound {self.long_bound}")
+        return self._long_positions[self._long_lengths > length]
+
     def safe_words(self) -> np.ndarray:
         """Packed mask of the safe tokens (no quote, backslash or control byte; read-only,
         computed once)."""
@@ -368,60 +379,60 @@ class TokenIndex:
         """Packed mask of the tokens a string body over one set of characters reads whole from
         a character boundary (read-only): ``inside`` (256 bools, safe bytes only) flags its
         ASCII bytes and, when the set holds every character past ASCII, the UTF-8 lead bytes.
-        Those are the raw-body tokens whose ASCII bytes are all flagged, and without lead bytes
-        only the ASCII ones. Shared per vocabulary and set (:attr:`shared`); about 0.15 ms for
-        150k ids the first time a set is seen."""
+        Those are the raw-body tokens holding no safe ASCII byte outside the set, and without
+        lead bytes only the ASCII ones. Shared per vocabulary and set (:attr:`shared`); an OR of
+        one packed row per byte outside the set (:meth:`ascii_bytes`), 30-100 us for 150k ids
+        the first time a set is seen."""
         key = ("class body", np.packbits(inside).tobytes())
         hit = self.shared.get(key)
         if hit is None:
-            sets = self._body_byte_sets()
-            low, high = _ascii_words(inside)
-            within = (sets.low & ~low) == 0
-            within &= (sets.high & ~high) == 0
-            within &= sets.ascii if not inside[0x80:].any() else sets.raw
-            hit = np.packbits(within, bitorder="little").view(np.int32)
+            sets = self.ascii_bytes()
+            body = sets.ascii_body if not inside[0x80:].any() else self.string_body_mask().view(np.uint32)
+            outside = np.flatnonzero(_SAFE_BYTES[:0x80] & ~inside[:0x80])
+            hit = (body & ~np.bitwise_or.reduce(sets.holding[outside], axis=0)).view(np.int32)
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
         return hit
 
-    def safe_positions_holding(self, leaving: tuple[int, ...]) -> np.ndarray:
-        """Positions (ascending) of the safe tokens holding any of the ASCII bytes ``leaving``
-        (those a class body's shared mask leaves out, walked instead). Shared per vocabulary
-        and byte set (:attr:`shared`); about 0.2 ms for 150k ids."""
-        key = ("holding", leaving)
+    def positions_leaving(self, inside: np.ndarray, leaving: tuple[int, ...]) -> np.ndarray:
+        """Positions (ascending, read-only) of the safe tokens whose first byte outside a class
+        body's set ``inside`` (as :class:`ClassBody` has it) is one of the bytes ``leaving``
+        (any other byte outside the set kills a token inside the body), but for the tokens of
+        more than one byte that start with one (walked below that byte's node of :attr:`trie`
+        instead, :func:`class_body_part`): a few dozen of the tokens holding one
+        (:meth:`ascii_bytes`). Shared per vocabulary, set and bytes (:attr:`shared`); 10-30 us
+        for 150k ids."""
+        key = ("leaving", np.packbits(inside).tobytes(), leaving)
         hit = self.shared.get(key)
         if hit is None:
-            sets = self._body_byte_sets()
-            flagged = np.zeros(256, dtype=bool)
-            flagged[list(leaving)] = True
-            low, high = _ascii_words(flagged)
-            holding = (sets.low & low) != 0
-            holding |= (sets.high & high) != 0
-            hit = np.sort(sets.position[np.flatnonzero(holding)]).astype(np.int64)
+            stops = np.where(inside, 0, 1).astype(np.uint8)
+            if inside[0x80:].any():  # every character past ASCII: its continuation bytes too
+                stops[0x80:] = 0
+            stops[list(leaving)] = 2
+            sets = self.ascii_bytes()
+            hit = np.sort(np.concatenate([
+                first_stop_in(self.flat, self.offsets, self.lengths, sets.positions[sets.starts[b]:sets.starts[b + 1]],
+                              stops) for b in leaving]))
+            hit = hit[np.concatenate(([True], hit[1:] != hit[:-1]))]  # a token holding two of them once
             hit.setflags(write=False)
             hit = self.shared.put(key, hit)
         return hit
 
-    def _body_byte_sets(self) -> BodyByteSets:
-        """Each text token's ASCII bytes and which string bodies read it, per token id.
-        Computed once (~17 ms and ~3.5 MB for 150k ids), with the index (:func:`token_index`)."""
-        if self._body_sets is None:
-            size = self.words * 32
-            raw, ascii = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
-            low, high = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
-            position = np.full(size, -1, dtype=np.int32)
-            if len(self.ids):
-                flat, ids = self.flat, self.ids
-                safe = self.safe.nonzero()[0]
-                bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
-                for half, out in ((flat < 64, low), ((flat >= 64) & (flat < 128), high)):
-                    out[ids[safe]] = np.bitwise_or.reduceat(np.where(half, bits, np.uint64(0)), self.offsets)[safe]
-                positions = self._raw_body_positions()
-                raw[ids[positions]] = True
-                ascii[ids[positions]] = np.add.reduceat((flat >= 0x80).astype(np.int32), self.offsets)[positions] == 0
-                position[ids] = np.arange(len(ids), dtype=np.int32)
-            self._body_sets = BodyByteSets(raw, ascii, low, high, position)
-        return self._body_sets
+    def ascii_bytes(self) -> AsciiBytes:
+        """Which safe tokens hold each ASCII byte. Computed once (~7 ms for 150k ids), with the
+        index (:func:`token_index`); needs the compiled kernels."""
+        if self._ascii_bytes is None:
+            if ascii_byte_index is None:
+                raise RuntimeError("the per-byte token index needs the compiled kernels (enforcer._kernels)")
+            holding, starts, positions = ascii_byte_index(self.flat, self.offsets, self.lengths, self.ids,
+                                                          self.safe.view(np.uint8), self.words)
+            body = self._raw_body_positions()
+            ascii = np.add.reduceat((self.flat >= 0x80).astype(np.int32), self.offsets)[body] == 0
+            for array in (holding, starts, positions):
+                array.setflags(write=False)
+            self._ascii_bytes = AsciiBytes(holding, starts, positions, pack_ids(self.ids[body[ascii]], self.words).view(
+                np.uint32))
+        return self._ascii_bytes
 
     def candidates(self, dfa: DFA | LazyDFA, state: int) -> np.ndarray:
         """Positions of the tokens whose first two bytes (or single byte) ``dfa`` accepts
@@ -461,7 +472,8 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
     index.string_body_mask()
     index.bounded_body_mask(0)
     index.safe_words()
-    index.class_body_mask(_SAFE_BYTES & (np.arange(256) < 0x80))  # the body byte sets; the plain ASCII body's mask
+    if ascii_byte_index is not None:  # the per-byte token index; the plain ASCII body's mask
+        index.class_body_mask(_SAFE_BYTES & (np.arange(256) < 0x80))
     return _INDEX_CACHE.put(vocabulary.fingerprint, index)
 
 
@@ -501,28 +513,56 @@ _RAW_UNITS: LRU[bool] = LRU(64)
 def _is_raw_char_unit(unit: DFA) -> bool:
     """Whether ``unit`` reads one character of a raw string body the way a JSON string does
     over safe bytes (the same live bytes and the same ends from every reachable pair). Its
-    escapes (which start with a backslash, an unsafe byte) do not matter. Cached per automaton."""
+    escapes (which start with a backslash, an unsafe byte) do not matter. The compiled pair
+    walk (:func:`enforcer._kernels.embeds_within`, about 10 us), each state's end read as a
+    live column 0 (a control byte, which no safe column compares); cached per automaton."""
     key = unit.content_key
     hit = _RAW_UNITS.get(key)
-    if hit is not None:
-        return hit
+    if hit is None:
+        if embeds_within is None:
+            same = _is_raw_char_unit_reference(unit)
+        else:
+            agreed, _ = embeds_within(_with_ends(unit), _RAW_CHAR_ENDS, _RAW_CHAR_BUILT, 0, _SAFE_AND_END,
+                                      _MAX_BODY_PAIRS, _MAX_BODY_PAIRS)
+            same = agreed == _MAX_BODY_PAIRS  # every pair compared (a level adds one at least)
+        hit = _RAW_UNITS.put(key, same)
+    return hit
+
+
+_SAFE_AND_END = _SAFE_FLAGS.copy()
+_SAFE_AND_END[0] = 1
+
+
+def _with_ends(dfa: DFA) -> np.ndarray:
+    """``dfa``'s table, one column per byte, with column 0 (byte 0x00) leading its accepting
+    states back to the start and dead from the others."""
+    table = dfa.transitions.copy()
+    table[:, 0] = np.where(dfa.accepting, 0, -1)
+    return table
+
+
+_RAW_CHAR_ENDS = _with_ends(_RAW_CHAR_DFA)
+_RAW_CHAR_BUILT = np.ones(len(_RAW_CHAR_ENDS), dtype=np.uint8)
+
+
+def _is_raw_char_unit_reference(unit: DFA) -> bool:
+    """:func:`_is_raw_char_unit` in Python, pair by pair: the fallback without the compiled
+    kernels and the oracle of its differential test."""
     raw = _RAW_CHAR_DFA
-    same = True
     seen = {(0, 0)}
     stack = [(0, 0)]
-    while stack and same:
+    while stack:
         u, r = stack.pop()
         u_row = unit.transitions[u][_SAFE_COLUMNS]
         r_row = raw.transitions[r][_SAFE_COLUMNS]
         if not np.array_equal(u_row < 0, r_row < 0) or bool(unit.accepting[u]) != bool(raw.accepting[r]):
-            same = False
-            break
+            return False
         live = u_row >= 0
         for pair in set(zip(u_row[live].tolist(), r_row[live].tolist())):
             if pair not in seen:
                 seen.add(pair)
                 stack.append(pair)
-    return _RAW_UNITS.put(key, same)
+    return True
 
 
 _WINDOWS: LRU[DFA] = LRU(8)
@@ -599,7 +639,7 @@ walk)."""
 def _safe_walk(index: TokenIndex, dfa: DFA, state: int) -> np.ndarray:
     """The safe tokens ``dfa`` reads from ``state`` (read-only packed mask): a class body's
     shared part (:func:`class_body_part`), else a walk."""
-    body = find_class_body(dfa, state, index.max_length)
+    body = find_class_body(index, dfa, state)
     if body is not None:
         hit = class_body_part(index, dfa, state, body)
     elif index.trie is not None:  # the trie walk (loops allowed whole), then the safe tokens kept
@@ -624,12 +664,13 @@ def class_loop(inside: np.ndarray) -> np.ndarray:
     return table
 
 
-def body_embeds(dfa: DFA | LazyDFA, state: int, inner: np.ndarray, depth: int,
-                columns: np.ndarray = _SAFE_FLAGS) -> bool:
-    """Whether the automaton of table ``inner`` embeds in ``dfa`` at ``state`` over the bytes
-    ``columns`` flags (the safe bytes unless told) for every walk of fewer than ``depth`` bytes
-    (a token's): the pairs (inner state, ``dfa`` state) reached from (0, ``state``) agree on
-    which of those bytes are dead. The compiled breadth-first pair walk
+def embedded_depth(dfa: DFA | LazyDFA, state: int, inner: np.ndarray, depth: int,
+                   columns: np.ndarray = _SAFE_FLAGS) -> int:
+    """For how many bytes the automaton of table ``inner`` embeds in ``dfa`` at ``state`` over
+    the bytes ``columns`` flags (the safe bytes unless told): the largest ``n <= depth`` such
+    that the pairs (inner state, ``dfa`` state) reached from (0, ``state``) by fewer than ``n``
+    bytes agree on which of those bytes are dead (``depth``, a token's length: it embeds for
+    every token). The compiled breadth-first pair walk
     (:func:`enforcer._kernels.embeds_within`; needs the kernels), building the lazy rows it
     reaches."""
 
@@ -638,60 +679,65 @@ def body_embeds(dfa: DFA | LazyDFA, state: int, inner: np.ndarray, depth: int,
                              table if builder is not None else None, built if builder is not None else None)
 
     while True:
-        verdict, _ = dfa.building_walk(walk)
-        if verdict >= 0:
-            return bool(verdict)
-        dfa.row(-verdict - 2)
+        agreed, _ = dfa.building_walk(walk)
+        if agreed >= 0:
+            return agreed
+        dfa.row(-agreed - 2)
 
 
-def find_class_body(dfa: DFA | LazyDFA, state: int, depth: int) -> ClassBody | None:
+def find_class_body(index: TokenIndex, dfa: DFA | LazyDFA, state: int) -> ClassBody | None:
     """The string body at ``state`` when it loops over one set of characters (a ``pattern``
     such as ``^[a-z ]*$``, ``^[^/]*$``, or ``^/dev/[^/]+(/[^/]+)*$`` whose ``/`` leaves the
     loop), or None. The gate: at least ``_MIN_CLASS_BYTES`` safe ASCII bytes live there and,
     past ASCII, nothing or every UTF-8 lead byte (:func:`enforcer._kernels.class_body_bytes`).
     The live ASCII bytes whose next state is not the one most of them share (the loop) leave
     the loop, and so do those of the loop's own state (``^(/[^/]+)+$`` right after a ``/``: its
-    next character enters the loop, which ``/`` leaves), at most ``_MAX_LEAVING_BYTES``. The
-    set's loop (:func:`class_loop`) must embed at ``state`` over the other safe bytes for every
-    token of up to ``depth`` bytes (:func:`body_embeds`). Then a token made only of those bytes
-    is allowed exactly when the loop reads it whole. Needs the compiled kernels (without them
-    every such state is walked)."""
-    if class_body_bytes is None or not class_body_bytes(dfa.row(state), _MIN_CLASS_BYTES):
+    next character enters the loop, which ``/`` leaves), at most ``_MAX_LEAVING_BYTES``
+    (:func:`enforcer._kernels.loop_and_leaving`). The set's loop (:func:`class_loop`) must
+    embed at ``state`` over the other safe bytes (:func:`embedded_depth`) for every token of
+    ``index`` or, for a set of ASCII bytes alone, for the tokens of at least
+    :attr:`TokenIndex.long_bound` bytes (a bounded run such as a hostname label; the longer
+    ones are walked). Then a token made only of those bytes, within that length, is allowed
+    exactly when the loop reads it whole. Needs the compiled kernels and the token trie (without
+    them every such state is walked)."""
+    if index.trie is None or not class_body_bytes(dfa.row(state), _MIN_CLASS_BYTES):
         return None
-    row = dfa.array_row(state)
-    loop, leaving = _loop_and_leaving(row, state)
+    loop, leaving = loop_and_leaving(dfa.row(state), state)
     if loop != state and len(leaving) <= _MAX_LEAVING_BYTES:  # the loop may start past ``state``: its leaving bytes
-        leaving = tuple(sorted(set(leaving) | set(_loop_and_leaving(dfa.array_row(loop), loop)[1])))
+        leaving = tuple(sorted(set(leaving) | set(loop_and_leaving(dfa.row(loop), loop)[1])))
     if len(leaving) > _MAX_LEAVING_BYTES:
         return None
-    inside, columns = (row >= 0) & _SAFE_BYTES, _SAFE_FLAGS
+    inside, columns = (dfa.array_row(state) >= 0) & _SAFE_BYTES, _SAFE_FLAGS
     if leaving:
         columns = _SAFE_FLAGS.copy()
         inside[list(leaving)] = False
         columns[list(leaving)] = 0
-    body = ClassBody(inside, leaving, columns)
-    return body if body_embeds(dfa, state, class_loop(inside), depth, columns) else None
-
-
-def _loop_and_leaving(row: np.ndarray, state: int) -> tuple[int, tuple[int, ...]]:
-    """The state most live safe ASCII bytes of ``state`` (its ``row``) lead to, and the others
-    (ascending)."""
-    live_ascii = np.flatnonzero((row[:0x80] >= 0) & _SAFE_BYTES[:0x80])
-    if not live_ascii.size:
-        return state, ()
-    targets = row[live_ascii]
-    values, counts = np.unique(targets, return_counts=True)
-    loop = int(values[np.argmax(counts)])
-    return loop, tuple(live_ascii[targets != loop].tolist())
+    depth = embedded_depth(dfa, state, class_loop(inside), index.max_length, columns)
+    if depth < index.max_length and (depth < index.long_bound or inside[0x80:].any()):
+        return None
+    return ClassBody(inside, leaving, columns, depth)
 
 
 def class_body_part(index: TokenIndex, dfa: DFA | LazyDFA, state: int, body: ClassBody) -> np.ndarray:
     """The safe tokens ``dfa`` reads from ``state`` inside a class body: those its loop reads
-    whole (shared per vocabulary, :meth:`TokenIndex.class_body_mask`) and, walked here, those
-    holding a byte that leaves the loop (:meth:`TokenIndex.safe_positions_holding`)."""
+    whole (shared per vocabulary, :meth:`TokenIndex.class_body_mask`; in a bounded run, those
+    of up to ``body.depth`` bytes) and, walked here, those longer than a bounded run's depth
+    and those holding a byte that leaves the loop: below each such live byte's node of the
+    token trie, from the state it leads to (where a subtree the loop reads is allowed whole),
+    and the few others one by one (:meth:`TokenIndex.positions_leaving`)."""
     mask = index.class_body_mask(body.inside)
+    if body.depth < index.max_length:  # ASCII tokens: as many characters as bytes
+        mask = mask & index.bounded_body_mask(body.depth)
+        mask |= walk_mask(index, dfa, state, index.safe_positions_longer(body.depth))
     if body.leaving:
-        mask = mask | walk_mask(index, dfa, state, index.safe_positions_holding(body.leaving))
+        mask = mask | walk_mask(index, dfa, state, index.positions_leaving(body.inside, body.leaving))
+        row = dfa.row(state)
+        live = [b for b in body.leaving if row[b] >= 0 and index.root_nodes[b] >= 0]
+        if live:
+            words = np.zeros(index.words, dtype=np.uint32)
+            starts = index.root_nodes[live], np.array([row[b] for b in live], dtype=np.int32)
+            dfa.walk_trie(index.trie.kernel, state, words, starts)
+            mask |= words.view(np.int32) & index.safe_words()
     return mask
 
 
@@ -866,7 +912,7 @@ class MaskTable:
 
     def _class_body(self, state: int) -> ClassBody | None:
         """:func:`find_class_body` at ``state``."""
-        return find_class_body(self.dfa, state, self.index.max_length)
+        return find_class_body(self.index, self.dfa, state)
 
     def _class_body_mask(self, state: int, body: ClassBody) -> np.ndarray:
         """The mask inside a class body: its safe tokens' part (:func:`class_body_part`) and the
@@ -906,37 +952,38 @@ class MaskTable:
         bytes are allowed from ``state`` exactly when the shared walk allows them. (Pairs rather
         than a map: a lazy DFA is not minimised, so the string loop may span several equivalent
         states; bounded by depth, a long ``maxLength`` string, one state per position, is a body
-        too.) Checked by :meth:`_body_embeds`."""
+        too.) Checked by :meth:`_embedded_depth`."""
         row = self.dfa.row(state)
         if row[0x61] < 0 or row[0x20] < 0 or row[0x7E] < 0 or row[0x30] < 0:  # quick reject: a body takes these
             return False
-        return self._body_embeds(state, _RAW_STRING_DFA.transitions)
+        return self._embedded_depth(state, _RAW_STRING_DFA.transitions) >= self.index.max_length
 
-    def _body_embeds(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> bool:
-        """:func:`body_embeds` at ``state`` (the Python reference without the compiled kernels)."""
+    def _embedded_depth(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> int:
+        """:func:`embedded_depth` at ``state`` for this vocabulary's tokens (the Python
+        reference without the compiled kernels)."""
         if embeds_within is None:
-            return self._body_embeds_reference(state, inner, columns)
-        return body_embeds(self.dfa, state, inner, self.index.max_length, columns)
+            return self._embedded_depth_reference(state, inner, columns)
+        return embedded_depth(self.dfa, state, inner, self.index.max_length, columns)
 
-    def _body_embeds_reference(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> bool:
-        """:meth:`_body_embeds` in Python: the fallback without the compiled kernels and the
+    def _embedded_depth_reference(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> int:
+        """:meth:`_embedded_depth` in Python: the fallback without the compiled kernels and the
         oracle of its differential test (same pairs, level by level)."""
         read = np.flatnonzero(columns)
         seen = {(0, state)}
         level = [(0, state)]
-        for _ in range(self.index.max_length):
+        for depth in range(self.index.max_length):
             following = []
             for u, d in level:
                 u_row = inner[u][read]
                 d_row = self.dfa.array_row(d)[read]
                 if not np.array_equal(u_row < 0, d_row < 0):
-                    return False
+                    return depth
                 live = u_row >= 0
                 for pair in zip(u_row[live].tolist(), d_row[live].tolist()):
                     if pair not in seen:
                         if len(seen) >= _MAX_BODY_PAIRS:
-                            return False
+                            return depth
                         seen.add(pair)
                         following.append(pair)
             level = following
-        return True
+        return self.index.max_length

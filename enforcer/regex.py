@@ -1152,6 +1152,7 @@ def _format(fmt: str, escapes: Escapes) -> Node:
     dfa = shipped_format_dfa(FORMAT_TABLES, fmt, escapes)
     if dfa is None:
         dfa = build_format_dfa(fmt, escapes)
+    dfa.transitions  # the table spread to 256 columns, which every walk of its states reads: with the load
     _FORMAT_TABLE_IDS.add(id(dfa))
     return Embedded(dfa)
 

@@ -166,11 +166,11 @@ def assert_table_matches_reference(table: MaskTable) -> int:
     assert all(list(ids) == sorted(set(ids)) and len(ids) <= masks.MAX_FEW_IDS
                for ids in table._few.values() if ids is not None)
     for state, mask in list(table._masks.items()) + list(few.items()):
-        assert table._is_string_body(state) == (table.dfa.row(state)[0x61] >= 0
-                                                and table._body_embeds_reference(state, raw)), f"state {state}"
+        assert table._is_string_body(state) == (table.dfa.row(state)[0x61] >= 0 and table._embedded_depth_reference(
+            state, raw) == table.index.max_length), f"state {state}"
         body = table._class_body(state)
         if body is not None:
-            assert table._body_embeds_reference(state, masks.class_loop(body.inside), body.columns), \
+            assert table._embedded_depth_reference(state, masks.class_loop(body.inside), body.columns) == body.depth, \
                 f"state {state}: class body"
         expected = reference_mask(table.index, table.dfa, state)
         if not np.array_equal(mask, expected):
@@ -383,7 +383,8 @@ def test_a_pattern_body_over_every_character_but_a_few_shares_its_safe_tokens(ki
 def test_a_class_body_that_a_few_bytes_leave_walks_only_the_tokens_holding_them(kimi_vocab) -> None:
     """Inside ``^/dev/[^/]+(/[^/]+)*$`` after a name's first character, ``/`` leaves the loop
     (it starts the next name): the tokens without it are the shared class mask of ``[^/]``, and
-    only the tokens holding a ``/`` (a few thousand) or an unsafe byte are walked, not the whole
+    only the tokens holding a ``/`` (about 1,400: those starting with it below the trie's
+    ``/`` node, a few hundred others one by one) or an unsafe byte are walked, not the whole
     vocabulary; right after a ``/``, where ``/`` is dead and the next character enters the
     loop, too. Masks equal the plain walk."""
     clear_cache()
@@ -393,9 +394,11 @@ def test_a_class_body_that_a_few_bytes_leave_walks_only_the_tokens_holding_them(
     body = compiled.masks._class_body(in_name)
     assert body is not None and body.leaving == (ord("/"),) and not body.inside[ord("/")]
     index = token_index(kimi_vocab)
-    holding = index.safe_positions_holding(body.leaving)
-    assert 0 < holding.size < index.ids.size // 20
-    assert all(b"/" in index.blobs[p] for p in holding.tolist())
+    alone = index.positions_leaving(body.inside, body.leaving)  # the rest: below the trie's ``/`` node
+    holding = index.ascii_bytes().starts[ord("/") + 1] - index.ascii_bytes().starts[ord("/")]
+    assert 0 < alone.size < holding // 3
+    assert all(b"/" in index.blobs[p] and (index.blobs[p] == b"/" or index.blobs[p][0] != ord("/"))
+               for p in alone.tolist())
     compiled.masks.mask(in_name)
     allowed = set(compiled.masks.allowed(in_name).tolist())
     name, deeper, twice = (kimi_vocab.encode_text(t) for t in ("a1", "/by-id", "//"))
@@ -413,6 +416,91 @@ def test_a_class_body_that_a_few_bytes_leave_walks_only_the_tokens_holding_them(
     keys.masks.mask(after_slash)
     keys.masks.mask(keys.dfa.walk(0, b'{"/home'))
     assert assert_table_matches_reference(keys.masks) >= 2
+
+
+@pytest.mark.kernels
+def test_a_raw_character_unit_is_recognised_as_the_python_walk_does() -> None:
+    """The compiled check that a counted repeat's unit reads one raw string character (live
+    bytes and ends, pair by pair) agrees with the Python walk, on the JSON string characters
+    that ``maxLength`` repeats and on units that differ by a byte or by where they end."""
+    from enforcer.json_schema import _string_char_dfa
+    from enforcer.regex import json_string_char
+
+    units = {"json character": _string_char_dfa(False), "raw character": _string_char_dfa(True),
+             "any code point": compile_node(json_string_char([(0, 0x10FFFF)])),
+             "letters": compile_node(json_string_char([(0x61, 0x7A)])),
+             "no tilde": compile_node(json_string_char([(0x20, 0x7D), (0x7F, 0x10FFFF)])),
+             "or two letters": compile_node(alt(masks._RAW_BODY_CHAR, literal("ab"))),
+             "or a letter twice": compile_node(alt(masks._RAW_BODY_CHAR, seq(literal("a"), literal("a"))))}
+    verdicts = {}
+    for name, unit in units.items():
+        masks._RAW_UNITS.clear()
+        verdicts[name] = masks._is_raw_char_unit(unit)
+        assert verdicts[name] == masks._is_raw_char_unit_reference(unit), name
+    assert verdicts == {"json character": True, "raw character": True, "any code point": True, "letters": False,
+                        "no tilde": False, "or two letters": False, "or a letter twice": False}
+
+
+@pytest.mark.kernels
+def test_class_masks_and_leaving_tokens_match_the_tokens_bytes(kimi_vocab) -> None:
+    """The per-byte token index gives, for a set of characters, exactly the string-body tokens
+    holding no safe ASCII byte outside it (ASCII tokens only unless the set holds every
+    character past ASCII), and, for bytes leaving it, exactly the safe tokens whose first byte
+    outside the set is one of them, but for those of more than one byte starting with one:
+    checked against the tokens' bytes, token by token."""
+    index = token_index(kimi_vocab)
+    body = set(index._raw_body_positions().tolist())
+    rng = np.random.default_rng(7)
+    for wide in (False, True):
+        inside = masks._SAFE_BYTES & (np.arange(256) < 0x80) & (rng.random(256) < 0.7)
+        inside[0xC2:0xF5] = wide
+        leaving = tuple(int(b) for b in rng.choice(np.flatnonzero(masks._SAFE_BYTES[:0x80] & ~inside[:0x80]), 2,
+                                                     replace=False))
+        expected_ids, expected_leaving = [], []
+        for position, blob in enumerate(index.blobs):
+            if position in body and all(inside[c] if c < 0x80 else wide for c in blob):
+                expected_ids.append(int(index.ids[position]))
+            stop = next((c for c in blob if not (inside[c] or (wide and c >= 0x80))), None)
+            if index.safe[position] and stop in leaving and (len(blob) == 1 or blob[0] not in leaving):
+                expected_leaving.append(position)
+        assert np.array_equal(index.class_body_mask(inside), pack_ids(expected_ids, index.words)), wide
+        assert index.positions_leaving(inside, leaving).tolist() == expected_leaving, (wide, leaving)
+
+
+@pytest.mark.kernels
+def test_a_bounded_run_of_one_class_shares_its_safe_tokens_up_to_its_depth(kimi_vocab) -> None:
+    """A bounded run of one character class (a ``^[a-z0-9-]{1,63}$`` pattern, a hostname label
+    of ``format: email``) reads like the class's loop for as many bytes as it has left: the
+    tokens of the class up to that length are its shared class mask cut to that length, the
+    few longer ones are walked, and so are those holding a byte that leaves the run (``.`` and
+    ``-`` in a label). With fewer bytes left than the vocabulary's long-token bound the state
+    is walked as it stands. Masks equal the plain walk."""
+    clear_cache()
+    index = token_index(kimi_vocab)
+    assert index.safe_positions_longer(index.long_bound).size <= masks._MAX_LONG_TOKENS
+    assert np.count_nonzero(index.safe[index.lengths > index.long_bound - 1]) > masks._MAX_LONG_TOKENS
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": "^[a-z0-9-]{1,63}$"},
+                                               "to": {"type": "string", "format": "email"}}}
+    compiled = compile_json_schema(schema, kimi_vocab)
+    in_tag = compiled.dfa.walk(0, b'{"tag": "ab')
+    body = compiled.masks._class_body(in_tag)
+    assert body is not None and body.depth == 61 and not body.leaving
+    assert np.flatnonzero(body.inside).tolist() == [0x2D, *range(0x30, 0x3A), *range(0x61, 0x7B)]
+    near_the_end = compiled.dfa.walk(0, b'{"tag": "' + b"a" * 60)
+    assert compiled.masks._class_body(near_the_end) is None
+    for state in (in_tag, near_the_end):
+        compiled.masks.mask(state)
+    assert assert_table_matches_reference(compiled.masks) >= 2
+    in_label = compiled.dfa.walk(0, b'{"to": "maria.rossi@example')
+    block, inner, _ = compiled.dfa.embedding(in_label)
+    label = masks.find_class_body(index, block.dfa, inner)
+    assert label is not None and index.long_bound <= label.depth < index.max_length
+    assert label.leaving == (ord("-"), ord("."))
+    assert np.array_equal(masks.safe_part(index, block.dfa, inner),
+                          reference_mask(index, block.dfa, inner) & index.safe_words())
+    for text in (b'{"to": "maria.rossi@example', b'{"to": "maria.rossi@example.com', b'{"to": "a@b-'):
+        state = compiled.dfa.walk(0, text)
+        assert np.array_equal(compiled.masks.mask(state), reference_mask(index, compiled.dfa, state)), text
 
 
 def test_the_raw_body_reads_ascii_only_at_a_character_boundary() -> None:
@@ -487,6 +575,32 @@ def test_negated_class_bodies_match_reference_on_the_corpora(corpus_dir: Path, k
             leaving += body is not None and bool(body.leaving)
         checked += assert_table_matches_reference(compiled.masks)
     assert checked > 5000 and leaving > 100
+
+
+@pytest.mark.corpus
+def test_bounded_class_bodies_match_reference_on_the_corpora(corpus_dir: Path, kimi_tokenizer, kimi_vocab) -> None:
+    """Every mask computed while teacher-forcing the valid instances of 100 MaskBench and
+    JSONSchemaBench schemas with a bounded repeat in a pattern (``[a-z0-9-]{1,63}``) or a
+    hostname-bearing ``format`` (``email``, ``hostname``, ``uri``): the class-body shortcut cut
+    to a bounded run's depth, in the schema's own automaton and in the shared parts of a
+    format's, against the plain walk."""
+    hosts = ('"format": "email"', '"format": "hostname"', '"format": "uri"')
+    cases = spread_sample([case for case in load_maskbench(corpus_dir) + load_jsonschemabench(corpus_dir)
+                           if "]{" in json.dumps(case.schema) or any(host in json.dumps(case.schema) for host in hosts)],
+                          100)
+    checked = bounded = 0
+    for compiled in _teacher_forced(cases, kimi_tokenizer, kimi_vocab):
+        table = compiled.masks
+        for state in list(table._masks) + list(table._few):
+            body = None
+            embedding = table.dfa.embedding(state) if isinstance(table.dfa, LazyDFA) else None
+            if embedding is None:
+                body = table._class_body(state)
+            elif isinstance(embedding[0].dfa, automaton.DFA):  # a counted block's own windows: not counted here
+                body = masks.find_class_body(table.index, embedding[0].dfa, embedding[1])
+            bounded += body is not None and body.depth < table.index.max_length
+        checked += assert_table_matches_reference(table)
+    assert checked > 5000 and bounded > 200
 
 
 def test_pack_ids_sparse_few_and_dense_agree_with_packbits(monkeypatch) -> None:
