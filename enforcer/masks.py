@@ -49,12 +49,17 @@ _WIDE = 64  # states with more live first bytes than this use whole first-byte g
 _RAW_BODY_CHAR = codepoints([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])
 _RAW_STRING_DFA = compile_node(star(_RAW_BODY_CHAR))
 _RAW_CHAR_DFA = compile_node(_RAW_BODY_CHAR)
+# Any text, every character read raw (Kimi K3's argument values): the body of every free raw value.
+_TEXT_DFA = compile_node(star(codepoints([(0, 0x10FFFF)])))
 _SAFE_BYTES = np.ones(256, dtype=bool)
 _SAFE_BYTES[:0x20] = False
 _SAFE_BYTES[[0x22, 0x5C]] = False
 _SAFE_COLUMNS = np.flatnonzero(_SAFE_BYTES)
 _SAFE_FLAGS = _SAFE_BYTES.astype(np.uint8)
+_STRING_BODY_FLAGS = _SAFE_FLAGS.copy()
+_STRING_BODY_FLAGS[:0x20] = 1  # dead in a JSON string body: a value read raw (Kimi K3) reads them
 _EVERY_BYTE = np.ones(256, dtype=bool)
+_EVERY_FLAG = _EVERY_BYTE.astype(np.uint8)
 _MIN_CLASS_BYTES = 16  # a body over fewer ASCII bytes (and none past ASCII) holds few tokens: walked as it stands
 _MAX_LEAVING_BYTES = 4  # a class body that more ASCII bytes leave is walked as it stands
 _MAX_BODY_PAIRS = 4096  # a string body spanning more (raw state, state) pairs within a token's length is not recognised
@@ -259,6 +264,7 @@ class TokenIndex:
                 node = int(self.trie.end[node])
         self._raw_body: np.ndarray | None = None
         self._string_body_mask: np.ndarray | None = None
+        self._text_body_mask: np.ndarray | None = None
         self._safe_words: np.ndarray | None = None
         self._body_chars: np.ndarray | None = None
         self._bounded: np.ndarray | None = None
@@ -358,6 +364,20 @@ class TokenIndex:
         if self._string_body_mask is None:
             self._string_body_mask = pack_ids(self.ids[self._raw_body_positions()], self.words)
         return self._string_body_mask
+
+    def text_body_mask(self) -> np.ndarray:
+        """Packed mask of the tokens a free raw value (any text, read raw: Kimi K3's argument
+        values) accepts from a character boundary: every token of well-formed UTF-8 (a last
+        character may be cut). Computed once (a walk of the token trie, with the index when
+        the kernels are built)."""
+        if self._text_body_mask is None:
+            if self.trie is not None:
+                hit = trie_mask(self, _TEXT_DFA, 0)
+            else:
+                hit = pack_ids(self.ids[walk_positions(self, _TEXT_DFA, 0, np.arange(len(self.ids)))], self.words)
+            hit.setflags(write=False)
+            self._text_body_mask = hit
+        return self._text_body_mask
 
     def ids_mask(self, ids: Collection[int]) -> np.ndarray:
         """Packed mask of exactly ``ids`` (read-only). Up to ``_FEW_IDS`` ids (a tag word's
@@ -472,6 +492,8 @@ def token_index(vocabulary: Vocabulary) -> TokenIndex:
     index.string_body_mask()
     index.bounded_body_mask(0)
     index.safe_words()
+    if index.trie is not None:
+        index.text_body_mask()
     if ascii_byte_index is not None:  # the per-byte token index; the plain ASCII body's mask
         index.class_body_mask(_SAFE_BYTES & (np.arange(256) < 0x80))
     return _INDEX_CACHE.put(vocabulary.fingerprint, index)
@@ -905,6 +927,8 @@ class MaskTable:
                 mask = walk_mask(index, dfa, state, exits[live_first])
             mask |= index.string_body_mask()
             return mask
+        if self._is_text_body(state):  # every token of well-formed text: no walk
+            return index.text_body_mask()
         body = self._class_body(state)
         if body is not None:
             return self._class_body_mask(state, body)
@@ -947,16 +971,30 @@ class MaskTable:
     def _is_string_body(self, state: int) -> bool:
         """Whether the raw-character automaton of a free string embeds at ``state`` for every
         token: the pairs (raw-automaton state, DFA state) reachable from (start, ``state``) over
-        bytes that cannot leave a string (no quote, backslash or control byte), within the
-        longest token's length, agree on which bytes are dead. Then the tokens made only of such
-        bytes are allowed from ``state`` exactly when the shared walk allows them. (Pairs rather
-        than a map: a lazy DFA is not minimised, so the string loop may span several equivalent
-        states; bounded by depth, a long ``maxLength`` string, one state per position, is a body
-        too.) Checked by :meth:`_embedded_depth`."""
+        bytes that cannot leave a string (no quote or backslash), within the longest token's
+        length, agree on which bytes are dead, control bytes dead in every one. Then the tokens
+        made only of safe bytes are allowed from ``state`` exactly when the shared walk allows
+        them, and a token is dead at its first control byte. (Pairs rather than a map: a lazy
+        DFA is not minimised, so the string loop may span several equivalent states; bounded by
+        depth, a long ``maxLength`` string, one state per position, is a body too. A value read
+        raw, as Kimi K3 writes argument values, reads control bytes: no JSON string body, but a
+        class body, whose every token holding an unsafe byte is walked.) Checked by
+        :meth:`_embedded_depth`."""
         row = self.dfa.row(state)
         if row[0x61] < 0 or row[0x20] < 0 or row[0x7E] < 0 or row[0x30] < 0:  # quick reject: a body takes these
             return False
-        return self._embedded_depth(state, _RAW_STRING_DFA.transitions) >= self.index.max_length
+        return self._embedded_depth(state, _RAW_STRING_DFA.transitions, _STRING_BODY_FLAGS) >= self.index.max_length
+
+    def _is_text_body(self, state: int) -> bool:
+        """Whether ``state`` reads any text from here on, as a free raw value does: the pairs
+        (text-automaton state, DFA state) reachable from (start, ``state``) over every byte,
+        within the longest token's length, agree on which bytes are dead. Then the tokens
+        allowed from ``state`` are the shared :meth:`TokenIndex.text_body_mask`. Needs the token
+        trie (without it such a state is walked)."""
+        row = self.dfa.row(state)
+        if self.index.trie is None or row[0x0A] < 0 or row[0x22] < 0 or row[0x5C] < 0 or row[0x61] < 0:
+            return False  # quick reject: any text reads these
+        return self._embedded_depth(state, _TEXT_DFA.transitions, _EVERY_FLAG) >= self.index.max_length
 
     def _embedded_depth(self, state: int, inner: np.ndarray, columns: np.ndarray = _SAFE_FLAGS) -> int:
         """:func:`embedded_depth` at ``state`` for this vocabulary's tokens (the Python

@@ -167,7 +167,7 @@ def assert_table_matches_reference(table: MaskTable) -> int:
                for ids in table._few.values() if ids is not None)
     for state, mask in list(table._masks.items()) + list(few.items()):
         assert table._is_string_body(state) == (table.dfa.row(state)[0x61] >= 0 and table._embedded_depth_reference(
-            state, raw) == table.index.max_length), f"state {state}"
+            state, raw, masks._STRING_BODY_FLAGS) == table.index.max_length), f"state {state}"
         body = table._class_body(state)
         if body is not None:
             assert table._embedded_depth_reference(state, masks.class_loop(body.inside), body.columns) == body.depth, \
@@ -512,11 +512,13 @@ def test_the_raw_body_reads_ascii_only_at_a_character_boundary() -> None:
 
 def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
     """Kimi K3 argument values are raw text (control bytes and quotes allowed): the embedded
-    shortcut must not drop the tokens a JSON string would refuse."""
+    and string-body shortcuts must not drop the tokens a JSON string would refuse; a free
+    value's states read any text, whose mask is one per vocabulary."""
     clear_cache()
     params = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 30},
-                                               "body": {"type": "string", "pattern": "^[a-z\"\\n]+$"}},
-              "required": ["text", "body"]}
+                                               "body": {"type": "string", "pattern": "^[a-z\"\\n]+$"},
+                                               "free": {"type": "string"}},
+              "required": ["text", "body", "free"]}
     split = split_arguments(params, kimi_k3_vocab, SchemaOptions())
     rng = random.Random(3)
     checked = 0
@@ -525,6 +527,11 @@ def test_raw_argument_values_match_reference(kimi_k3_vocab) -> None:
         for _ in range(10):
             random_walk(value.matcher(), kimi_k3_vocab, rng, 40)
         checked += assert_table_matches_reference(value.masks)
+        if key.name == "free":  # a line break, a quote: plain text in a raw value, the shared text mask
+            assert value.masks._is_text_body(0) and not value.masks._is_string_body(0)
+            assert np.array_equal(value.masks.mask(0), token_index(kimi_k3_vocab).text_body_mask())
+            allowed = set(value.masks.allowed(0).tolist())
+            assert all(kimi_k3_vocab.encode_text(t)[0] in allowed for t in ("\n", '"', "a\n"))
     assert checked > 10
 
 
