@@ -4,10 +4,11 @@
 trie, the shared string-body masks; ~0.15 s for 150k ids, shared process-wide). :class:`MaskTable`
 computes, per DFA state and on first use, the packed bitmask of the tokens whose every byte the
 DFA accepts from that state; results are kept for the lifetime of the compiled object and shared
-by every matcher. A state inside a free string or an embedded automaton reuses per-vocabulary
-masks and walks only the tokens that can leave it; any other state walks the token trie once
-(compiled, a dead byte pruning its whole subtree): typically 5-50 µs, 2-3 ms when nearly every
-token lives; later lookups are a dict hit.
+by every matcher. A state inside a free string, a class body or an embedded automaton reuses
+per-vocabulary masks and walks only the tokens that can leave it (a state reading any text, a
+raw value's, walks none); any other state walks the token trie once (compiled, a dead byte
+pruning its whole subtree): typically 5-50 µs, 2-3 ms when nearly every token lives; later
+lookups are a dict hit.
 """
 
 from __future__ import annotations
@@ -909,7 +910,8 @@ class MaskTable:
 
     def _shared_work_mask(self, state: int) -> np.ndarray | None:
         """The mask of ``state`` from work shared with other states (an embedded automaton that
-        only unsafe bytes leave, or a free string body); None when neither applies."""
+        only unsafe bytes leave, a free string body, any text, a class body); None when none
+        applies."""
         index = self.index
         dfa = self.dfa
         embedding = dfa.embedding(state) if isinstance(dfa, LazyDFA) else None
